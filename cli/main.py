@@ -1,0 +1,26 @@
+"""The `zk2kraft` command: one click group, one subcommand per job."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="zk2kraft")
+def cli() -> None:
+    """Move a Kafka cluster from ZooKeeper mode to KRaft mode, planned and verified.
+
+    \b
+    Examples:
+      zk2kraft dump --summary /var/lib/kafka/meta/__cluster_metadata-0
+      zk2kraft snapshot /var/lib/kafka/meta
+    """
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()
+
+
+if __name__ == "__main__":
+    main()

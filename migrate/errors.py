@@ -1,0 +1,35 @@
+"""The project's error types: every failure a user can trigger is one of these."""
+
+from __future__ import annotations
+
+
+class Zk2KraftError(Exception):
+    """Base of every error zk2kraft raises on bad input or a failed operation."""
+
+
+class CorruptDataError(Zk2KraftError):
+    """Bytes that cannot be what they claim to be; names the source and byte offset."""
+
+    def __init__(self, source: str, offset: int | None, problem: str) -> None:
+        self.source = source
+        self.offset = offset
+        self.problem = problem
+        where = f"{source} at byte {offset}" if offset is not None else source
+        super().__init__(f"{where}: {problem}")
+
+
+class ZnodeFormatError(Zk2KraftError):
+    """A znode whose data is not what Kafka writes there; names the path."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"znode {path}: {problem}")
+
+
+class UnsupportedVersionError(Zk2KraftError):
+    """A record, file or request version this tool (or Kafka 3.9) does not define."""
+
+
+class InvalidRequestError(Zk2KraftError):
+    """A well-formed request that asks for something that cannot be done."""
