@@ -1,0 +1,91 @@
+"""Raw ZooKeeper trees: what both the live and the offline readers produce, before Kafka meaning."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """ZooKeeper's Stat of one znode (field names as in ZooKeeper's jute record)."""
+
+    czxid: int = 0
+    mzxid: int = 0
+    ctime: int = 0
+    mtime: int = 0
+    version: int = 0
+    cversion: int = 0
+    aversion: int = 0
+    ephemeral_owner: int = 0
+    data_length: int = 0
+    num_children: int = 0
+    pzxid: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Acl:
+    """One ACL entry: permission bits, scheme (world, digest, sasl, x509, ip, auth) and id."""
+
+    perms: int
+    scheme: str
+    id: str
+
+
+OPEN_ACL_UNSAFE: tuple[Acl, ...] = (Acl(31, "world", "anyone"),)
+
+
+@dataclass(slots=True)
+class ZNode:
+    """One znode: absolute path (inside whatever chroot was read), data, stat and ACL."""
+
+    path: str
+    data: bytes | None
+    stat: Stat = field(default_factory=Stat)
+    acl: tuple[Acl, ...] = OPEN_ACL_UNSAFE
+
+
+@dataclass(slots=True)
+class ZTree:
+    """A whole tree, keyed by absolute path; `source` names where it came from for error messages."""
+
+    source: str
+    nodes: dict[str, ZNode] = field(default_factory=dict)
+    last_zxid: int = 0
+
+    def get(self, path: str) -> ZNode | None:
+        return self.nodes.get(path)
+
+    def data(self, path: str) -> bytes | None:
+        node = self.nodes.get(path)
+        return None if node is None else node.data
+
+    def children(self, path: str) -> list[str]:
+        """Names of the direct children of `path`, sorted."""
+        prefix = "/" if path == "/" else path + "/"
+        names = {
+            p[len(prefix) :].split("/", 1)[0]
+            for p in self.nodes
+            if p.startswith(prefix) and len(p) > len(prefix)
+        }
+        return sorted(names)
+
+    def __iter__(self) -> Iterator[ZNode]:
+        return iter(self.nodes.values())
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def with_chroot(self, chroot: str) -> ZTree:
+        """The subtree under `chroot`, with paths made relative to it (`/chroot/a` → `/a`)."""
+        chroot = "/" + chroot.strip("/") if chroot.strip("/") else ""
+        if not chroot:
+            return self
+        out = ZTree(source=f"{self.source} (chroot {chroot})", last_zxid=self.last_zxid)
+        for path, node in self.nodes.items():
+            if path == chroot:
+                out.nodes["/"] = ZNode("/", node.data, node.stat, node.acl)
+            elif path.startswith(chroot + "/"):
+                rel = path[len(chroot) :]
+                out.nodes[rel] = ZNode(rel, node.data, node.stat, node.acl)
+        return out
