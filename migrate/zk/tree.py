@@ -52,6 +52,7 @@ class ZTree:
     source: str
     nodes: dict[str, ZNode] = field(default_factory=dict)
     last_zxid: int = 0
+    _children: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
 
     def get(self, path: str) -> ZNode | None:
         return self.nodes.get(path)
@@ -61,14 +62,26 @@ class ZTree:
         return None if node is None else node.data
 
     def children(self, path: str) -> list[str]:
-        """Names of the direct children of `path`, sorted."""
-        prefix = "/" if path == "/" else path + "/"
-        names = {
-            p[len(prefix) :].split("/", 1)[0]
-            for p in self.nodes
-            if p.startswith(prefix) and len(p) > len(prefix)
-        }
-        return sorted(names)
+        """Names of the direct children of `path`, sorted (index built once, on first use)."""
+        if self._children is None or len(self.nodes) != self._indexed_count:
+            self._build_child_index()
+        assert self._children is not None
+        return self._children.get(path, [])
+
+    @property
+    def _indexed_count(self) -> int:
+        return sum(len(v) for v in (self._children or {}).values()) + (1 if "/" in self.nodes else 0)
+
+    def _build_child_index(self) -> None:
+        index: dict[str, list[str]] = {}
+        for p in self.nodes:
+            if p == "/":
+                continue
+            parent, _, name = p.rpartition("/")
+            index.setdefault(parent or "/", []).append(name)
+        for names in index.values():
+            names.sort()
+        self._children = index
 
     def __iter__(self) -> Iterator[ZNode]:
         return iter(self.nodes.values())
