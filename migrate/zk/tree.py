@@ -53,6 +53,7 @@ class ZTree:
     nodes: dict[str, ZNode] = field(default_factory=dict)
     last_zxid: int = 0
     _children: dict[str, list[str]] | None = field(default=None, repr=False, compare=False)
+    _indexed_len: int = field(default=-1, repr=False, compare=False)
 
     def get(self, path: str) -> ZNode | None:
         return self.nodes.get(path)
@@ -63,14 +64,10 @@ class ZTree:
 
     def children(self, path: str) -> list[str]:
         """Names of the direct children of `path`, sorted (index built once, on first use)."""
-        if self._children is None or len(self.nodes) != self._indexed_count:
+        if self._children is None or len(self.nodes) != self._indexed_len:
             self._build_child_index()
         assert self._children is not None
         return self._children.get(path, [])
-
-    @property
-    def _indexed_count(self) -> int:
-        return sum(len(v) for v in (self._children or {}).values()) + (1 if "/" in self.nodes else 0)
 
     def _build_child_index(self) -> None:
         index: dict[str, list[str]] = {}
@@ -82,6 +79,7 @@ class ZTree:
         for names in index.values():
             names.sort()
         self._children = index
+        self._indexed_len = len(self.nodes)
 
     def __iter__(self) -> Iterator[ZNode]:
         return iter(self.nodes.values())
