@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import IO, Any
 
 
 def fsync_directory(directory: Path) -> None:
@@ -16,24 +19,33 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace `path` with `data` so readers see the old file or the new one, never a mix."""
+@contextmanager
+def atomic_writer(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+    """Stream into a temp file beside `path`; on success fsync and rename it into place.
+
+    On any exception the temp file is removed and `path` is left as it was.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    encoding = None if "b" in mode else "utf-8"
     try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
+        with os.fdopen(fd, mode, encoding=encoding) as tmp:
+            yield tmp
             tmp.flush()
             os.fsync(tmp.fileno())
         os.replace(tmp_name, target)
     except BaseException:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
         raise
     fsync_directory(target.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace `path` with `data` so readers see the old file or the new one, never a mix."""
+    with atomic_writer(path, "wb") as out:
+        out.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
