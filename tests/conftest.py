@@ -1,0 +1,67 @@
+"""Shared pytest fixtures: real ZooKeeper servers started from pyspark's jars."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
+
+# ---------------------------------------------------------------- ZooKeeper
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooKeeper]:
+    """One standalone ZooKeeper for the whole session; tests isolate themselves with `zk_chroot`."""
+    server = EmbeddedZooKeeper(tmp_path_factory.mktemp("zk-server"))
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def zk_admin(zk_server: EmbeddedZooKeeper) -> Iterator[KazooClient]:
+    """A session-wide client at the real root of `zk_server` (creates the per-test chroots)."""
+    client = KazooClient(hosts=zk_server.connect_string)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def zk_chroot(zk_admin: KazooClient, request: pytest.FixtureRequest) -> str:
+    """A fresh, existing znode path unique to this test, e.g. `/tests/test_foo-1a2b3c4d`."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:60]
+    path = f"/tests/{name}-{uuid.uuid4().hex[:8]}"
+    zk_admin.ensure_path(path)
+    return path
+
+
+@pytest.fixture
+def zk_connect(zk_server: EmbeddedZooKeeper, zk_chroot: str) -> str:
+    """A Kafka-style `zookeeper.connect` string whose chroot is this test's `zk_chroot`."""
+    return zk_server.connect_string + zk_chroot
+
+
+@pytest.fixture
+def zk_client(zk_connect: str) -> Iterator[KazooClient]:
+    """A started kazoo client rooted at this test's `zk_chroot` (so `/` is private to the test)."""
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def zk_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEnsemble]:
+    """A 3-server ensemble for one test module; tests that stop servers must start them again."""
+    ensemble = EmbeddedEnsemble(3, tmp_path_factory.mktemp("zk-ensemble"))
+    ensemble.start()
+    yield ensemble
+    ensemble.close()
