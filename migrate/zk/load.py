@@ -1,0 +1,149 @@
+"""Recreate a ZooKeeper tree (from a dump or a snapshot) in a live ZooKeeper, for rehearsals on a copy.
+
+Znodes are created parent-first in multi-op transactions; ACLs are applied last (deepest first) so that a
+restrictive ACL on a parent cannot block the creation of its children. If a transaction fails, every znode
+this load created is deleted again, so a failed load leaves the target as it found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.security import ACL, Id
+
+from migrate.errors import Zk2KraftError
+from migrate.zk.tree import ZNode, ZTree
+
+# One multi request must stay well below jute.maxbuffer (1 MiB by default) on the server.
+MAX_TXN_BYTES = 512 * 1024
+MAX_TXN_OPS = 500
+SYSTEM_PREFIX = "/zookeeper"
+
+
+class LoadConflictError(Zk2KraftError):
+    """The target already holds znodes the load would overwrite."""
+
+
+@dataclass(slots=True)
+class LoadReport:
+    created: int = 0
+    updated: int = 0
+    ephemeral_as_persistent: int = 0
+    transactions: int = 0
+    skipped_system: int = 0
+    existing: list[str] = field(default_factory=list)
+
+
+def _target_path(chroot: str, path: str) -> str:
+    base = "/" + chroot.strip("/") if chroot.strip("/") else ""
+    if path == "/":
+        return base or "/"
+    return base + path
+
+
+def _kazoo_acl(node: ZNode) -> list[ACL]:
+    return [ACL(a.perms, Id(a.scheme, a.id)) for a in node.acl]
+
+
+def load_tree(
+    client: KazooClient,
+    tree: ZTree,
+    *,
+    chroot: str = "/",
+    force: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> LoadReport:
+    """Create every znode of `tree` under `chroot` in the ZooKeeper `client` is connected to.
+
+    Refuses (LoadConflictError, nothing written) when any target znode exists, unless `force`, in which
+    case existing znodes get the dump's data. `/zookeeper` system znodes are never written.
+    """
+    report = LoadReport()
+    nodes = sorted(
+        (n for n in tree if not (n.path == SYSTEM_PREFIX or n.path.startswith(SYSTEM_PREFIX + "/"))),
+        key=lambda n: (n.path.count("/") if n.path != "/" else 0, n.path),
+    )
+    report.skipped_system = len(tree) - len(nodes)
+    # The chroot itself may exist (an empty chroot prepared for the load); only znodes below it conflict.
+    existing = [
+        n.path for n in nodes if n.path != "/" and client.exists(_target_path(chroot, n.path)) is not None
+    ]
+    if existing and not force:
+        shown = ", ".join(existing[:5]) + (f" and {len(existing) - 5} more" if len(existing) > 5 else "")
+        raise LoadConflictError(
+            f"{len(existing)} znode(s) already exist in the target ({shown}); nothing was written. "
+            "Use --force to overwrite their data, or load into an empty chroot."
+        )
+    report.existing = existing
+    existing_set = set(existing)
+    _ensure_parents(client, _target_path(chroot, "/"))
+
+    created: list[str] = []
+    txn = client.transaction()
+    txn_bytes = 0
+    txn_ops = 0
+    done = 0
+
+    def commit() -> None:
+        nonlocal txn, txn_bytes, txn_ops
+        if txn_ops == 0:
+            return
+        results = txn.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            _rollback(client, created)
+            raise Zk2KraftError(f"loading znodes failed and was rolled back: {failures[0]!r}")
+        report.transactions += 1
+        txn, txn_bytes, txn_ops = client.transaction(), 0, 0
+
+    try:
+        for node in nodes:
+            target = _target_path(chroot, node.path)
+            data = node.data or b""
+            if node.path == "/":
+                if target == "/":
+                    continue  # never rewrite ZooKeeper's own root
+                txn.set_data(target, data)
+            elif node.path in existing_set:
+                txn.set_data(target, data)
+                report.updated += 1
+            else:
+                txn.create(target, data)
+                created.append(target)
+                report.created += 1
+                if node.stat.ephemeral_owner:
+                    report.ephemeral_as_persistent += 1
+            txn_bytes += len(data) + len(target) + 64
+            txn_ops += 1
+            if txn_ops >= MAX_TXN_OPS or txn_bytes >= MAX_TXN_BYTES:
+                commit()
+            done += 1
+            if progress is not None:
+                progress(done)
+        commit()
+        for node in sorted(nodes, key=lambda n: -n.path.count("/")):
+            target = _target_path(chroot, node.path)
+            if target != "/" and node.acl:
+                client.set_acls(target, _kazoo_acl(node))
+    except KazooException as exc:
+        _rollback(client, created)
+        raise Zk2KraftError(f"loading znodes failed and was rolled back: {exc!r}") from None
+    return report
+
+
+def _ensure_parents(client: KazooClient, path: str) -> None:
+    if path != "/":
+        client.ensure_path(path)
+
+
+def _rollback(client: KazooClient, created: list[str]) -> None:
+    for path in reversed(created):
+        try:
+            client.delete(path)
+        except (NoNodeError, NodeExistsError):
+            continue
+        except KazooException:
+            continue
