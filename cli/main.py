@@ -17,6 +17,15 @@ def cli() -> None:
     """
 
 
+def _register() -> None:
+    from cli.zk_cmd import zk_group
+
+    cli.add_command(zk_group)
+
+
+_register()
+
+
 def main() -> None:
     """Console-script entry point."""
     cli()

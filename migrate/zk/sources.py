@@ -1,0 +1,104 @@
+"""Where a ZooKeeper tree comes from: a live ensemble, a `zk export` dump, or a ZooKeeper data directory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from migrate.errors import Zk2KraftError
+from migrate.zk.tree import ZTree
+
+
+def split_connect_string(connect: str) -> tuple[str, str]:
+    """Split Kafka's `zookeeper.connect` (`h1:p1,h2:p2/chroot`) into hosts and chroot (`/` when none)."""
+    connect = connect.strip()
+    if not connect:
+        raise Zk2KraftError("empty ZooKeeper connect string")
+    slash = connect.find("/")
+    if slash < 0:
+        return connect, "/"
+    hosts, chroot = connect[:slash], connect[slash:]
+    if not hosts:
+        raise Zk2KraftError(f"ZooKeeper connect string {connect!r} names no host")
+    chroot = "/" + chroot.strip("/")
+    if "//" in chroot or chroot.endswith("/.") or "/./" in chroot or "/../" in chroot:
+        raise Zk2KraftError(f"ZooKeeper connect string {connect!r} has an invalid chroot {chroot!r}")
+    return hosts, chroot
+
+
+def normalize_chroot(chroot: str | None) -> str:
+    if not chroot or chroot.strip("/") == "":
+        return "/"
+    return "/" + chroot.strip("/")
+
+
+@dataclass(frozen=True, slots=True)
+class ZkSource:
+    """Exactly one of `connect`, `dump` or `data_dir` names the source; `chroot` selects Kafka's subtree."""
+
+    connect: str | None = None
+    dump: Path | None = None
+    data_dir: Path | None = None
+    log_dir: Path | None = None
+    chroot: str | None = None
+    up_to_zxid: int | None = None
+
+    def describe(self) -> str:
+        if self.connect:
+            return f"ZooKeeper {self.connect}"
+        if self.dump:
+            return f"dump {self.dump}"
+        return f"ZooKeeper data dir {self.data_dir}"
+
+    def validate(self) -> None:
+        chosen = [x for x in (self.connect, self.dump, self.data_dir) if x]
+        if len(chosen) != 1:
+            raise Zk2KraftError("give exactly one ZooKeeper source: --zk, --zk-dump or --zk-data-dir")
+        if self.connect and self.chroot and split_connect_string(self.connect)[1] != "/":
+            raise Zk2KraftError("give the chroot either in --zk HOST:PORT/chroot or with --chroot, not both")
+        if self.log_dir and not self.data_dir:
+            raise Zk2KraftError("--zk-log-dir only goes with --zk-data-dir")
+        if self.up_to_zxid is not None and not self.data_dir:
+            raise Zk2KraftError("--up-to-zxid only goes with --zk-data-dir")
+
+
+def full_tree_chroot(source: ZkSource) -> str:
+    """The chroot inside the source's full tree where Kafka's znodes live."""
+    if source.connect:
+        return normalize_chroot(source.chroot or split_connect_string(source.connect)[1])
+    return normalize_chroot(source.chroot)
+
+
+def read_source(source: ZkSource, *, progress: Callable[[int], None] | None = None) -> ZTreeWithOrigin:
+    """Read the tree Kafka uses (already made relative to the chroot: `/brokers`, `/config`, ...)."""
+    source.validate()
+    chroot = full_tree_chroot(source)
+    if source.connect:
+        from migrate.zk.live import read_tree
+
+        hosts, _ = split_connect_string(source.connect)
+        tree = read_tree(hosts, chroot=chroot, progress=progress)
+        return ZTreeWithOrigin(tree, source.describe(), chroot)
+    if source.dump:
+        from migrate.zk.dump import iter_dump, read_dump
+
+        header, _ = iter_dump(source.dump)
+        tree = read_dump(source.dump)
+        # A dump exported with a chroot is already relative to it; --chroot then selects inside it.
+        return ZTreeWithOrigin(tree.with_chroot(chroot), source.describe(), normalize_chroot(header.chroot))
+    assert source.data_dir is not None
+    from migrate.zk.restore import load_data_dir
+
+    full, _report = load_data_dir(source.data_dir, source.log_dir, up_to_zxid=source.up_to_zxid, progress=progress)
+    if chroot != "/" and full.get(chroot) is None:
+        raise Zk2KraftError(f"{source.describe()}: the chroot {chroot} does not exist in that tree")
+    return ZTreeWithOrigin(full.with_chroot(chroot), source.describe(), chroot)
+
+
+@dataclass(frozen=True, slots=True)
+class ZTreeWithOrigin:
+    tree: ZTree
+    origin: str
+    chroot: str
+
