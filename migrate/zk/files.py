@@ -7,9 +7,11 @@ writer produces the files ZooKeeper 3.8/3.9 writes, trailers and digest included
 
 from __future__ import annotations
 
+import gc
 import gzip
 import mmap
 import os
+import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -48,6 +50,8 @@ XERIAL_BLOCK = 32 * 1024
 
 _NODE_TAIL = struct.Struct(">qqqqqiiiqq")  # DataNode.acl, then StatPersisted (60 bytes)
 _NODE_TAIL_SIZE = _NODE_TAIL.size
+_NODE_TAIL_NEXT = struct.Struct(">qqqqqiiiqqi")  # the same plus the next record's path length
+_STAT_NUM_CHILDREN = Stat.__dict__["num_children"]  # slot descriptor, see _decode_nodes_loop
 _DIGEST_BLOB = struct.Struct(">qqqqqiiiq")  # czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner
 _TXN_HEADER = struct.Struct(">qiqqi")
 _U64 = (1 << 64) - 1
@@ -241,6 +245,26 @@ def without_system_nodes(tree: ZTree) -> ZTree:
     return ZTree(source=tree.source, nodes=nodes, last_zxid=tree.last_zxid)
 
 
+_BAD_PATH_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\uffff\U00010000-\U0010ffff]")
+
+
+def path_problem(path: str) -> str | None:
+    """Why ZooKeeper (PathUtils.validatePath) would refuse `path`, or None when it is valid."""
+    if not path.startswith("/"):
+        return "does not start with /"
+    if path == "/":
+        return None
+    if path.endswith("/"):
+        return "ends with /"
+    bad = _BAD_PATH_CHAR.search(path)
+    if bad:
+        return f"has the invalid character U+{ord(bad.group()):04X} at {bad.start()}"
+    for name in path[1:].split("/"):
+        if name in ("", ".", ".."):
+            return f"has an empty or relative name {name!r}"
+    return None
+
+
 def parent_path(path: str) -> str | None:
     """Parent in the ZTree convention ("/" for top-level nodes), None for the root."""
     if path == "/":
@@ -334,6 +358,27 @@ def decode_snapshot(
     """Decode an uncompressed snapshot stream; every Adler32 seal is checked unless told otherwise."""
     if not isinstance(data, bytes):
         data = bytes(data)
+    try:
+        return _decode_snapshot(data, source, zxid, verify_checksums)
+    except CorruptDataError as exc:
+        if verify_checksums and "Adler32" not in exc.problem and not _seal_matches_somewhere(data):
+            raise CorruptDataError(
+                exc.source, exc.offset, f"{exc.problem}; the Adler32 checksum does not match either: the file is damaged"
+            ) from None
+        raise
+
+
+def _seal_matches_somewhere(data: bytes) -> bool:
+    """True if the first seal of any trailer layout (13, 34, 46 or 67 bytes) checks out."""
+    view = memoryview(data)
+    for trailer in (13, 34, 46, 67):
+        at = len(data) - trailer
+        if at >= 16 and LONG.unpack_from(data, at)[0] == zlib.adler32(view[:at]):
+            return True
+    return False
+
+
+def _decode_snapshot(data: bytes, source: str, zxid: int | None, verify_checksums: bool) -> Snapshot:
     r = JuteReader(data, source)
     magic = r.int32("file header magic")
     if magic != SNAP_MAGIC:
@@ -391,20 +436,34 @@ def _decode_nodes(
     buf: bytes, pos: int, source: str, acl_cache: dict[int, tuple[Acl, ...]]
 ) -> tuple[dict[str, ZNode], dict[str, int], int]:
     """The node records up to the "/" end marker; returns nodes, unresolved ACL refs and the end position."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a million new objects would trigger many useless collections
+    try:
+        return _decode_nodes_loop(buf, pos, source, acl_cache)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _decode_nodes_loop(
+    buf: bytes, pos: int, source: str, acl_cache: dict[int, tuple[Acl, ...]]
+) -> tuple[dict[str, ZNode], dict[str, int], int]:
     n = len(buf)
     unpack_int = INT.unpack_from
-    unpack_tail = _NODE_TAIL.unpack_from
-    tail_size = _NODE_TAIL_SIZE
-    records: list[tuple[str, bytes | None, tuple[int, ...]]] = []
-    append = records.append
+    unpack_tail = _NODE_TAIL_NEXT.unpack_from
+    acls: dict[int, tuple[Acl, ...]] = dict(acl_cache)
+    acls[OPEN_ACL_INDEX] = OPEN_ACL_UNSAFE
+    nodes: dict[str, ZNode] = {}
     child_counts: dict[str, int] = {}
+    unresolved: dict[str, int] = {}
+    stat_cls, node_cls = Stat, ZNode
     rec = pos
     try:
-        # Hot loop: one record per iteration, no helper calls; bounds are checked by hand because
-        # slicing past the end does not raise.
+        # Hot loop: one record per iteration and no helper calls. Bounds are checked by hand because
+        # slicing past the end does not raise. The tail unpack also reads the next record's path length.
+        plen = unpack_int(buf, pos)[0]
         while True:
             rec = pos
-            plen = unpack_int(buf, pos)[0]
             pos += 4
             if plen == 1 and buf[pos] == 0x2F:
                 pos += 1
@@ -423,49 +482,47 @@ def _decode_nodes(
                 pos = end
             elif dlen == -1:
                 data = None
+                dlen = 0
             else:
                 raise CorruptDataError(source, pos - 4, f"data of {path or '/'} has negative length {dlen}")
-            append((path, data, unpack_tail(buf, pos)))
-            pos += tail_size
+            acl, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, plen = unpack_tail(buf, pos)
+            pos += _NODE_TAIL_SIZE
             if path:
                 cut = path.rfind("/")
-                parent = path[:cut]
-                if cut < 0 or (parent and parent not in child_counts):
+                parent = path[:cut] or "/"
+                if cut < 0 or parent not in nodes:
                     raise CorruptDataError(
                         source, rec, f"node {path!r} has no parent earlier in the snapshot (invalid DataTree)"
                     )
-                child_counts[parent] += 1
-                child_counts[path] = 0
-            elif "" in child_counts:
-                raise CorruptDataError(source, rec, "the root record appears twice")
+                child_counts[parent] = child_counts.get(parent, 0) + 1
             else:
-                child_counts[""] = 0
+                path = "/"
+                if path in nodes:
+                    raise CorruptDataError(source, rec, "the root record appears twice")
+            acl_list = acls.get(acl)
+            if acl_list is None:
+                # A fuzzy snapshot can reference an ACL added after the cache was written; replaying the
+                # create fixes it, so remember rather than fail.
+                unresolved[path] = acl
+                acl_list = ()
+            nodes[path] = node_cls(
+                path,
+                data,
+                stat_cls(czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, dlen, 0, pzxid),
+                acl_list,
+            )
     except (struct.error, IndexError):
         raise CorruptDataError(source, rec, "node record cut off by the end of the file") from None
     except UnicodeDecodeError as exc:
         raise CorruptDataError(source, rec + 4 + exc.start, f"node path is not UTF-8 ({exc.reason})") from None
-    except KeyError:
-        raise CorruptDataError(source, rec, "node appears before the root record") from None
-    if len(child_counts) != len(records):
+    if "/" not in nodes:
+        raise CorruptDataError(source, rec, "the snapshot has no root record")
+    if sum(child_counts.values()) != len(nodes) - 1:
         raise CorruptDataError(source, rec, "the same path appears twice in the snapshot")
-
-    resolved: dict[int, tuple[Acl, ...]] = dict(acl_cache)
-    resolved[OPEN_ACL_INDEX] = OPEN_ACL_UNSAFE
-    unresolved: dict[str, int] = {}
-    nodes: dict[str, ZNode] = {}
-    for path, data, t in records:
-        key = path or "/"
-        acl = resolved.get(t[0])
-        if acl is None:
-            # A fuzzy snapshot can reference an ACL added after the cache was written; replaying the
-            # create fixes it, so remember rather than fail.
-            unresolved[key] = t[0]
-            acl = ()
-        stat = Stat(
-            t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8],
-            0 if data is None else len(data), child_counts[path], t[9],
-        )  # fmt: skip
-        nodes[key] = ZNode(key, data, stat, acl)
+    set_children = _STAT_NUM_CHILDREN.__set__
+    for parent, count in child_counts.items():
+        # Counts are known only after the children are read; the Stat is still private to this function.
+        set_children(nodes[parent].stat, count)
     return nodes, unresolved, pos
 
 
@@ -545,12 +602,14 @@ def encode_snapshot(
     digest: bool = True,
     last_zxid: bool = True,
     add_system_nodes: bool = True,
+    digest_zxid: int | None = None,
 ) -> bytes:
     """Snapshot stream bytes (uncompressed) as ZooKeeper writes them.
 
-    `digest` adds the 3.6+ digest section (tree digest at `zxid`); `last_zxid` adds the 3.9 lastProcessedZxid
-    section; both on gives the 3.9 layout, only `digest` the 3.6-3.8 one. With `add_system_nodes`, missing
-    root / `/zookeeper` nodes are filled in as ZooKeeper creates them.
+    `digest` adds the 3.6+ digest section (the tree's digest, recorded at `digest_zxid`, default `zxid`;
+    0 writes ZooKeeper's empty digest); `last_zxid` adds the 3.9 lastProcessedZxid section. Both on gives
+    the 3.9 layout, only `digest` the 3.6-3.8 one. With `add_system_nodes`, a missing root and `/zookeeper`
+    nodes are filled in as ZooKeeper creates them.
     """
     nodes = dict(tree.nodes)
     if add_system_nodes:
@@ -560,6 +619,9 @@ def encode_snapshot(
         raise Zk2KraftError(f"cannot write a snapshot of {tree.source}: the tree has no root node")
     children: dict[str, list[str]] = {}
     for path in nodes:
+        problem = path_problem(path)
+        if problem:
+            raise Zk2KraftError(f"cannot write a snapshot of {tree.source}: znode path {path!r} {problem}")
         parent = parent_path(path)
         if parent is None:
             continue
@@ -608,7 +670,8 @@ def encode_snapshot(
     checksum = zlib.adler32(out)
     out += LONG.pack(checksum) + SEAL_TAIL
     if digest:
-        out += struct.pack(">qiq", zxid, DIGEST_VERSION, tree_digest(nodes))
+        at = zxid if digest_zxid is None else digest_zxid
+        out += struct.pack(">qiq", at, DIGEST_VERSION, tree_digest(nodes) if at else 0)
         checksum = zlib.adler32(memoryview(out)[-(13 + 20) :], checksum)
         out += LONG.pack(checksum) + SEAL_TAIL
     if last_zxid:
@@ -647,6 +710,7 @@ def write_snapshot(
     digest: bool = True,
     last_zxid: bool = True,
     add_system_nodes: bool = True,
+    digest_zxid: int | None = None,
 ) -> Path:
     """Write `tree` as a ZooKeeper snapshot file, atomically; returns the file written.
 
@@ -657,7 +721,13 @@ def write_snapshot(
     if target.is_dir():
         target = target / snapshot_file_name(zxid)
     data = encode_snapshot(
-        tree, zxid=zxid, sessions=sessions, digest=digest, last_zxid=last_zxid, add_system_nodes=add_system_nodes
+        tree,
+        zxid=zxid,
+        sessions=sessions,
+        digest=digest,
+        last_zxid=last_zxid,
+        add_system_nodes=add_system_nodes,
+        digest_zxid=digest_zxid,
     )
     with atomic_writer(target, "wb") as out:
         out.write(compress_snapshot(data, stream_mode(target.name)))
