@@ -461,14 +461,18 @@ def emit_read(code: Code, ctx: Context, f: FieldSpec, v: int, var: str, nullable
                 code(f"n, pos = _rlen(buf, pos, {nullable}, 'bytes')")
         convert = "str(buf[pos:pos + n], 'utf-8')" if t == "string" else "bytes(buf[pos:pos + n])"
         if nullable:
-            with code.block("if n < 0:"):
-                code(f"{var} = None")
-            with code.block("else:"):
-                code(f"{var} = {convert}")
-                code("pos += n")
-        else:
-            code(f"{var} = {convert}")
-            code("pos += n")
+            code("if n < 0:")
+            code.level += 1
+            code(f"{var} = None")
+            code.level -= 1
+            code("else:")
+            code.level += 1
+        with code.block("if pos + n > end:"):
+            code(f"raise _corrupt(pos, f'{t} of {{n}} byte(s) runs past the end of the data')")
+        code(f"{var} = {convert}")
+        code("pos += n")
+        if nullable:
+            code.level -= 1
         return
     if not f.is_array:
         raise SchemaError(f"unsupported type {t}")
@@ -572,6 +576,8 @@ def emit_decode_body(code: Code, ctx: Context, s: StructSpec, v: int, what: str,
             code("tag, pos = _ruv(buf, pos)")
             code("size, pos = _ruv(buf, pos)")
             code("tag_end = pos + size")
+            with code.block("if tag_end > end:"):
+                code("raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')")
             keyword = "if"
             for f in tagged:
                 with code.block(f"{keyword} tag == {f.tag}:"):
@@ -593,7 +599,8 @@ def emit_decode_body(code: Code, ctx: Context, s: StructSpec, v: int, what: str,
     for f in s.fields:
         args.append(f"f_{f.attr}" if f.present(v) else py_value(f))
     args.append("unknown")
-    code(f"return {s.class_path}({', '.join(args)}), pos")
+    constructor = s.class_path if s.is_top else f"_C_{s.ident}"
+    code(f"return {constructor}({', '.join(args)}), pos")
 
 
 def struct_decoder(ctx: Context, s: StructSpec, v: int) -> str:
@@ -611,7 +618,7 @@ def top_decoder(ctx: Context, m: MessageSpec, v: int) -> str:
         with code.block("try:"):
             emit_decode_body(code, ctx, m.struct, v, what, top=True)
         with code.block("except (CorruptDataError, IndexError, _struct.error, ValueError) as e:"):
-            code(f"raise _dfail({what!r}, pos, e) from None")
+            code(f"raise _dfail({what!r}, pos, e, end) from None")
     return ctx.add_function(f"_d_{m.name}_{v}", code.text())
 
 
@@ -718,13 +725,14 @@ def emit_encode_body(code: Code, ctx: Context, s: StructSpec, v: int, type_label
                     code(f"tagged.append(({f.tag}, b''.join(sub_{var})))")
         code("unknown = obj.unknown_tagged_fields")
         with code.block("if tagged or unknown:"):
-            code(f"ap(_tags(tagged, unknown, {s.class_path!r}))")
+            known_tags = tuple(sorted(f.tag or 0 for f in tagged))
+            code(f"ap(_tags(tagged, unknown, {s.class_path!r}, {known_tags!r}))")
         with code.block("else:"):
             code("ap(b'\\x00')")
     else:
         code("unknown = obj.unknown_tagged_fields")
         with code.block("if unknown:"):
-            code(f"ap(_tags([], unknown, {s.class_path!r}))")
+            code(f"ap(_tags([], unknown, {s.class_path!r}, ()))")
         with code.block("else:"):
             code("ap(b'\\x00')")
 
@@ -792,9 +800,9 @@ def emit_class(code: Code, m: MessageSpec) -> None:
             code("out: list[bytes] = []")
             with code.block("try:"):
                 code(f"_E_{m.name}[version - {lo}](self, out)" if lo else f"_E_{m.name}[version](self, out)")
+                code("return b''.join(out)")
             with code.block("except _ENCODE_ERRORS as e:"):
                 code("raise _efail(self, version, e) from None")
-            code("return b''.join(out)")
         code()
         code("@classmethod")
         with code.block(
@@ -912,6 +920,11 @@ def generate(schema_dir: Path) -> str:
         for sub in m.substructs:
             emit_field_infos(code, sub)
         emit_field_infos(code, m.struct)
+    code()
+    code("# nested classes by module-level name: one lookup less per decoded element")
+    for m in messages:
+        for sub in m.substructs:
+            code(f"_C_{sub.ident} = {sub.class_path}")
     body = code.text()
     functions = "\n\n".join(ctx.function_code)
 

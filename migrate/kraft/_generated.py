@@ -141,9 +141,9 @@ class RegisterBrokerRecord:
         out: list[bytes] = []
         try:
             _E_RegisterBrokerRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[RegisterBrokerRecord, int]:
@@ -174,9 +174,9 @@ class UnregisterBrokerRecord:
         out: list[bytes] = []
         try:
             _E_UnregisterBrokerRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[UnregisterBrokerRecord, int]:
@@ -207,9 +207,9 @@ class TopicRecord:
         out: list[bytes] = []
         try:
             _E_TopicRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[TopicRecord, int]:
@@ -251,9 +251,9 @@ class PartitionRecord:
         out: list[bytes] = []
         try:
             _E_PartitionRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[PartitionRecord, int]:
@@ -286,9 +286,9 @@ class ConfigRecord:
         out: list[bytes] = []
         try:
             _E_ConfigRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[ConfigRecord, int]:
@@ -328,9 +328,9 @@ class PartitionChangeRecord:
         out: list[bytes] = []
         try:
             _E_PartitionChangeRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[PartitionChangeRecord, int]:
@@ -361,9 +361,9 @@ class FenceBrokerRecord:
         out: list[bytes] = []
         try:
             _E_FenceBrokerRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[FenceBrokerRecord, int]:
@@ -394,9 +394,9 @@ class UnfenceBrokerRecord:
         out: list[bytes] = []
         try:
             _E_UnfenceBrokerRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[UnfenceBrokerRecord, int]:
@@ -426,9 +426,9 @@ class RemoveTopicRecord:
         out: list[bytes] = []
         try:
             _E_RemoveTopicRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[RemoveTopicRecord, int]:
@@ -464,9 +464,9 @@ class DelegationTokenRecord:
         out: list[bytes] = []
         try:
             _E_DelegationTokenRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[DelegationTokenRecord, int]:
@@ -501,9 +501,9 @@ class UserScramCredentialRecord:
         out: list[bytes] = []
         try:
             _E_UserScramCredentialRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[UserScramCredentialRecord, int]:
@@ -534,9 +534,9 @@ class FeatureLevelRecord:
         out: list[bytes] = []
         try:
             _E_FeatureLevelRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[FeatureLevelRecord, int]:
@@ -578,9 +578,9 @@ class ClientQuotaRecord:
         out: list[bytes] = []
         try:
             _E_ClientQuotaRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[ClientQuotaRecord, int]:
@@ -612,9 +612,9 @@ class ProducerIdsRecord:
         out: list[bytes] = []
         try:
             _E_ProducerIdsRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[ProducerIdsRecord, int]:
@@ -648,9 +648,9 @@ class BrokerRegistrationChangeRecord:
         out: list[bytes] = []
         try:
             _E_BrokerRegistrationChangeRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[BrokerRegistrationChangeRecord, int]:
@@ -687,9 +687,9 @@ class AccessControlEntryRecord:
         out: list[bytes] = []
         try:
             _E_AccessControlEntryRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[AccessControlEntryRecord, int]:
@@ -719,9 +719,9 @@ class RemoveAccessControlEntryRecord:
         out: list[bytes] = []
         try:
             _E_RemoveAccessControlEntryRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[RemoveAccessControlEntryRecord, int]:
@@ -750,9 +750,9 @@ class NoOpRecord:
         out: list[bytes] = []
         try:
             _E_NoOpRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[NoOpRecord, int]:
@@ -782,9 +782,9 @@ class ZkMigrationStateRecord:
         out: list[bytes] = []
         try:
             _E_ZkMigrationStateRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[ZkMigrationStateRecord, int]:
@@ -815,9 +815,9 @@ class RemoveUserScramCredentialRecord:
         out: list[bytes] = []
         try:
             _E_RemoveUserScramCredentialRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[RemoveUserScramCredentialRecord, int]:
@@ -847,9 +847,9 @@ class BeginTransactionRecord:
         out: list[bytes] = []
         try:
             _E_BeginTransactionRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[BeginTransactionRecord, int]:
@@ -878,9 +878,9 @@ class EndTransactionRecord:
         out: list[bytes] = []
         try:
             _E_EndTransactionRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[EndTransactionRecord, int]:
@@ -910,9 +910,9 @@ class AbortTransactionRecord:
         out: list[bytes] = []
         try:
             _E_AbortTransactionRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[AbortTransactionRecord, int]:
@@ -942,9 +942,9 @@ class RemoveDelegationTokenRecord:
         out: list[bytes] = []
         try:
             _E_RemoveDelegationTokenRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[RemoveDelegationTokenRecord, int]:
@@ -999,9 +999,9 @@ class RegisterControllerRecord:
         out: list[bytes] = []
         try:
             _E_RegisterControllerRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[RegisterControllerRecord, int]:
@@ -1043,9 +1043,9 @@ class LeaderChangeMessage:
         out: list[bytes] = []
         try:
             _E_LeaderChangeMessage[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[LeaderChangeMessage, int]:
@@ -1076,9 +1076,9 @@ class SnapshotHeaderRecord:
         out: list[bytes] = []
         try:
             _E_SnapshotHeaderRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[SnapshotHeaderRecord, int]:
@@ -1108,9 +1108,9 @@ class SnapshotFooterRecord:
         out: list[bytes] = []
         try:
             _E_SnapshotFooterRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[SnapshotFooterRecord, int]:
@@ -1141,9 +1141,9 @@ class KRaftVersionRecord:
         out: list[bytes] = []
         try:
             _E_KRaftVersionRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[KRaftVersionRecord, int]:
@@ -1204,9 +1204,9 @@ class VotersRecord:
         out: list[bytes] = []
         try:
             _E_VotersRecord[version](self, out)
+            return b''.join(out)
         except _ENCODE_ERRORS as e:
             raise _efail(self, version, e) from None
-        return b''.join(out)
 
     @classmethod
     def decode_body(cls, buf: Buf, pos: int, end: int, version: int) -> tuple[VotersRecord, int]:
@@ -1423,6 +1423,17 @@ VotersRecord.FIELDS = (
     FieldInfo('voters', 'voters', '[]Voter', VotersRecord.Voter, (0, 32767), None, None, None, (), False),
 )
 
+# nested classes by module-level name: one lookup less per decoded element
+_C_RegisterBrokerRecord_BrokerEndpoint = RegisterBrokerRecord.BrokerEndpoint
+_C_RegisterBrokerRecord_BrokerFeature = RegisterBrokerRecord.BrokerFeature
+_C_ClientQuotaRecord_EntityData = ClientQuotaRecord.EntityData
+_C_RegisterControllerRecord_ControllerEndpoint = RegisterControllerRecord.ControllerEndpoint
+_C_RegisterControllerRecord_ControllerFeature = RegisterControllerRecord.ControllerFeature
+_C_LeaderChangeMessage_Voter = LeaderChangeMessage.Voter
+_C_VotersRecord_Endpoint = VotersRecord.Endpoint
+_C_VotersRecord_KRaftVersionFeature = VotersRecord.KRaftVersionFeature
+_C_VotersRecord_Voter = VotersRecord.Voter
+
 
 def _d_RegisterBrokerRecord_BrokerEndpoint_0(buf: Buf, pos: int, end: int) -> tuple[RegisterBrokerRecord.BrokerEndpoint, int]:
     f_name: str
@@ -1431,6 +1442,8 @@ def _d_RegisterBrokerRecord_BrokerEndpoint_0(buf: Buf, pos: int, end: int) -> tu
         pos += 1
     else:
         n, pos = _rslen(buf, pos, False)
+    if pos + n > end:
+        raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
     f_name = str(buf[pos:pos + n], 'utf-8')
     pos += n
     f_host: str
@@ -1439,6 +1452,8 @@ def _d_RegisterBrokerRecord_BrokerEndpoint_0(buf: Buf, pos: int, end: int) -> tu
         pos += 1
     else:
         n, pos = _rslen(buf, pos, False)
+    if pos + n > end:
+        raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
     f_host = str(buf[pos:pos + n], 'utf-8')
     pos += n
     f_port, f_security_protocol = _U_Hh(buf, pos)
@@ -1452,9 +1467,11 @@ def _d_RegisterBrokerRecord_BrokerEndpoint_0(buf: Buf, pos: int, end: int) -> tu
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return RegisterBrokerRecord.BrokerEndpoint(f_name, f_host, f_port, f_security_protocol, unknown), pos
+    return _C_RegisterBrokerRecord_BrokerEndpoint(f_name, f_host, f_port, f_security_protocol, unknown), pos
 
 
 def _d_RegisterBrokerRecord_BrokerFeature_0(buf: Buf, pos: int, end: int) -> tuple[RegisterBrokerRecord.BrokerFeature, int]:
@@ -1464,6 +1481,8 @@ def _d_RegisterBrokerRecord_BrokerFeature_0(buf: Buf, pos: int, end: int) -> tup
         pos += 1
     else:
         n, pos = _rslen(buf, pos, False)
+    if pos + n > end:
+        raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
     f_name = str(buf[pos:pos + n], 'utf-8')
     pos += n
     f_min_supported_version, f_max_supported_version = _U_hh(buf, pos)
@@ -1477,9 +1496,11 @@ def _d_RegisterBrokerRecord_BrokerFeature_0(buf: Buf, pos: int, end: int) -> tup
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return RegisterBrokerRecord.BrokerFeature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos
+    return _C_RegisterBrokerRecord_BrokerFeature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos
 
 
 def _d_RegisterBrokerRecord_0(buf: Buf, pos: int, end: int) -> tuple[RegisterBrokerRecord, int]:
@@ -1516,6 +1537,8 @@ def _d_RegisterBrokerRecord_0(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
         if n < 0:
             f_rack = None
         else:
+            if pos + n > end:
+                raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
             f_rack = str(buf[pos:pos + n], 'utf-8')
             pos += n
         f_fenced = _U_o(buf, pos)[0]
@@ -1529,13 +1552,15 @@ def _d_RegisterBrokerRecord_0(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return RegisterBrokerRecord(f_broker_id, False, f_incarnation_id, f_broker_epoch, f_end_points, f_features, f_rack, f_fenced, False, [], unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('RegisterBrokerRecord v0', pos, e) from None
+        raise _dfail('RegisterBrokerRecord v0', pos, e, end) from None
 
 
 def _d_RegisterBrokerRecord_1(buf: Buf, pos: int, end: int) -> tuple[RegisterBrokerRecord, int]:
@@ -1572,6 +1597,8 @@ def _d_RegisterBrokerRecord_1(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
         if n < 0:
             f_rack = None
         else:
+            if pos + n > end:
+                raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
             f_rack = str(buf[pos:pos + n], 'utf-8')
             pos += n
         f_fenced, f_in_controlled_shutdown = _U_oo(buf, pos)
@@ -1585,13 +1612,15 @@ def _d_RegisterBrokerRecord_1(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return RegisterBrokerRecord(f_broker_id, False, f_incarnation_id, f_broker_epoch, f_end_points, f_features, f_rack, f_fenced, f_in_controlled_shutdown, [], unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('RegisterBrokerRecord v1', pos, e) from None
+        raise _dfail('RegisterBrokerRecord v1', pos, e, end) from None
 
 
 def _d_RegisterBrokerRecord_2(buf: Buf, pos: int, end: int) -> tuple[RegisterBrokerRecord, int]:
@@ -1628,6 +1657,8 @@ def _d_RegisterBrokerRecord_2(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
         if n < 0:
             f_rack = None
         else:
+            if pos + n > end:
+                raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
             f_rack = str(buf[pos:pos + n], 'utf-8')
             pos += n
         f_fenced, f_in_controlled_shutdown = _U_oo(buf, pos)
@@ -1641,13 +1672,15 @@ def _d_RegisterBrokerRecord_2(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return RegisterBrokerRecord(f_broker_id, f_is_migrating_zk_broker, f_incarnation_id, f_broker_epoch, f_end_points, f_features, f_rack, f_fenced, f_in_controlled_shutdown, [], unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('RegisterBrokerRecord v2', pos, e) from None
+        raise _dfail('RegisterBrokerRecord v2', pos, e, end) from None
 
 
 def _d_RegisterBrokerRecord_3(buf: Buf, pos: int, end: int) -> tuple[RegisterBrokerRecord, int]:
@@ -1684,6 +1717,8 @@ def _d_RegisterBrokerRecord_3(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
         if n < 0:
             f_rack = None
         else:
+            if pos + n > end:
+                raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
             f_rack = str(buf[pos:pos + n], 'utf-8')
             pos += n
         f_fenced, f_in_controlled_shutdown = _U_oo(buf, pos)
@@ -1698,6 +1733,8 @@ def _d_RegisterBrokerRecord_3(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     n = buf[pos] - 1
                     if 0 < n < 127:
@@ -1717,7 +1754,7 @@ def _d_RegisterBrokerRecord_3(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return RegisterBrokerRecord(f_broker_id, f_is_migrating_zk_broker, f_incarnation_id, f_broker_epoch, f_end_points, f_features, f_rack, f_fenced, f_in_controlled_shutdown, f_log_dirs, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('RegisterBrokerRecord v3', pos, e) from None
+        raise _dfail('RegisterBrokerRecord v3', pos, e, end) from None
 
 
 def _e_RegisterBrokerRecord_BrokerEndpoint_0(obj: RegisterBrokerRecord.BrokerEndpoint, out: list[bytes]) -> None:
@@ -1735,7 +1772,7 @@ def _e_RegisterBrokerRecord_BrokerEndpoint_0(obj: RegisterBrokerRecord.BrokerEnd
     ap(_P_Hh(obj.port, obj.security_protocol))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RegisterBrokerRecord.BrokerEndpoint'))
+        ap(_tags([], unknown, 'RegisterBrokerRecord.BrokerEndpoint', ()))
     else:
         ap(b'\x00')
 
@@ -1750,7 +1787,7 @@ def _e_RegisterBrokerRecord_BrokerFeature_0(obj: RegisterBrokerRecord.BrokerFeat
     ap(_P_hh(obj.min_supported_version, obj.max_supported_version))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RegisterBrokerRecord.BrokerFeature'))
+        ap(_tags([], unknown, 'RegisterBrokerRecord.BrokerFeature', ()))
     else:
         ap(b'\x00')
 
@@ -1785,7 +1822,7 @@ def _e_RegisterBrokerRecord_0(obj: RegisterBrokerRecord, out: list[bytes]) -> No
     ap(_P_o(obj.fenced))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RegisterBrokerRecord'))
+        ap(_tags([], unknown, 'RegisterBrokerRecord', ()))
     else:
         ap(b'\x00')
 
@@ -1818,7 +1855,7 @@ def _e_RegisterBrokerRecord_1(obj: RegisterBrokerRecord, out: list[bytes]) -> No
     ap(_P_oo(obj.fenced, obj.in_controlled_shutdown))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RegisterBrokerRecord'))
+        ap(_tags([], unknown, 'RegisterBrokerRecord', ()))
     else:
         ap(b'\x00')
 
@@ -1849,7 +1886,7 @@ def _e_RegisterBrokerRecord_2(obj: RegisterBrokerRecord, out: list[bytes]) -> No
     ap(_P_oo(obj.fenced, obj.in_controlled_shutdown))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RegisterBrokerRecord'))
+        ap(_tags([], unknown, 'RegisterBrokerRecord', ()))
     else:
         ap(b'\x00')
 
@@ -1884,7 +1921,7 @@ def _e_RegisterBrokerRecord_3(obj: RegisterBrokerRecord, out: list[bytes]) -> No
         tagged.append((0, b''.join(sub_v_log_dirs)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'RegisterBrokerRecord'))
+        ap(_tags(tagged, unknown, 'RegisterBrokerRecord', (0,)))
     else:
         ap(b'\x00')
 
@@ -1902,13 +1939,15 @@ def _d_UnregisterBrokerRecord_0(buf: Buf, pos: int, end: int) -> tuple[Unregiste
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return UnregisterBrokerRecord(f_broker_id, f_broker_epoch, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('UnregisterBrokerRecord v0', pos, e) from None
+        raise _dfail('UnregisterBrokerRecord v0', pos, e, end) from None
 
 
 def _e_UnregisterBrokerRecord_0(obj: UnregisterBrokerRecord, out: list[bytes]) -> None:
@@ -1916,7 +1955,7 @@ def _e_UnregisterBrokerRecord_0(obj: UnregisterBrokerRecord, out: list[bytes]) -
     ap(_P_iq(obj.broker_id, obj.broker_epoch))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'UnregisterBrokerRecord'))
+        ap(_tags([], unknown, 'UnregisterBrokerRecord', ()))
     else:
         ap(b'\x00')
 
@@ -1929,6 +1968,8 @@ def _d_TopicRecord_0(buf: Buf, pos: int, end: int) -> tuple[TopicRecord, int]:
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_name = str(buf[pos:pos + n], 'utf-8')
         pos += n
         t_f_topic_id = _U_u(buf, pos)[0]
@@ -1943,13 +1984,15 @@ def _d_TopicRecord_0(buf: Buf, pos: int, end: int) -> tuple[TopicRecord, int]:
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return TopicRecord(f_name, f_topic_id, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('TopicRecord v0', pos, e) from None
+        raise _dfail('TopicRecord v0', pos, e, end) from None
 
 
 def _e_TopicRecord_0(obj: TopicRecord, out: list[bytes]) -> None:
@@ -1962,7 +2005,7 @@ def _e_TopicRecord_0(obj: TopicRecord, out: list[bytes]) -> None:
     ap(_P_u(obj.topic_id.bytes))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'TopicRecord'))
+        ap(_tags([], unknown, 'TopicRecord', ()))
     else:
         ap(b'\x00')
 
@@ -2024,6 +2067,8 @@ def _d_PartitionRecord_0(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord,
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     f_leader_recovery_state = _U_b(buf, pos)[0]
                     pos += 1
@@ -2036,7 +2081,7 @@ def _d_PartitionRecord_0(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord,
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return PartitionRecord(f_partition_id, f_topic_id, f_replicas, f_isr, f_removing_replicas, f_adding_replicas, f_leader, f_leader_recovery_state, f_leader_epoch, f_partition_epoch, [], None, None, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('PartitionRecord v0', pos, e) from None
+        raise _dfail('PartitionRecord v0', pos, e, end) from None
 
 
 def _d_PartitionRecord_1(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord, int]:
@@ -2106,6 +2151,8 @@ def _d_PartitionRecord_1(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord,
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     f_leader_recovery_state = _U_b(buf, pos)[0]
                     pos += 1
@@ -2118,7 +2165,7 @@ def _d_PartitionRecord_1(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord,
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return PartitionRecord(f_partition_id, f_topic_id, f_replicas, f_isr, f_removing_replicas, f_adding_replicas, f_leader, f_leader_recovery_state, f_leader_epoch, f_partition_epoch, f_directories, None, None, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('PartitionRecord v1', pos, e) from None
+        raise _dfail('PartitionRecord v1', pos, e, end) from None
 
 
 def _d_PartitionRecord_2(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord, int]:
@@ -2190,6 +2237,8 @@ def _d_PartitionRecord_2(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord,
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     f_leader_recovery_state = _U_b(buf, pos)[0]
                     pos += 1
@@ -2222,7 +2271,7 @@ def _d_PartitionRecord_2(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord,
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return PartitionRecord(f_partition_id, f_topic_id, f_replicas, f_isr, f_removing_replicas, f_adding_replicas, f_leader, f_leader_recovery_state, f_leader_epoch, f_partition_epoch, f_directories, f_eligible_leader_replicas, f_last_known_elr, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('PartitionRecord v2', pos, e) from None
+        raise _dfail('PartitionRecord v2', pos, e, end) from None
 
 
 def _e_PartitionRecord_0(obj: PartitionRecord, out: list[bytes]) -> None:
@@ -2253,7 +2302,7 @@ def _e_PartitionRecord_0(obj: PartitionRecord, out: list[bytes]) -> None:
         tagged.append((0, _P_b(v_leader_recovery_state)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'PartitionRecord'))
+        ap(_tags(tagged, unknown, 'PartitionRecord', (0,)))
     else:
         ap(b'\x00')
 
@@ -2286,7 +2335,7 @@ def _e_PartitionRecord_1(obj: PartitionRecord, out: list[bytes]) -> None:
         tagged.append((0, _P_b(v_leader_recovery_state)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'PartitionRecord'))
+        ap(_tags(tagged, unknown, 'PartitionRecord', (0,)))
     else:
         ap(b'\x00')
 
@@ -2327,7 +2376,7 @@ def _e_PartitionRecord_2(obj: PartitionRecord, out: list[bytes]) -> None:
         tagged.append((2, b''.join(sub_v_last_known_elr)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'PartitionRecord'))
+        ap(_tags(tagged, unknown, 'PartitionRecord', (0, 1, 2)))
     else:
         ap(b'\x00')
 
@@ -2342,6 +2391,8 @@ def _d_ConfigRecord_0(buf: Buf, pos: int, end: int) -> tuple[ConfigRecord, int]:
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_resource_name = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_name: str
@@ -2350,6 +2401,8 @@ def _d_ConfigRecord_0(buf: Buf, pos: int, end: int) -> tuple[ConfigRecord, int]:
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_name = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_value: str | None
@@ -2361,6 +2414,8 @@ def _d_ConfigRecord_0(buf: Buf, pos: int, end: int) -> tuple[ConfigRecord, int]:
         if n < 0:
             f_value = None
         else:
+            if pos + n > end:
+                raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
             f_value = str(buf[pos:pos + n], 'utf-8')
             pos += n
         unknown: dict[int, bytes] = {}
@@ -2372,13 +2427,15 @@ def _d_ConfigRecord_0(buf: Buf, pos: int, end: int) -> tuple[ConfigRecord, int]:
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return ConfigRecord(f_resource_type, f_resource_name, f_name, f_value, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('ConfigRecord v0', pos, e) from None
+        raise _dfail('ConfigRecord v0', pos, e, end) from None
 
 
 def _e_ConfigRecord_0(obj: ConfigRecord, out: list[bytes]) -> None:
@@ -2404,7 +2461,7 @@ def _e_ConfigRecord_0(obj: ConfigRecord, out: list[bytes]) -> None:
         ap(s_v_value)
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'ConfigRecord'))
+        ap(_tags([], unknown, 'ConfigRecord', ()))
     else:
         ap(b'\x00')
 
@@ -2429,6 +2486,8 @@ def _d_PartitionChangeRecord_0(buf: Buf, pos: int, end: int) -> tuple[PartitionC
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     n = buf[pos] - 1
                     if 0 < n < 127:
@@ -2484,7 +2543,7 @@ def _d_PartitionChangeRecord_0(buf: Buf, pos: int, end: int) -> tuple[PartitionC
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return PartitionChangeRecord(f_partition_id, f_topic_id, f_isr, f_leader, f_replicas, f_removing_replicas, f_adding_replicas, f_leader_recovery_state, None, None, None, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('PartitionChangeRecord v0', pos, e) from None
+        raise _dfail('PartitionChangeRecord v0', pos, e, end) from None
 
 
 def _d_PartitionChangeRecord_1(buf: Buf, pos: int, end: int) -> tuple[PartitionChangeRecord, int]:
@@ -2508,6 +2567,8 @@ def _d_PartitionChangeRecord_1(buf: Buf, pos: int, end: int) -> tuple[PartitionC
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     n = buf[pos] - 1
                     if 0 < n < 127:
@@ -2573,7 +2634,7 @@ def _d_PartitionChangeRecord_1(buf: Buf, pos: int, end: int) -> tuple[PartitionC
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return PartitionChangeRecord(f_partition_id, f_topic_id, f_isr, f_leader, f_replicas, f_removing_replicas, f_adding_replicas, f_leader_recovery_state, f_directories, None, None, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('PartitionChangeRecord v1', pos, e) from None
+        raise _dfail('PartitionChangeRecord v1', pos, e, end) from None
 
 
 def _d_PartitionChangeRecord_2(buf: Buf, pos: int, end: int) -> tuple[PartitionChangeRecord, int]:
@@ -2599,6 +2660,8 @@ def _d_PartitionChangeRecord_2(buf: Buf, pos: int, end: int) -> tuple[PartitionC
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     n = buf[pos] - 1
                     if 0 < n < 127:
@@ -2684,7 +2747,7 @@ def _d_PartitionChangeRecord_2(buf: Buf, pos: int, end: int) -> tuple[PartitionC
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return PartitionChangeRecord(f_partition_id, f_topic_id, f_isr, f_leader, f_replicas, f_removing_replicas, f_adding_replicas, f_leader_recovery_state, f_directories, f_eligible_leader_replicas, f_last_known_elr, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('PartitionChangeRecord v2', pos, e) from None
+        raise _dfail('PartitionChangeRecord v2', pos, e, end) from None
 
 
 def _e_PartitionChangeRecord_0(obj: PartitionChangeRecord, out: list[bytes]) -> None:
@@ -2729,7 +2792,7 @@ def _e_PartitionChangeRecord_0(obj: PartitionChangeRecord, out: list[bytes]) -> 
         tagged.append((5, _P_b(v_leader_recovery_state)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'PartitionChangeRecord'))
+        ap(_tags(tagged, unknown, 'PartitionChangeRecord', (0, 1, 2, 3, 4, 5)))
     else:
         ap(b'\x00')
 
@@ -2779,7 +2842,7 @@ def _e_PartitionChangeRecord_1(obj: PartitionChangeRecord, out: list[bytes]) -> 
         tagged.append((8, b''.join(sub_v_directories)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'PartitionChangeRecord'))
+        ap(_tags(tagged, unknown, 'PartitionChangeRecord', (0, 1, 2, 3, 4, 5, 8)))
     else:
         ap(b'\x00')
 
@@ -2837,7 +2900,7 @@ def _e_PartitionChangeRecord_2(obj: PartitionChangeRecord, out: list[bytes]) -> 
         tagged.append((8, b''.join(sub_v_directories)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'PartitionChangeRecord'))
+        ap(_tags(tagged, unknown, 'PartitionChangeRecord', (0, 1, 2, 3, 4, 5, 6, 7, 8)))
     else:
         ap(b'\x00')
 
@@ -2855,13 +2918,15 @@ def _d_FenceBrokerRecord_0(buf: Buf, pos: int, end: int) -> tuple[FenceBrokerRec
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return FenceBrokerRecord(f_id, f_epoch, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('FenceBrokerRecord v0', pos, e) from None
+        raise _dfail('FenceBrokerRecord v0', pos, e, end) from None
 
 
 def _e_FenceBrokerRecord_0(obj: FenceBrokerRecord, out: list[bytes]) -> None:
@@ -2869,7 +2934,7 @@ def _e_FenceBrokerRecord_0(obj: FenceBrokerRecord, out: list[bytes]) -> None:
     ap(_P_iq(obj.id, obj.epoch))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'FenceBrokerRecord'))
+        ap(_tags([], unknown, 'FenceBrokerRecord', ()))
     else:
         ap(b'\x00')
 
@@ -2887,13 +2952,15 @@ def _d_UnfenceBrokerRecord_0(buf: Buf, pos: int, end: int) -> tuple[UnfenceBroke
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return UnfenceBrokerRecord(f_id, f_epoch, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('UnfenceBrokerRecord v0', pos, e) from None
+        raise _dfail('UnfenceBrokerRecord v0', pos, e, end) from None
 
 
 def _e_UnfenceBrokerRecord_0(obj: UnfenceBrokerRecord, out: list[bytes]) -> None:
@@ -2901,7 +2968,7 @@ def _e_UnfenceBrokerRecord_0(obj: UnfenceBrokerRecord, out: list[bytes]) -> None
     ap(_P_iq(obj.id, obj.epoch))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'UnfenceBrokerRecord'))
+        ap(_tags([], unknown, 'UnfenceBrokerRecord', ()))
     else:
         ap(b'\x00')
 
@@ -2920,13 +2987,15 @@ def _d_RemoveTopicRecord_0(buf: Buf, pos: int, end: int) -> tuple[RemoveTopicRec
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return RemoveTopicRecord(f_topic_id, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('RemoveTopicRecord v0', pos, e) from None
+        raise _dfail('RemoveTopicRecord v0', pos, e, end) from None
 
 
 def _e_RemoveTopicRecord_0(obj: RemoveTopicRecord, out: list[bytes]) -> None:
@@ -2934,7 +3003,7 @@ def _e_RemoveTopicRecord_0(obj: RemoveTopicRecord, out: list[bytes]) -> None:
     ap(_P_u(obj.topic_id.bytes))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RemoveTopicRecord'))
+        ap(_tags([], unknown, 'RemoveTopicRecord', ()))
     else:
         ap(b'\x00')
 
@@ -2947,6 +3016,8 @@ def _d_DelegationTokenRecord_0(buf: Buf, pos: int, end: int) -> tuple[Delegation
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_owner = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_requester: str
@@ -2955,6 +3026,8 @@ def _d_DelegationTokenRecord_0(buf: Buf, pos: int, end: int) -> tuple[Delegation
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_requester = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_renewers: list[str]
@@ -2975,6 +3048,8 @@ def _d_DelegationTokenRecord_0(buf: Buf, pos: int, end: int) -> tuple[Delegation
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_token_id = str(buf[pos:pos + n], 'utf-8')
         pos += n
         unknown: dict[int, bytes] = {}
@@ -2986,13 +3061,15 @@ def _d_DelegationTokenRecord_0(buf: Buf, pos: int, end: int) -> tuple[Delegation
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return DelegationTokenRecord(f_owner, f_requester, f_renewers, f_issue_timestamp, f_max_timestamp, f_expiration_timestamp, f_token_id, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('DelegationTokenRecord v0', pos, e) from None
+        raise _dfail('DelegationTokenRecord v0', pos, e, end) from None
 
 
 def _e_DelegationTokenRecord_0(obj: DelegationTokenRecord, out: list[bytes]) -> None:
@@ -3023,7 +3100,7 @@ def _e_DelegationTokenRecord_0(obj: DelegationTokenRecord, out: list[bytes]) -> 
     ap(s_v_token_id)
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'DelegationTokenRecord'))
+        ap(_tags([], unknown, 'DelegationTokenRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3036,6 +3113,8 @@ def _d_UserScramCredentialRecord_0(buf: Buf, pos: int, end: int) -> tuple[UserSc
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_name = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_mechanism = _U_b(buf, pos)[0]
@@ -3046,6 +3125,8 @@ def _d_UserScramCredentialRecord_0(buf: Buf, pos: int, end: int) -> tuple[UserSc
             pos += 1
         else:
             n, pos = _rlen(buf, pos, False, 'bytes')
+        if pos + n > end:
+            raise _corrupt(pos, f'bytes of {n} byte(s) runs past the end of the data')
         f_salt = bytes(buf[pos:pos + n])
         pos += n
         f_stored_key: bytes
@@ -3054,6 +3135,8 @@ def _d_UserScramCredentialRecord_0(buf: Buf, pos: int, end: int) -> tuple[UserSc
             pos += 1
         else:
             n, pos = _rlen(buf, pos, False, 'bytes')
+        if pos + n > end:
+            raise _corrupt(pos, f'bytes of {n} byte(s) runs past the end of the data')
         f_stored_key = bytes(buf[pos:pos + n])
         pos += n
         f_server_key: bytes
@@ -3062,6 +3145,8 @@ def _d_UserScramCredentialRecord_0(buf: Buf, pos: int, end: int) -> tuple[UserSc
             pos += 1
         else:
             n, pos = _rlen(buf, pos, False, 'bytes')
+        if pos + n > end:
+            raise _corrupt(pos, f'bytes of {n} byte(s) runs past the end of the data')
         f_server_key = bytes(buf[pos:pos + n])
         pos += n
         f_iterations = _U_i(buf, pos)[0]
@@ -3075,13 +3160,15 @@ def _d_UserScramCredentialRecord_0(buf: Buf, pos: int, end: int) -> tuple[UserSc
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return UserScramCredentialRecord(f_name, f_mechanism, f_salt, f_stored_key, f_server_key, f_iterations, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('UserScramCredentialRecord v0', pos, e) from None
+        raise _dfail('UserScramCredentialRecord v0', pos, e, end) from None
 
 
 def _e_UserScramCredentialRecord_0(obj: UserScramCredentialRecord, out: list[bytes]) -> None:
@@ -3107,7 +3194,7 @@ def _e_UserScramCredentialRecord_0(obj: UserScramCredentialRecord, out: list[byt
     ap(_P_i(obj.iterations))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'UserScramCredentialRecord'))
+        ap(_tags([], unknown, 'UserScramCredentialRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3120,6 +3207,8 @@ def _d_FeatureLevelRecord_0(buf: Buf, pos: int, end: int) -> tuple[FeatureLevelR
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_name = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_feature_level = _U_h(buf, pos)[0]
@@ -3133,13 +3222,15 @@ def _d_FeatureLevelRecord_0(buf: Buf, pos: int, end: int) -> tuple[FeatureLevelR
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return FeatureLevelRecord(f_name, f_feature_level, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('FeatureLevelRecord v0', pos, e) from None
+        raise _dfail('FeatureLevelRecord v0', pos, e, end) from None
 
 
 def _e_FeatureLevelRecord_0(obj: FeatureLevelRecord, out: list[bytes]) -> None:
@@ -3152,7 +3243,7 @@ def _e_FeatureLevelRecord_0(obj: FeatureLevelRecord, out: list[bytes]) -> None:
     ap(_P_h(obj.feature_level))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'FeatureLevelRecord'))
+        ap(_tags([], unknown, 'FeatureLevelRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3164,6 +3255,8 @@ def _d_ClientQuotaRecord_EntityData_0(buf: Buf, pos: int, end: int) -> tuple[Cli
         pos += 1
     else:
         n, pos = _rslen(buf, pos, False)
+    if pos + n > end:
+        raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
     f_entity_type = str(buf[pos:pos + n], 'utf-8')
     pos += n
     f_entity_name: str | None
@@ -3175,6 +3268,8 @@ def _d_ClientQuotaRecord_EntityData_0(buf: Buf, pos: int, end: int) -> tuple[Cli
     if n < 0:
         f_entity_name = None
     else:
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_entity_name = str(buf[pos:pos + n], 'utf-8')
         pos += n
     unknown: dict[int, bytes] = {}
@@ -3186,9 +3281,11 @@ def _d_ClientQuotaRecord_EntityData_0(buf: Buf, pos: int, end: int) -> tuple[Cli
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return ClientQuotaRecord.EntityData(f_entity_type, f_entity_name, unknown), pos
+    return _C_ClientQuotaRecord_EntityData(f_entity_type, f_entity_name, unknown), pos
 
 
 def _d_ClientQuotaRecord_0(buf: Buf, pos: int, end: int) -> tuple[ClientQuotaRecord, int]:
@@ -3209,6 +3306,8 @@ def _d_ClientQuotaRecord_0(buf: Buf, pos: int, end: int) -> tuple[ClientQuotaRec
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_key = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_value, f_remove = _U_do(buf, pos)
@@ -3222,13 +3321,15 @@ def _d_ClientQuotaRecord_0(buf: Buf, pos: int, end: int) -> tuple[ClientQuotaRec
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return ClientQuotaRecord(f_entity, f_key, f_value, f_remove, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('ClientQuotaRecord v0', pos, e) from None
+        raise _dfail('ClientQuotaRecord v0', pos, e, end) from None
 
 
 def _e_ClientQuotaRecord_EntityData_0(obj: ClientQuotaRecord.EntityData, out: list[bytes]) -> None:
@@ -3248,7 +3349,7 @@ def _e_ClientQuotaRecord_EntityData_0(obj: ClientQuotaRecord.EntityData, out: li
         ap(s_v_entity_name)
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'ClientQuotaRecord.EntityData'))
+        ap(_tags([], unknown, 'ClientQuotaRecord.EntityData', ()))
     else:
         ap(b'\x00')
 
@@ -3268,7 +3369,7 @@ def _e_ClientQuotaRecord_0(obj: ClientQuotaRecord, out: list[bytes]) -> None:
     ap(_P_do(obj.value, obj.remove))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'ClientQuotaRecord'))
+        ap(_tags([], unknown, 'ClientQuotaRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3286,13 +3387,15 @@ def _d_ProducerIdsRecord_0(buf: Buf, pos: int, end: int) -> tuple[ProducerIdsRec
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return ProducerIdsRecord(f_broker_id, f_broker_epoch, f_next_producer_id, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('ProducerIdsRecord v0', pos, e) from None
+        raise _dfail('ProducerIdsRecord v0', pos, e, end) from None
 
 
 def _e_ProducerIdsRecord_0(obj: ProducerIdsRecord, out: list[bytes]) -> None:
@@ -3300,7 +3403,7 @@ def _e_ProducerIdsRecord_0(obj: ProducerIdsRecord, out: list[bytes]) -> None:
     ap(_P_iqq(obj.broker_id, obj.broker_epoch, obj.next_producer_id))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'ProducerIdsRecord'))
+        ap(_tags([], unknown, 'ProducerIdsRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3319,6 +3422,8 @@ def _d_BrokerRegistrationChangeRecord_0(buf: Buf, pos: int, end: int) -> tuple[B
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     f_fenced = _U_b(buf, pos)[0]
                     pos += 1
@@ -3331,7 +3436,7 @@ def _d_BrokerRegistrationChangeRecord_0(buf: Buf, pos: int, end: int) -> tuple[B
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return BrokerRegistrationChangeRecord(f_broker_id, f_broker_epoch, f_fenced, 0, [], unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('BrokerRegistrationChangeRecord v0', pos, e) from None
+        raise _dfail('BrokerRegistrationChangeRecord v0', pos, e, end) from None
 
 
 def _d_BrokerRegistrationChangeRecord_1(buf: Buf, pos: int, end: int) -> tuple[BrokerRegistrationChangeRecord, int]:
@@ -3349,6 +3454,8 @@ def _d_BrokerRegistrationChangeRecord_1(buf: Buf, pos: int, end: int) -> tuple[B
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     f_fenced = _U_b(buf, pos)[0]
                     pos += 1
@@ -3364,7 +3471,7 @@ def _d_BrokerRegistrationChangeRecord_1(buf: Buf, pos: int, end: int) -> tuple[B
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return BrokerRegistrationChangeRecord(f_broker_id, f_broker_epoch, f_fenced, f_in_controlled_shutdown, [], unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('BrokerRegistrationChangeRecord v1', pos, e) from None
+        raise _dfail('BrokerRegistrationChangeRecord v1', pos, e, end) from None
 
 
 def _d_BrokerRegistrationChangeRecord_2(buf: Buf, pos: int, end: int) -> tuple[BrokerRegistrationChangeRecord, int]:
@@ -3383,6 +3490,8 @@ def _d_BrokerRegistrationChangeRecord_2(buf: Buf, pos: int, end: int) -> tuple[B
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     f_fenced = _U_b(buf, pos)[0]
                     pos += 1
@@ -3408,7 +3517,7 @@ def _d_BrokerRegistrationChangeRecord_2(buf: Buf, pos: int, end: int) -> tuple[B
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return BrokerRegistrationChangeRecord(f_broker_id, f_broker_epoch, f_fenced, f_in_controlled_shutdown, f_log_dirs, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('BrokerRegistrationChangeRecord v2', pos, e) from None
+        raise _dfail('BrokerRegistrationChangeRecord v2', pos, e, end) from None
 
 
 def _e_BrokerRegistrationChangeRecord_0(obj: BrokerRegistrationChangeRecord, out: list[bytes]) -> None:
@@ -3424,7 +3533,7 @@ def _e_BrokerRegistrationChangeRecord_0(obj: BrokerRegistrationChangeRecord, out
         tagged.append((0, _P_b(v_fenced)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'BrokerRegistrationChangeRecord'))
+        ap(_tags(tagged, unknown, 'BrokerRegistrationChangeRecord', (0,)))
     else:
         ap(b'\x00')
 
@@ -3443,7 +3552,7 @@ def _e_BrokerRegistrationChangeRecord_1(obj: BrokerRegistrationChangeRecord, out
         tagged.append((1, _P_b(v_in_controlled_shutdown)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'BrokerRegistrationChangeRecord'))
+        ap(_tags(tagged, unknown, 'BrokerRegistrationChangeRecord', (0, 1)))
     else:
         ap(b'\x00')
 
@@ -3465,7 +3574,7 @@ def _e_BrokerRegistrationChangeRecord_2(obj: BrokerRegistrationChangeRecord, out
         tagged.append((2, b''.join(sub_v_log_dirs)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'BrokerRegistrationChangeRecord'))
+        ap(_tags(tagged, unknown, 'BrokerRegistrationChangeRecord', (0, 1, 2)))
     else:
         ap(b'\x00')
 
@@ -3481,6 +3590,8 @@ def _d_AccessControlEntryRecord_0(buf: Buf, pos: int, end: int) -> tuple[AccessC
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_resource_name = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_pattern_type = _U_b(buf, pos)[0]
@@ -3491,6 +3602,8 @@ def _d_AccessControlEntryRecord_0(buf: Buf, pos: int, end: int) -> tuple[AccessC
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_principal = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_host: str
@@ -3499,6 +3612,8 @@ def _d_AccessControlEntryRecord_0(buf: Buf, pos: int, end: int) -> tuple[AccessC
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_host = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_operation, f_permission_type = _U_bb(buf, pos)
@@ -3512,13 +3627,15 @@ def _d_AccessControlEntryRecord_0(buf: Buf, pos: int, end: int) -> tuple[AccessC
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return AccessControlEntryRecord(f_id, f_resource_type, f_resource_name, f_pattern_type, f_principal, f_host, f_operation, f_permission_type, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('AccessControlEntryRecord v0', pos, e) from None
+        raise _dfail('AccessControlEntryRecord v0', pos, e, end) from None
 
 
 def _e_AccessControlEntryRecord_0(obj: AccessControlEntryRecord, out: list[bytes]) -> None:
@@ -3543,7 +3660,7 @@ def _e_AccessControlEntryRecord_0(obj: AccessControlEntryRecord, out: list[bytes
     ap(_P_bb(obj.operation, obj.permission_type))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'AccessControlEntryRecord'))
+        ap(_tags([], unknown, 'AccessControlEntryRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3562,13 +3679,15 @@ def _d_RemoveAccessControlEntryRecord_0(buf: Buf, pos: int, end: int) -> tuple[R
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return RemoveAccessControlEntryRecord(f_id, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('RemoveAccessControlEntryRecord v0', pos, e) from None
+        raise _dfail('RemoveAccessControlEntryRecord v0', pos, e, end) from None
 
 
 def _e_RemoveAccessControlEntryRecord_0(obj: RemoveAccessControlEntryRecord, out: list[bytes]) -> None:
@@ -3576,7 +3695,7 @@ def _e_RemoveAccessControlEntryRecord_0(obj: RemoveAccessControlEntryRecord, out
     ap(_P_u(obj.id.bytes))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RemoveAccessControlEntryRecord'))
+        ap(_tags([], unknown, 'RemoveAccessControlEntryRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3592,20 +3711,22 @@ def _d_NoOpRecord_0(buf: Buf, pos: int, end: int) -> tuple[NoOpRecord, int]:
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return NoOpRecord(unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('NoOpRecord v0', pos, e) from None
+        raise _dfail('NoOpRecord v0', pos, e, end) from None
 
 
 def _e_NoOpRecord_0(obj: NoOpRecord, out: list[bytes]) -> None:
     ap = out.append
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'NoOpRecord'))
+        ap(_tags([], unknown, 'NoOpRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3623,13 +3744,15 @@ def _d_ZkMigrationStateRecord_0(buf: Buf, pos: int, end: int) -> tuple[ZkMigrati
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return ZkMigrationStateRecord(f_zk_migration_state, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('ZkMigrationStateRecord v0', pos, e) from None
+        raise _dfail('ZkMigrationStateRecord v0', pos, e, end) from None
 
 
 def _e_ZkMigrationStateRecord_0(obj: ZkMigrationStateRecord, out: list[bytes]) -> None:
@@ -3637,7 +3760,7 @@ def _e_ZkMigrationStateRecord_0(obj: ZkMigrationStateRecord, out: list[bytes]) -
     ap(_P_b(obj.zk_migration_state))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'ZkMigrationStateRecord'))
+        ap(_tags([], unknown, 'ZkMigrationStateRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3650,6 +3773,8 @@ def _d_RemoveUserScramCredentialRecord_0(buf: Buf, pos: int, end: int) -> tuple[
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_name = str(buf[pos:pos + n], 'utf-8')
         pos += n
         f_mechanism = _U_b(buf, pos)[0]
@@ -3663,13 +3788,15 @@ def _d_RemoveUserScramCredentialRecord_0(buf: Buf, pos: int, end: int) -> tuple[
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return RemoveUserScramCredentialRecord(f_name, f_mechanism, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('RemoveUserScramCredentialRecord v0', pos, e) from None
+        raise _dfail('RemoveUserScramCredentialRecord v0', pos, e, end) from None
 
 
 def _e_RemoveUserScramCredentialRecord_0(obj: RemoveUserScramCredentialRecord, out: list[bytes]) -> None:
@@ -3682,7 +3809,7 @@ def _e_RemoveUserScramCredentialRecord_0(obj: RemoveUserScramCredentialRecord, o
     ap(_P_b(obj.mechanism))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RemoveUserScramCredentialRecord'))
+        ap(_tags([], unknown, 'RemoveUserScramCredentialRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3699,6 +3826,8 @@ def _d_BeginTransactionRecord_0(buf: Buf, pos: int, end: int) -> tuple[BeginTran
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     n = buf[pos] - 1
                     if 0 <= n < 127:
@@ -3708,6 +3837,8 @@ def _d_BeginTransactionRecord_0(buf: Buf, pos: int, end: int) -> tuple[BeginTran
                     if n < 0:
                         f_name = None
                     else:
+                        if pos + n > end:
+                            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
                         f_name = str(buf[pos:pos + n], 'utf-8')
                         pos += n
                 else:
@@ -3719,7 +3850,7 @@ def _d_BeginTransactionRecord_0(buf: Buf, pos: int, end: int) -> tuple[BeginTran
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return BeginTransactionRecord(f_name, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('BeginTransactionRecord v0', pos, e) from None
+        raise _dfail('BeginTransactionRecord v0', pos, e, end) from None
 
 
 def _e_BeginTransactionRecord_0(obj: BeginTransactionRecord, out: list[bytes]) -> None:
@@ -3735,7 +3866,7 @@ def _e_BeginTransactionRecord_0(obj: BeginTransactionRecord, out: list[bytes]) -
         tagged.append((0, b''.join(sub_v_name)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'BeginTransactionRecord'))
+        ap(_tags(tagged, unknown, 'BeginTransactionRecord', (0,)))
     else:
         ap(b'\x00')
 
@@ -3751,20 +3882,22 @@ def _d_EndTransactionRecord_0(buf: Buf, pos: int, end: int) -> tuple[EndTransact
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return EndTransactionRecord(unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('EndTransactionRecord v0', pos, e) from None
+        raise _dfail('EndTransactionRecord v0', pos, e, end) from None
 
 
 def _e_EndTransactionRecord_0(obj: EndTransactionRecord, out: list[bytes]) -> None:
     ap = out.append
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'EndTransactionRecord'))
+        ap(_tags([], unknown, 'EndTransactionRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3781,6 +3914,8 @@ def _d_AbortTransactionRecord_0(buf: Buf, pos: int, end: int) -> tuple[AbortTran
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 if tag == 0:
                     n = buf[pos] - 1
                     if 0 <= n < 127:
@@ -3790,6 +3925,8 @@ def _d_AbortTransactionRecord_0(buf: Buf, pos: int, end: int) -> tuple[AbortTran
                     if n < 0:
                         f_reason = None
                     else:
+                        if pos + n > end:
+                            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
                         f_reason = str(buf[pos:pos + n], 'utf-8')
                         pos += n
                 else:
@@ -3801,7 +3938,7 @@ def _d_AbortTransactionRecord_0(buf: Buf, pos: int, end: int) -> tuple[AbortTran
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return AbortTransactionRecord(f_reason, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('AbortTransactionRecord v0', pos, e) from None
+        raise _dfail('AbortTransactionRecord v0', pos, e, end) from None
 
 
 def _e_AbortTransactionRecord_0(obj: AbortTransactionRecord, out: list[bytes]) -> None:
@@ -3817,7 +3954,7 @@ def _e_AbortTransactionRecord_0(obj: AbortTransactionRecord, out: list[bytes]) -
         tagged.append((0, b''.join(sub_v_reason)))
     unknown = obj.unknown_tagged_fields
     if tagged or unknown:
-        ap(_tags(tagged, unknown, 'AbortTransactionRecord'))
+        ap(_tags(tagged, unknown, 'AbortTransactionRecord', (0,)))
     else:
         ap(b'\x00')
 
@@ -3830,6 +3967,8 @@ def _d_RemoveDelegationTokenRecord_0(buf: Buf, pos: int, end: int) -> tuple[Remo
             pos += 1
         else:
             n, pos = _rslen(buf, pos, False)
+        if pos + n > end:
+            raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
         f_token_id = str(buf[pos:pos + n], 'utf-8')
         pos += n
         unknown: dict[int, bytes] = {}
@@ -3841,13 +3980,15 @@ def _d_RemoveDelegationTokenRecord_0(buf: Buf, pos: int, end: int) -> tuple[Remo
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return RemoveDelegationTokenRecord(f_token_id, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('RemoveDelegationTokenRecord v0', pos, e) from None
+        raise _dfail('RemoveDelegationTokenRecord v0', pos, e, end) from None
 
 
 def _e_RemoveDelegationTokenRecord_0(obj: RemoveDelegationTokenRecord, out: list[bytes]) -> None:
@@ -3859,7 +4000,7 @@ def _e_RemoveDelegationTokenRecord_0(obj: RemoveDelegationTokenRecord, out: list
     ap(s_v_token_id)
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RemoveDelegationTokenRecord'))
+        ap(_tags([], unknown, 'RemoveDelegationTokenRecord', ()))
     else:
         ap(b'\x00')
 
@@ -3871,6 +4012,8 @@ def _d_RegisterControllerRecord_ControllerEndpoint_0(buf: Buf, pos: int, end: in
         pos += 1
     else:
         n, pos = _rslen(buf, pos, False)
+    if pos + n > end:
+        raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
     f_name = str(buf[pos:pos + n], 'utf-8')
     pos += n
     f_host: str
@@ -3879,6 +4022,8 @@ def _d_RegisterControllerRecord_ControllerEndpoint_0(buf: Buf, pos: int, end: in
         pos += 1
     else:
         n, pos = _rslen(buf, pos, False)
+    if pos + n > end:
+        raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
     f_host = str(buf[pos:pos + n], 'utf-8')
     pos += n
     f_port, f_security_protocol = _U_Hh(buf, pos)
@@ -3892,9 +4037,11 @@ def _d_RegisterControllerRecord_ControllerEndpoint_0(buf: Buf, pos: int, end: in
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return RegisterControllerRecord.ControllerEndpoint(f_name, f_host, f_port, f_security_protocol, unknown), pos
+    return _C_RegisterControllerRecord_ControllerEndpoint(f_name, f_host, f_port, f_security_protocol, unknown), pos
 
 
 def _d_RegisterControllerRecord_ControllerFeature_0(buf: Buf, pos: int, end: int) -> tuple[RegisterControllerRecord.ControllerFeature, int]:
@@ -3904,6 +4051,8 @@ def _d_RegisterControllerRecord_ControllerFeature_0(buf: Buf, pos: int, end: int
         pos += 1
     else:
         n, pos = _rslen(buf, pos, False)
+    if pos + n > end:
+        raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
     f_name = str(buf[pos:pos + n], 'utf-8')
     pos += n
     f_min_supported_version, f_max_supported_version = _U_hh(buf, pos)
@@ -3917,9 +4066,11 @@ def _d_RegisterControllerRecord_ControllerFeature_0(buf: Buf, pos: int, end: int
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return RegisterControllerRecord.ControllerFeature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos
+    return _C_RegisterControllerRecord_ControllerFeature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos
 
 
 def _d_RegisterControllerRecord_0(buf: Buf, pos: int, end: int) -> tuple[RegisterControllerRecord, int]:
@@ -3956,13 +4107,15 @@ def _d_RegisterControllerRecord_0(buf: Buf, pos: int, end: int) -> tuple[Registe
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return RegisterControllerRecord(f_controller_id, f_incarnation_id, f_zk_migration_ready, f_end_points, f_features, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('RegisterControllerRecord v0', pos, e) from None
+        raise _dfail('RegisterControllerRecord v0', pos, e, end) from None
 
 
 def _e_RegisterControllerRecord_ControllerEndpoint_0(obj: RegisterControllerRecord.ControllerEndpoint, out: list[bytes]) -> None:
@@ -3980,7 +4133,7 @@ def _e_RegisterControllerRecord_ControllerEndpoint_0(obj: RegisterControllerReco
     ap(_P_Hh(obj.port, obj.security_protocol))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RegisterControllerRecord.ControllerEndpoint'))
+        ap(_tags([], unknown, 'RegisterControllerRecord.ControllerEndpoint', ()))
     else:
         ap(b'\x00')
 
@@ -3995,7 +4148,7 @@ def _e_RegisterControllerRecord_ControllerFeature_0(obj: RegisterControllerRecor
     ap(_P_hh(obj.min_supported_version, obj.max_supported_version))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RegisterControllerRecord.ControllerFeature'))
+        ap(_tags([], unknown, 'RegisterControllerRecord.ControllerFeature', ()))
     else:
         ap(b'\x00')
 
@@ -4015,7 +4168,7 @@ def _e_RegisterControllerRecord_0(obj: RegisterControllerRecord, out: list[bytes
         _e_RegisterControllerRecord_ControllerFeature_0(e_v_features, out)
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'RegisterControllerRecord'))
+        ap(_tags([], unknown, 'RegisterControllerRecord', ()))
     else:
         ap(b'\x00')
 
@@ -4032,9 +4185,11 @@ def _d_LeaderChangeMessage_Voter_0(buf: Buf, pos: int, end: int) -> tuple[Leader
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return LeaderChangeMessage.Voter(f_voter_id, _ZERO_UUID, unknown), pos
+    return _C_LeaderChangeMessage_Voter(f_voter_id, _ZERO_UUID, unknown), pos
 
 
 def _d_LeaderChangeMessage_0(buf: Buf, pos: int, end: int) -> tuple[LeaderChangeMessage, int]:
@@ -4070,13 +4225,15 @@ def _d_LeaderChangeMessage_0(buf: Buf, pos: int, end: int) -> tuple[LeaderChange
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('LeaderChangeMessage v0', pos, e) from None
+        raise _dfail('LeaderChangeMessage v0', pos, e, end) from None
 
 
 def _d_LeaderChangeMessage_Voter_1(buf: Buf, pos: int, end: int) -> tuple[LeaderChangeMessage.Voter, int]:
@@ -4092,9 +4249,11 @@ def _d_LeaderChangeMessage_Voter_1(buf: Buf, pos: int, end: int) -> tuple[Leader
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return LeaderChangeMessage.Voter(f_voter_id, f_voter_directory_id, unknown), pos
+    return _C_LeaderChangeMessage_Voter(f_voter_id, f_voter_directory_id, unknown), pos
 
 
 def _d_LeaderChangeMessage_1(buf: Buf, pos: int, end: int) -> tuple[LeaderChangeMessage, int]:
@@ -4130,13 +4289,15 @@ def _d_LeaderChangeMessage_1(buf: Buf, pos: int, end: int) -> tuple[LeaderChange
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('LeaderChangeMessage v1', pos, e) from None
+        raise _dfail('LeaderChangeMessage v1', pos, e, end) from None
 
 
 def _e_LeaderChangeMessage_Voter_0(obj: LeaderChangeMessage.Voter, out: list[bytes]) -> None:
@@ -4146,7 +4307,7 @@ def _e_LeaderChangeMessage_Voter_0(obj: LeaderChangeMessage.Voter, out: list[byt
     ap(_P_i(obj.voter_id))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'LeaderChangeMessage.Voter'))
+        ap(_tags([], unknown, 'LeaderChangeMessage.Voter', ()))
     else:
         ap(b'\x00')
 
@@ -4166,7 +4327,7 @@ def _e_LeaderChangeMessage_0(obj: LeaderChangeMessage, out: list[bytes]) -> None
         _e_LeaderChangeMessage_Voter_0(e_v_granting_voters, out)
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'LeaderChangeMessage'))
+        ap(_tags([], unknown, 'LeaderChangeMessage', ()))
     else:
         ap(b'\x00')
 
@@ -4176,7 +4337,7 @@ def _e_LeaderChangeMessage_Voter_1(obj: LeaderChangeMessage.Voter, out: list[byt
     ap(_P_iu(obj.voter_id, obj.voter_directory_id.bytes))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'LeaderChangeMessage.Voter'))
+        ap(_tags([], unknown, 'LeaderChangeMessage.Voter', ()))
     else:
         ap(b'\x00')
 
@@ -4196,7 +4357,7 @@ def _e_LeaderChangeMessage_1(obj: LeaderChangeMessage, out: list[bytes]) -> None
         _e_LeaderChangeMessage_Voter_1(e_v_granting_voters, out)
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'LeaderChangeMessage'))
+        ap(_tags([], unknown, 'LeaderChangeMessage', ()))
     else:
         ap(b'\x00')
 
@@ -4214,13 +4375,15 @@ def _d_SnapshotHeaderRecord_0(buf: Buf, pos: int, end: int) -> tuple[SnapshotHea
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return SnapshotHeaderRecord(f_version, f_last_contained_log_timestamp, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('SnapshotHeaderRecord v0', pos, e) from None
+        raise _dfail('SnapshotHeaderRecord v0', pos, e, end) from None
 
 
 def _e_SnapshotHeaderRecord_0(obj: SnapshotHeaderRecord, out: list[bytes]) -> None:
@@ -4228,7 +4391,7 @@ def _e_SnapshotHeaderRecord_0(obj: SnapshotHeaderRecord, out: list[bytes]) -> No
     ap(_P_hq(obj.version, obj.last_contained_log_timestamp))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'SnapshotHeaderRecord'))
+        ap(_tags([], unknown, 'SnapshotHeaderRecord', ()))
     else:
         ap(b'\x00')
 
@@ -4246,13 +4409,15 @@ def _d_SnapshotFooterRecord_0(buf: Buf, pos: int, end: int) -> tuple[SnapshotFoo
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return SnapshotFooterRecord(f_version, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('SnapshotFooterRecord v0', pos, e) from None
+        raise _dfail('SnapshotFooterRecord v0', pos, e, end) from None
 
 
 def _e_SnapshotFooterRecord_0(obj: SnapshotFooterRecord, out: list[bytes]) -> None:
@@ -4260,7 +4425,7 @@ def _e_SnapshotFooterRecord_0(obj: SnapshotFooterRecord, out: list[bytes]) -> No
     ap(_P_h(obj.version))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'SnapshotFooterRecord'))
+        ap(_tags([], unknown, 'SnapshotFooterRecord', ()))
     else:
         ap(b'\x00')
 
@@ -4278,13 +4443,15 @@ def _d_KRaftVersionRecord_0(buf: Buf, pos: int, end: int) -> tuple[KRaftVersionR
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return KRaftVersionRecord(f_version, f_kraft_version, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('KRaftVersionRecord v0', pos, e) from None
+        raise _dfail('KRaftVersionRecord v0', pos, e, end) from None
 
 
 def _e_KRaftVersionRecord_0(obj: KRaftVersionRecord, out: list[bytes]) -> None:
@@ -4292,7 +4459,7 @@ def _e_KRaftVersionRecord_0(obj: KRaftVersionRecord, out: list[bytes]) -> None:
     ap(_P_hh(obj.version, obj.kraft_version))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'KRaftVersionRecord'))
+        ap(_tags([], unknown, 'KRaftVersionRecord', ()))
     else:
         ap(b'\x00')
 
@@ -4304,6 +4471,8 @@ def _d_VotersRecord_Endpoint_0(buf: Buf, pos: int, end: int) -> tuple[VotersReco
         pos += 1
     else:
         n, pos = _rslen(buf, pos, False)
+    if pos + n > end:
+        raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
     f_name = str(buf[pos:pos + n], 'utf-8')
     pos += n
     f_host: str
@@ -4312,6 +4481,8 @@ def _d_VotersRecord_Endpoint_0(buf: Buf, pos: int, end: int) -> tuple[VotersReco
         pos += 1
     else:
         n, pos = _rslen(buf, pos, False)
+    if pos + n > end:
+        raise _corrupt(pos, f'string of {n} byte(s) runs past the end of the data')
     f_host = str(buf[pos:pos + n], 'utf-8')
     pos += n
     f_port = _U_H(buf, pos)[0]
@@ -4325,9 +4496,11 @@ def _d_VotersRecord_Endpoint_0(buf: Buf, pos: int, end: int) -> tuple[VotersReco
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return VotersRecord.Endpoint(f_name, f_host, f_port, unknown), pos
+    return _C_VotersRecord_Endpoint(f_name, f_host, f_port, unknown), pos
 
 
 def _d_VotersRecord_KRaftVersionFeature_0(buf: Buf, pos: int, end: int) -> tuple[VotersRecord.KRaftVersionFeature, int]:
@@ -4342,9 +4515,11 @@ def _d_VotersRecord_KRaftVersionFeature_0(buf: Buf, pos: int, end: int) -> tuple
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return VotersRecord.KRaftVersionFeature(f_min_supported_version, f_max_supported_version, unknown), pos
+    return _C_VotersRecord_KRaftVersionFeature(f_min_supported_version, f_max_supported_version, unknown), pos
 
 
 def _d_VotersRecord_Voter_0(buf: Buf, pos: int, end: int) -> tuple[VotersRecord.Voter, int]:
@@ -4372,9 +4547,11 @@ def _d_VotersRecord_Voter_0(buf: Buf, pos: int, end: int) -> tuple[VotersRecord.
             tag, pos = _ruv(buf, pos)
             size, pos = _ruv(buf, pos)
             tag_end = pos + size
+            if tag_end > end:
+                raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
             unknown[tag] = bytes(buf[pos:tag_end])
             pos = tag_end
-    return VotersRecord.Voter(f_voter_id, f_voter_directory_id, f_endpoints, f_kraft_version_feature, unknown), pos
+    return _C_VotersRecord_Voter(f_voter_id, f_voter_directory_id, f_endpoints, f_kraft_version_feature, unknown), pos
 
 
 def _d_VotersRecord_0(buf: Buf, pos: int, end: int) -> tuple[VotersRecord, int]:
@@ -4400,13 +4577,15 @@ def _d_VotersRecord_0(buf: Buf, pos: int, end: int) -> tuple[VotersRecord, int]:
                 tag, pos = _ruv(buf, pos)
                 size, pos = _ruv(buf, pos)
                 tag_end = pos + size
+                if tag_end > end:
+                    raise _corrupt(pos, f'tagged field {tag} of {size} byte(s) runs past the end of the data')
                 unknown[tag] = bytes(buf[pos:tag_end])
                 pos = tag_end
         if pos > end:
             raise _corrupt(end, f'truncated ({pos - end} byte(s) missing)')
         return VotersRecord(f_version, f_voters, unknown), pos
     except (CorruptDataError, IndexError, _struct.error, ValueError) as e:
-        raise _dfail('VotersRecord v0', pos, e) from None
+        raise _dfail('VotersRecord v0', pos, e, end) from None
 
 
 def _e_VotersRecord_Endpoint_0(obj: VotersRecord.Endpoint, out: list[bytes]) -> None:
@@ -4424,7 +4603,7 @@ def _e_VotersRecord_Endpoint_0(obj: VotersRecord.Endpoint, out: list[bytes]) -> 
     ap(_P_H(obj.port))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'VotersRecord.Endpoint'))
+        ap(_tags([], unknown, 'VotersRecord.Endpoint', ()))
     else:
         ap(b'\x00')
 
@@ -4434,7 +4613,7 @@ def _e_VotersRecord_KRaftVersionFeature_0(obj: VotersRecord.KRaftVersionFeature,
     ap(_P_hh(obj.min_supported_version, obj.max_supported_version))
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'VotersRecord.KRaftVersionFeature'))
+        ap(_tags([], unknown, 'VotersRecord.KRaftVersionFeature', ()))
     else:
         ap(b'\x00')
 
@@ -4451,7 +4630,7 @@ def _e_VotersRecord_Voter_0(obj: VotersRecord.Voter, out: list[bytes]) -> None:
     _e_VotersRecord_KRaftVersionFeature_0(v_kraft_version_feature, out)
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'VotersRecord.Voter'))
+        ap(_tags([], unknown, 'VotersRecord.Voter', ()))
     else:
         ap(b'\x00')
 
@@ -4466,7 +4645,7 @@ def _e_VotersRecord_0(obj: VotersRecord, out: list[bytes]) -> None:
         _e_VotersRecord_Voter_0(e_v_voters, out)
     unknown = obj.unknown_tagged_fields
     if unknown:
-        ap(_tags([], unknown, 'VotersRecord'))
+        ap(_tags([], unknown, 'VotersRecord', ()))
     else:
         ap(b'\x00')
 

@@ -384,15 +384,23 @@ def uuid_from_text(text: str) -> uuid.UUID:
 # ------------------------------------------------------------------ tagged fields
 
 
-def tag_section(known: list[tuple[int, bytes]], unknown: dict[int, bytes], where: str) -> bytes:
-    """Tagged-field section: known (ascending) and unknown raw tags merged in ascending tag order."""
+def tag_section(
+    known: list[tuple[int, bytes]], unknown: dict[int, bytes], where: str, known_tags: tuple[int, ...]
+) -> bytes:
+    """Tagged-field section: known (ascending) and unknown raw tags merged in ascending tag order.
+
+    `known_tags` are the tags the schema defines at this version; raw fields may not reuse them.
+    """
     if unknown:
-        taken = {tag for tag, _ in known}
         for tag in unknown:
-            if tag in taken:
-                raise InvalidValueError(f"{where}: unknown tagged field {tag} collides with a known tag")
             if not isinstance(tag, int) or not 0 <= tag <= MAX_UVARINT:
                 raise InvalidValueError(f"{where}: tag {tag!r} is not an unsigned 32-bit integer")
+            if not isinstance(unknown[tag], bytes | bytearray | memoryview):
+                raise InvalidValueError(f"{where}: unknown tagged field {tag} does not hold bytes")
+            if tag in known_tags:
+                raise InvalidValueError(
+                    f"{where}: unknown_tagged_fields holds tag {tag}, which this version defines"
+                )
         known = sorted([*known, *((tag, bytes(raw)) for tag, raw in unknown.items())])
     parts = [write_uvarint(len(known))]
     for tag, payload in known:
@@ -527,9 +535,12 @@ def struct_problem(obj: Any, version: int, path: str) -> str | None:
     unknown = getattr(obj, "unknown_tagged_fields", None)
     if not isinstance(unknown, dict):
         return f"{path}.unknown_tagged_fields must be a dict of int to bytes"
+    known_tags = {info.tag for info in fields if info.tagged_in(version)}
     for tag, raw in unknown.items():
         if not isinstance(tag, int) or not 0 <= tag <= MAX_UVARINT:
             return f"{path}.unknown_tagged_fields: tag {tag!r} is not an unsigned 32-bit integer"
+        if tag in known_tags:
+            return f"{path}.unknown_tagged_fields holds tag {tag}, which version {version} defines"
         if not isinstance(raw, bytes | bytearray):
             return f"{path}.unknown_tagged_fields[{tag}] holds {type(raw).__name__}, not bytes"
     return None
@@ -551,18 +562,21 @@ def absent_field_error(type_name: str, field_name: str, version: int) -> Unsuppo
     )
 
 
-def decode_failure(what: str, pos: int, exc: BaseException) -> CorruptDataError:
-    """CorruptDataError for a body decoder failure at `pos` (what = "PartitionRecord v0")."""
+def decode_failure(what: str, pos: int, exc: BaseException, end: int) -> CorruptDataError:
+    """CorruptDataError for a body decoder failure near `pos` (what = "PartitionRecord v0").
+
+    Offsets past `end` (a length that ran beyond the data) are reported at `end`.
+    """
     if isinstance(exc, CorruptDataError):
         offset = exc.offset if exc.offset is not None else pos
-        return CorruptDataError(BODY_SOURCE, offset, f"{what}: {exc.problem}")
-    if isinstance(exc, UnicodeDecodeError):
-        problem = "string is not valid UTF-8"
+        problem = exc.problem
+    elif isinstance(exc, UnicodeDecodeError):
+        offset, problem = pos, "string is not valid UTF-8"
     elif isinstance(exc, IndexError | struct.error):
-        problem = "truncated (a field runs past the end of the data)"
+        offset, problem = pos, "truncated (a field runs past the end of the data)"
     else:
-        problem = f"malformed field ({exc})"
-    return CorruptDataError(BODY_SOURCE, pos, f"{what}: {problem}")
+        offset, problem = pos, f"malformed field ({exc})"
+    return CorruptDataError(BODY_SOURCE, min(offset, end), f"{what}: {problem}")
 
 
 def corrupt(pos: int, problem: str) -> CorruptDataError:
