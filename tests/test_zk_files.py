@@ -133,7 +133,9 @@ def test_snapshot_keeps_null_empty_data_and_special_owners_apart() -> None:
     assert c2.acl == (Acl(1, "world", "anyone"),)
     assert c2.stat.data_length == 2
     assert tree.nodes["/chroot"].stat.num_children == 7
-    assert tree.children("/chroot") == sorted(["brokers", "m1", "isr_change_notification", "cont", "ttl", "été", "c2"])
+    assert tree.children("/chroot") == sorted(
+        ["brokers", "m1", "isr_change_notification", "cont", "ttl", "été", "c2"]
+    )
 
 
 @pytest.mark.parametrize("name", ["snapshot.800000000", "snapshot.9f00000037"])
@@ -235,7 +237,9 @@ def test_real_log_decodes_every_op_zookeeper_wrote(log_file: Path) -> None:
     assert [e.header.zxid for e in log.entries] == list(range(1, 20))
     ops = [e.header.type for e in log.entries]
     assert ops[0] == OpCode.CREATE_SESSION and ops[-1] == OpCode.CLOSE_SESSION
-    assert {OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.SET_ACL, OpCode.MULTI} <= set(ops)
+    assert {OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL, OpCode.SET_ACL, OpCode.MULTI} <= set(
+        ops
+    )
     by_zxid = {e.header.zxid: e for e in log.entries}
     assert by_zxid[1].record == CreateSessionTxn(18000)
     assert by_zxid[11].record == CreateTxn("/chroot/ttl", b"t", OPEN_ACL_UNSAFE, False, 5, 600000)
@@ -313,8 +317,9 @@ def test_close_session_without_record_is_told_apart_from_one_with_paths() -> Non
 def test_written_snapshot_reads_back_equal_in_every_format(tmp_path: Path) -> None:
     snap = read_snapshot(KAFKA_DIR / "snapshot.9f00000037")
     for suffix in ("", "gz", "snappy"):
-        out = write_snapshot(snap.tree, tmp_path / snapshot_file_name(snap.zxid, suffix), snap.zxid,
-                             sessions=snap.sessions)
+        out = write_snapshot(
+            snap.tree, tmp_path / snapshot_file_name(snap.zxid, suffix), snap.zxid, sessions=snap.sessions
+        )
         back = read_snapshot(out)
         assert back.tree.nodes == snap.tree.nodes
         assert back.sessions == snap.sessions
@@ -329,8 +334,10 @@ def test_writer_into_a_directory_names_the_file_after_the_zxid(tmp_path: Path) -
     assert out == tmp_path / "snapshot.13"
 
 
-@pytest.mark.parametrize(("digest", "last_zxid", "trailer"), [(False, False, 13), (True, False, 46),
-                                                              (True, True, 67), (False, True, 34)])
+@pytest.mark.parametrize(
+    ("digest", "last_zxid", "trailer"),
+    [(False, False, 13), (True, False, 46), (True, True, 67), (False, True, 34)],
+)
 def test_all_trailer_layouts_are_written_and_read(digest: bool, last_zxid: bool, trailer: int) -> None:
     tree = read_snapshot(TXNLOG_DIR / "snapshot.13.gz").tree
     data = encode_snapshot(tree, zxid=0x13, digest=digest, last_zxid=last_zxid)
@@ -364,7 +371,7 @@ def test_writer_fills_in_zookeepers_nodes_and_rejects_orphans(tmp_path: Path) ->
         encode_snapshot(orphan, zxid=1)
 
 
-@pytest.mark.parametrize("path", ["/a/", "a", "/a//b", "/a/./b", "/..", "/\U0001F600", "/a\x01", "/\ue000"])
+@pytest.mark.parametrize("path", ["/a/", "a", "/a//b", "/a/./b", "/..", "/\U0001f600", "/a\x01", "/\ue000"])
 def test_writer_refuses_paths_zookeeper_refuses(path: str) -> None:
     tree = ZTree("t", {"/": ZNode("/", b""), path: ZNode(path, None)})
     with pytest.raises(Zk2KraftError, match="znode path"):
@@ -375,7 +382,9 @@ def test_writer_refuses_paths_zookeeper_refuses(path: str) -> None:
 
 # Names ZooKeeper accepts (PathUtils): no controls, surrogates, private use, specials or astral characters.
 _names = st.text(
-    st.characters(min_codepoint=0x20, max_codepoint=0xD7FF, exclude_characters="/\x7f"), min_size=1, max_size=8
+    st.characters(min_codepoint=0x20, max_codepoint=0xD7FF, exclude_characters="/\x7f"),
+    min_size=1,
+    max_size=8,
 ).filter(lambda name: name not in (".", "..") and not any(0x7F <= ord(c) <= 0x9F for c in name))
 _acl_text = st.text(max_size=12)  # any code points, astral and lone surrogates included
 _acls = st.lists(st.builds(Acl, st.integers(0, 31), _acl_text, _acl_text), min_size=0, max_size=3).map(tuple)
@@ -407,10 +416,12 @@ def trees(draw: st.DrawFn) -> ZTree:
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(trees(), st.booleans(), st.booleans(), st.dictionaries(_i64, _i32, max_size=3))
-def test_write_then_read_gives_the_same_tree(tree: ZTree, digest: bool, last: bool,
-                                              sessions: dict[int, int]) -> None:
-    data = encode_snapshot(tree, zxid=77, sessions=sessions, digest=digest, last_zxid=last,
-                           add_system_nodes=False)
+def test_write_then_read_gives_the_same_tree(
+    tree: ZTree, digest: bool, last: bool, sessions: dict[int, int]
+) -> None:
+    data = encode_snapshot(
+        tree, zxid=77, sessions=sessions, digest=digest, last_zxid=last, add_system_nodes=False
+    )
     back = decode_snapshot(data, "x", 77)
     assert back.tree.nodes == tree.nodes
     assert back.sessions == sessions
@@ -460,12 +471,25 @@ def test_damaged_log_entries_raise_only_corrupt_data(extra: bytes, position: int
 
 _paths = st.lists(_names, min_size=1, max_size=3).map(lambda parts: "/" + "/".join(parts))
 _sub_records = st.one_of(
-    st.builds(lambda p, d, a, e, c: (OpCode.CREATE, CreateTxn(p, d, a, e, c)), _paths, _data, _acls,
-              st.booleans(), _i32),
-    st.builds(lambda p, d, a, c: (OpCode.CREATE_CONTAINER, CreateTxn(p, d, a, False, c)), _paths, _data,
-              _acls, _i32),
-    st.builds(lambda p, d, a, c, t: (OpCode.CREATE_TTL, CreateTxn(p, d, a, False, c, t)), _paths, _data,
-              _acls, _i32, _i64),
+    st.builds(
+        lambda p, d, a, e, c: (OpCode.CREATE, CreateTxn(p, d, a, e, c)),
+        _paths,
+        _data,
+        _acls,
+        st.booleans(),
+        _i32,
+    ),
+    st.builds(
+        lambda p, d, a, c: (OpCode.CREATE_CONTAINER, CreateTxn(p, d, a, False, c)), _paths, _data, _acls, _i32
+    ),
+    st.builds(
+        lambda p, d, a, c, t: (OpCode.CREATE_TTL, CreateTxn(p, d, a, False, c, t)),
+        _paths,
+        _data,
+        _acls,
+        _i32,
+        _i64,
+    ),
     st.builds(lambda p: (OpCode.DELETE, DeleteTxn(p)), _paths),
     st.builds(lambda p, d, v: (OpCode.SET_DATA, SetDataTxn(p, d, v)), _paths, _data, _i32),
     st.builds(lambda p, v: (OpCode.CHECK, CheckVersionTxn(p, v)), _paths, _i32),
@@ -476,15 +500,18 @@ _top_records = st.one_of(
     st.builds(lambda p, a, v: (OpCode.SET_ACL, SetACLTxn(p, a, v)), _paths, _acls, _i32),
     st.builds(lambda t: (OpCode.CREATE_SESSION, CreateSessionTxn(t)), _i32),
     st.builds(lambda ps: (OpCode.CLOSE_SESSION, CloseSessionTxn(tuple(ps))), st.lists(_paths, max_size=3)),
-    st.builds(lambda subs: (OpCode.MULTI, MultiTxn(tuple(SubTxn(op, r) for op, r in subs))),
-              st.lists(_sub_records, max_size=4)),
+    st.builds(
+        lambda subs: (OpCode.MULTI, MultiTxn(tuple(SubTxn(op, r) for op, r in subs))),
+        st.lists(_sub_records, max_size=4),
+    ),
 )
 
 
 @settings(max_examples=300)
 @given(_top_records, _i64, _i32, _i64, _i64, st.one_of(st.none(), st.builds(TxnDigest, st.just(2), _i64)))
-def test_txn_encode_decode_round_trip(op_record: tuple[int, object], client: int, cxid: int, zxid: int,
-                                      time: int, digest: TxnDigest | None) -> None:
+def test_txn_encode_decode_round_trip(
+    op_record: tuple[int, object], client: int, cxid: int, zxid: int, time: int, digest: TxnDigest | None
+) -> None:
     op, record = op_record
     header = TxnHeader(client, cxid, zxid, time, op)
     data = encode_txn(header, record, digest)  # type: ignore[arg-type]
@@ -504,8 +531,8 @@ def test_jute_strings_round_trip_like_javas_encoder(text: str) -> None:
 
 
 def test_astral_characters_are_written_as_java_does() -> None:
-    assert encode_string("\U0001F600") == b"\xed\xa0\xbd\xed\xb8\x80"
-    assert decode_string(b"\xed\xa0\xbd\xed\xb8\x80") == "\U0001F600"
+    assert encode_string("\U0001f600") == b"\xed\xa0\xbd\xed\xb8\x80"
+    assert decode_string(b"\xed\xa0\xbd\xed\xb8\x80") == "\U0001f600"
     assert decode_string(b"\xff\xfe") == "\ufffd\ufffd"  # Java's decoder replaces malformed bytes
 
 
@@ -523,4 +550,3 @@ def test_adler32_is_over_the_uncompressed_stream() -> None:
     seal_at = stream.index(b"\x00\x00\x00\x01/") + 5  # end marker of the tree
     (stored,) = struct.unpack_from(">q", stream, seal_at)
     assert stored == zlib.adler32(stream[:seal_at])
-

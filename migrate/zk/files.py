@@ -52,7 +52,9 @@ _NODE_TAIL = struct.Struct(">qqqqqiiiqq")  # DataNode.acl, then StatPersisted (6
 _NODE_TAIL_SIZE = _NODE_TAIL.size
 _NODE_TAIL_NEXT = struct.Struct(">qqqqqiiiqqi")  # the same plus the next record's path length
 _STAT_NUM_CHILDREN = Stat.__dict__["num_children"]  # slot descriptor, see _decode_nodes_loop
-_DIGEST_BLOB = struct.Struct(">qqqqqiiiq")  # czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner
+_DIGEST_BLOB = struct.Struct(
+    ">qqqqqiiiq"
+)  # czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner
 _TXN_HEADER = struct.Struct(">qiqqi")
 _U64 = (1 << 64) - 1
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -363,7 +365,9 @@ def decode_snapshot(
     except CorruptDataError as exc:
         if verify_checksums and "Adler32" not in exc.problem and not _seal_matches_somewhere(data):
             raise CorruptDataError(
-                exc.source, exc.offset, f"{exc.problem}; the Adler32 checksum does not match either: the file is damaged"
+                exc.source,
+                exc.offset,
+                f"{exc.problem}; the Adler32 checksum does not match either: the file is damaged",
             ) from None
         raise
 
@@ -382,7 +386,9 @@ def _decode_snapshot(data: bytes, source: str, zxid: int | None, verify_checksum
     r = JuteReader(data, source)
     magic = r.int32("file header magic")
     if magic != SNAP_MAGIC:
-        raise CorruptDataError(source, 0, f"not a ZooKeeper snapshot: magic {magic & 0xFFFFFFFF:#010x}, expected 'ZKSN'")
+        raise CorruptDataError(
+            source, 0, f"not a ZooKeeper snapshot: magic {magic & 0xFFFFFFFF:#010x}, expected 'ZKSN'"
+        )
     version = r.int32("file header version")
     dbid = r.int64("file header dbid")
 
@@ -477,7 +483,9 @@ def _decode_nodes_loop(
             if dlen >= 0:
                 end = pos + dlen
                 if end > n:
-                    raise CorruptDataError(source, pos - 4, f"data of {path or '/'} ({dlen} bytes) runs past the end")
+                    raise CorruptDataError(
+                        source, pos - 4, f"data of {path or '/'} ({dlen} bytes) runs past the end"
+                    )
                 data: bytes | None = buf[pos:end]
                 pos = end
             elif dlen == -1:
@@ -485,7 +493,9 @@ def _decode_nodes_loop(
                 dlen = 0
             else:
                 raise CorruptDataError(source, pos - 4, f"data of {path or '/'} has negative length {dlen}")
-            acl, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, plen = unpack_tail(buf, pos)
+            acl, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, plen = unpack_tail(
+                buf, pos
+            )
             pos += _NODE_TAIL_SIZE
             if path:
                 cut = path.rfind("/")
@@ -514,7 +524,9 @@ def _decode_nodes_loop(
     except (struct.error, IndexError):
         raise CorruptDataError(source, rec, "node record cut off by the end of the file") from None
     except UnicodeDecodeError as exc:
-        raise CorruptDataError(source, rec + 4 + exc.start, f"node path is not UTF-8 ({exc.reason})") from None
+        raise CorruptDataError(
+            source, rec + 4 + exc.start, f"node path is not UTF-8 ({exc.reason})"
+        ) from None
     if "/" not in nodes:
         raise CorruptDataError(source, rec, "the snapshot has no root record")
     if sum(child_counts.values()) != len(nodes) - 1:
@@ -587,9 +599,7 @@ def system_nodes() -> dict[str, ZNode]:
     return {
         "/": ZNode("/", b"", Stat(num_children=1)),
         "/zookeeper": ZNode("/zookeeper", b"", Stat(num_children=2)),
-        "/zookeeper/config": ZNode(
-            "/zookeeper/config", b"", Stat(aversion=-1), (Acl(1, "world", "anyone"),)
-        ),
+        "/zookeeper/config": ZNode("/zookeeper/config", b"", Stat(aversion=-1), (Acl(1, "world", "anyone"),)),
         "/zookeeper/quota": ZNode("/zookeeper/quota", b"", Stat()),
     }
 
@@ -660,7 +670,16 @@ def encode_snapshot(
         s = node.stat
         index = _acl_ref(path, node.acl, acl_index)
         out += pack_tail(
-            index, s.czxid, s.mzxid, s.ctime, s.mtime, s.version, s.cversion, s.aversion, s.ephemeral_owner, s.pzxid
+            index,
+            s.czxid,
+            s.mzxid,
+            s.ctime,
+            s.mtime,
+            s.version,
+            s.cversion,
+            s.aversion,
+            s.ephemeral_owner,
+            s.pzxid,
         )
         kids = children.get(path)
         if kids:
@@ -879,7 +898,9 @@ class LogEnd:
     def describe(self) -> str:
         if self.clean:
             return f"{self.kind} at byte {self.offset}"
-        text = f"{self.kind} entry at byte {self.offset}" if self.kind in ("truncated", "corrupt") else self.kind
+        text = (
+            f"{self.kind} entry at byte {self.offset}" if self.kind in ("truncated", "corrupt") else self.kind
+        )
         return f"{text} ({self.detail})" if self.detail else text
 
 
@@ -967,7 +988,9 @@ def _decode_record(op: int, r: JuteReader, top_level: bool) -> TxnRecord:
             sub_at = r.pos
             sub_op = r.int32("multi sub-op type")
             if sub_op not in _MULTI_SUB_TYPES:
-                raise r.error(f"multi holds {_op_name(sub_op)}, which ZooKeeper never logs inside a multi", sub_at)
+                raise r.error(
+                    f"multi holds {_op_name(sub_op)}, which ZooKeeper never logs inside a multi", sub_at
+                )
             size = r.length("multi sub-op data")
             if size == -1:
                 raise r.error("multi sub-op with null data", sub_at)
@@ -980,9 +1003,9 @@ def _decode_record(op: int, r: JuteReader, top_level: bool) -> TxnRecord:
     raise r.error(f"unsupported transaction type {op} (ZooKeeper never logs {_op_name(op)})")
 
 
-def decode_txn(buf: bytes | memoryview | mmap.mmap, start: int, end: int, source: str) -> tuple[
-    TxnHeader, TxnRecord | None, TxnDigest | None
-]:
+def decode_txn(
+    buf: bytes | memoryview | mmap.mmap, start: int, end: int, source: str
+) -> tuple[TxnHeader, TxnRecord | None, TxnDigest | None]:
     """Decode the txn bytes `buf[start:end]` of one log entry: header, record, optional TxnDigest."""
     r = JuteReader(buf, source, start, end)  # type: ignore[arg-type]
     header = TxnHeader(*_TXN_HEADER.unpack_from(buf, r.need(_TXN_HEADER.size, "txn header")))
@@ -1028,7 +1051,9 @@ class TxnLogReader:
             magic, self.version, self.dbid = struct.unpack_from(">iiq", buf, 0)
             if magic != LOG_MAGIC:
                 raise CorruptDataError(
-                    source, 0, f"not a ZooKeeper transaction log: magic {magic & 0xFFFFFFFF:#010x}, expected 'ZKLG'"
+                    source,
+                    0,
+                    f"not a ZooKeeper transaction log: magic {magic & 0xFFFFFFFF:#010x}, expected 'ZKLG'",
                 )
 
     def __iter__(self) -> Iterator[LogEntry]:
@@ -1197,4 +1222,3 @@ def encode_txn_log(
     parts.extend(encode_log_entry(*entry) for entry in entries)
     parts.append(b"\x00" * padding)
     return b"".join(parts)
-

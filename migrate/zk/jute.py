@@ -145,7 +145,7 @@ class JuteReader:
         start = self.pos
         self.pos = start + n
         try:
-            return decode_string(bytes(self.buf[start:start + n]), lenient=False)
+            return decode_string(bytes(self.buf[start : start + n]), lenient=False)
         except UnicodeDecodeError as exc:
             raise self.error(f"{what}: path is not valid UTF-8 ({exc.reason})", start + exc.start) from None
 

@@ -67,11 +67,18 @@ class LogStop:
 
     file: str
     offset: int
-    reason: str
+    kind: str  # LogEnd.kind: truncated, corrupt or short
+    detail: str
     last_zxid: int
 
     def __str__(self) -> str:
-        return f"stopped at zxid {self.last_zxid:#x}: {self.reason} of {Path(self.file).name}"
+        name = Path(self.file).name
+        where = (
+            f"{self.kind} entry at byte {self.offset} of {name}"
+            if self.kind in ("truncated", "corrupt")
+            else f"{name} is {self.kind}"
+        )
+        return f"stopped at zxid {self.last_zxid:#x}: {where}" + (f" ({self.detail})" if self.detail else "")
 
 
 @dataclass(slots=True)
@@ -204,7 +211,12 @@ def load_data_dir(
     report.digests_checked = check
     if check and snapshot is not None:
         _start_digest_checks(replay, snapshot, report)
-    if snapshot is not None and up_to_zxid is not None and snapshot.digest and snapshot.digest.zxid > up_to_zxid:
+    if (
+        snapshot is not None
+        and up_to_zxid is not None
+        and snapshot.digest
+        and snapshot.digest.zxid > up_to_zxid
+    ):
         report.warnings.append(
             f"snapshot {Path(snapshot.source).name} may already hold changes up to zxid {snapshot.digest.zxid:#x}, "
             f"after the requested {up_to_zxid:#x} (fuzzy snapshot); choose an older snapshot for an exact state"
@@ -316,7 +328,9 @@ def _replay_logs(
                     return highest
                 # ...and from there applies everything in file order, complaining if zxids go back.
                 if zxid < highest and highest != 0:
-                    report.warnings.append(f"zxid went backwards in {path.name}: {zxid:#x} after {highest:#x}")
+                    report.warnings.append(
+                        f"zxid went backwards in {path.name}: {zxid:#x} after {highest:#x}"
+                    )
                 else:
                     highest = zxid
                 replay.apply(entry)
@@ -327,14 +341,16 @@ def _replay_logs(
             if progress:
                 progress(stage, reader.size, reader.size)
         if end is not None and not end.clean:
-            report.stops.append(LogStop(str(path), end.offset, end.describe(), highest))
+            report.stops.append(LogStop(str(path), end.offset, end.kind, end.detail, highest))
     return highest
 
 
 class Replay:
     """Applies transactions to a node map with ZooKeeper's restore semantics (DataTree.processTxn)."""
 
-    def __init__(self, nodes: dict[str, ZNode], sessions: dict[int, int], *, check_digests: bool = True) -> None:
+    def __init__(
+        self, nodes: dict[str, ZNode], sessions: dict[int, int], *, check_digests: bool = True
+    ) -> None:
         self.nodes = nodes
         self.sessions = sessions
         self.ephemerals: dict[int, set[str]] = {}
