@@ -37,6 +37,7 @@ __all__ = [
     "encode_kraft_batch",
     "iter_batches",
     "iter_kraft_batches",
+    "peek_header",
 ]
 
 MAGIC = 2
@@ -584,6 +585,25 @@ def iter_kraft_batches(
 ) -> KraftBatchIterator:
     """Like iter_batches, but yields headers plus `(offsetDelta, key, value)` tuples instead of record objects."""
     return KraftBatchIterator(data, source, start_position, tolerate_torn_tail)
+
+
+def peek_header(data: bytes | bytearray | memoryview, source: str, position: int = 0) -> BatchHeader:
+    """The header of the batch at `position`, after checking its length and magic (not its CRC)."""
+    size = len(data) - position
+    if size < HEADER_SIZE:
+        raise CorruptDataError(
+            source, position, f"only {size} bytes left, less than a {HEADER_SIZE}-byte batch header"
+        )
+    header = BatchHeader(*_HEADER.unpack_from(data, position))
+    if header.batch_length < MIN_BATCH_LENGTH or header.size_in_bytes > size:
+        raise CorruptDataError(
+            source, position, f"batch length {header.batch_length} does not fit the {size} bytes available"
+        )
+    if header.magic != MAGIC:
+        raise CorruptDataError(
+            source, position + 16, f"record batch magic {header.magic}; only magic 2 is supported"
+        )
+    return header
 
 
 def decode_batch(data: bytes | bytearray | memoryview, source: str) -> RecordBatch:
