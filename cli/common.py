@@ -35,6 +35,10 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
+        except BrokenPipeError:
+            # The reader of our output went away (`| head`): stop quietly, as Unix tools do.
+            sys.stderr.close()
+            sys.exit(0)
         except Zk2KraftError as exc:
             fail(str(exc))
         except OSError as exc:

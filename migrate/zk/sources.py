@@ -90,7 +90,13 @@ def read_source(source: ZkSource, *, progress: Callable[[int], None] | None = No
     assert source.data_dir is not None
     from migrate.zk.restore import load_data_dir
 
-    full, _report = load_data_dir(source.data_dir, source.log_dir, up_to_zxid=source.up_to_zxid, progress=progress)
+    def file_progress(_what: str, done: int, _total: int) -> None:
+        if progress is not None:
+            progress(done)
+
+    full, _report = load_data_dir(
+        source.data_dir, source.log_dir, up_to_zxid=source.up_to_zxid, progress=file_progress
+    )
     if chroot != "/" and full.get(chroot) is None:
         raise Zk2KraftError(f"{source.describe()}: the chroot {chroot} does not exist in that tree")
     return ZTreeWithOrigin(full.with_chroot(chroot), source.describe(), chroot)
