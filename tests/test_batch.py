@@ -26,6 +26,7 @@ from migrate.kraft.batch import (
     encode_kraft_batch,
     iter_batches,
     iter_kraft_batches,
+    peek_header,
 )
 from migrate.kraft.compression import compress
 
@@ -178,10 +179,41 @@ def test_crc_flip_in_the_middle_of_the_log_names_that_batch() -> None:
     target = positions[2500]
     data[target + 40] ^= 0x01
     seen = []
-    with pytest.raises(CorruptDataError, match=rf"00000000000000000000.log at byte {target}: CRC-32C"):
-        for position, _ in iter_batches(bytes(data), "00000000000000000000.log"):
+    batches = iter_batches(bytes(data), "00000000000000000000.log")
+    with pytest.raises(CorruptDataError, match=rf"00000000000000000000\.log at byte {target}: CRC-32C"):
+        for position, _ in batches:
             seen.append(position)
     assert seen == positions[:2500]
+    assert batches.position == target  # the valid prefix ends where the bad batch starts
+
+
+def test_record_error_leaves_position_at_the_bad_batch() -> None:
+    good = encode_kraft_batch(0, 1, 5, [(None, b"a")], control=False)
+    bad = bytearray(encode_kraft_batch(1, 1, 5, [(None, b"b")], control=False))
+    bad[-1] = 1  # header count 1 without a header
+    data = good + _refresh_crc(bytes(bad))
+    for make in (iter_batches, iter_kraft_batches):
+        batches = make(data, "seg")
+        with pytest.raises(CorruptDataError) as err:
+            list(batches)
+        assert batches.position == len(good)
+        assert err.value.offset is not None and err.value.offset >= len(good)
+
+
+def test_peek_header() -> None:
+    raw = encode_kraft_batch(42, 3, 77, [(None, b"a"), (None, b"b")], control=True)
+    header = peek_header(b"xx" + raw, "p", 2)
+    assert (header.base_offset, header.last_offset, header.record_count, header.is_control) == (
+        42,
+        43,
+        2,
+        True,
+    )
+    assert header.size_in_bytes == len(raw)
+    with pytest.raises(CorruptDataError, match="does not fit"):
+        peek_header(raw[:-1], "p")
+    with pytest.raises(CorruptDataError, match="less than a 61-byte batch header"):
+        peek_header(raw[:60], "p")
 
 
 def test_torn_tail_raises_unless_tolerated() -> None:

@@ -476,7 +476,6 @@ class _BatchScanner:
             buf, base = self._bytes, pos
         else:
             buf, base = bytes(view[pos : pos + size]), 0
-        self.position = pos + size
         return pos, header, buf, base
 
     def _records_area(self, pos: int, header: BatchHeader, buf: bytes, base: int) -> tuple[bytes, int, int]:
@@ -522,6 +521,7 @@ class BatchIterator(_BatchScanner):
             records = _decode_records(area, start, end, h.record_count)
         except (_Malformed, IndexError) as exc:
             raise self._record_error(pos, h, base, exc) from None
+        self.position = pos + h.size_in_bytes
         batch = RecordBatch(
             h.base_offset,
             h.partition_leader_epoch,
@@ -558,6 +558,7 @@ class KraftBatchIterator(_BatchScanner):
             entries = _decode_kraft_entries(area, start, end, header.record_count)
         except (_Malformed, IndexError) as exc:
             raise self._record_error(pos, header, base, exc) from None
+        self.position = pos + header.size_in_bytes
         return pos, header, entries
 
 
