@@ -368,6 +368,8 @@ def _base_config(data_dir: Path, client_port: int, tick_ms: int) -> dict[str, ob
         "admin.enableServer": "false",
         "4lw.commands.whitelist": "*",
         "maxClientCnxns": 0,
+        # No fsync per transaction: a throw-away server needs speed, and data still survives restarts.
+        "forceSync": "no",
     }
 
 
