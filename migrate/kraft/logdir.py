@@ -419,7 +419,7 @@ class QuorumState:
     voted_id: int = -1
     data_version: int = 1
     voted_directory_id: uuid.UUID = ZERO_UUID  # data_version 1 only
-    current_voters: tuple[int, ...] | None = ()  # data_version 0 only
+    current_voters: tuple[int, ...] | None = None  # data_version 0 only (null or a list)
     cluster_id: str = ""  # data_version 0 only
     applied_offset: int = 0  # data_version 0 only
 
