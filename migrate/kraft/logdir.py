@@ -364,10 +364,12 @@ def encode_leader_epoch_checkpoint(entries: Iterable[EpochEntry]) -> bytes:
 
 
 def read_leader_epoch_checkpoint(path: PathLike) -> list[EpochEntry]:
+    """Read and parse a `leader-epoch-checkpoint` file."""
     return parse_leader_epoch_checkpoint(Path(path).read_bytes(), str(path))
 
 
 def write_leader_epoch_checkpoint(path: PathLike, entries: Iterable[EpochEntry]) -> None:
+    """Atomically write a `leader-epoch-checkpoint` file."""
     atomic_write_bytes(path, encode_leader_epoch_checkpoint(entries))
 
 
@@ -400,10 +402,12 @@ def encode_partition_metadata(topic_id: uuid.UUID = METADATA_TOPIC_ID) -> bytes:
 
 
 def read_partition_metadata(path: PathLike) -> uuid.UUID:
+    """Read the topic id from a `partition.metadata` file."""
     return parse_partition_metadata(Path(path).read_bytes(), str(path))
 
 
 def write_partition_metadata(path: PathLike, topic_id: uuid.UUID = METADATA_TOPIC_ID) -> None:
+    """Atomically write a `partition.metadata` file."""
     atomic_write_bytes(path, encode_partition_metadata(topic_id))
 
 
@@ -525,10 +529,12 @@ def encode_quorum_state(state: QuorumState) -> bytes:
 
 
 def read_quorum_state(path: PathLike) -> QuorumState:
+    """Read and parse a `quorum-state` file."""
     return parse_quorum_state(Path(path).read_bytes(), str(path))
 
 
 def write_quorum_state(path: PathLike, state: QuorumState) -> None:
+    """Atomically write a `quorum-state` file."""
     atomic_write_bytes(path, encode_quorum_state(state))
 
 
@@ -826,12 +832,14 @@ def encode_meta_properties(
 
 
 def read_meta_properties(path: PathLike) -> MetaProperties:
+    """Read and parse a `meta.properties` file."""
     return parse_meta_properties(Path(path).read_bytes(), str(path))
 
 
 def write_meta_properties(
     path: PathLike, meta: MetaProperties, *, now: datetime | None = None, key_order: KeyOrder = "hashtable"
 ) -> None:
+    """Atomically write a `meta.properties` file."""
     atomic_write_bytes(path, encode_meta_properties(meta, now=now, key_order=key_order))
 
 
