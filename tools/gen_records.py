@@ -483,11 +483,14 @@ def emit_read(code: Code, ctx: Context, f: FieldSpec, v: int, var: str, nullable
             width = 4
             slow = "_ri32a" if nullable else "_ri32l"
         else:
-            fast = "[_ucg(r) or _new_uuid(r) for r in _U16U[n](buf, pos + 1)]"
+            # whole lists of uuids are cached by their raw bytes (bytes() of a bytes slice is free)
+            fast = "[*(_uatg(raw) or _new_uat(raw, n))]"
             width = 16
             slow = "_ruuida" if nullable else "_ruuidl"
         code("n = buf[pos] - 1")
         with code.block("if 0 < n < 127:"):
+            if element == "uuid":
+                code("raw = bytes(buf[pos + 1:pos + 1 + 16 * n])")
             code(f"{var} = {fast}")
             code(f"pos += 1 + {width} * n")
         with code.block("elif n == 0:"):
@@ -866,6 +869,7 @@ from migrate.kraft.wire import decode_failure as _dfail
 from migrate.kraft.wire import encode_failure as _efail
 from migrate.kraft.wire import encode_string_length as _slen
 from migrate.kraft.wire import new_uuid as _new_uuid
+from migrate.kraft.wire import new_uuid_tuple as _new_uat
 from migrate.kraft.wire import read_compact_bytes_nn as _rbytes
 from migrate.kraft.wire import read_compact_length as _rlen
 from migrate.kraft.wire import read_int32_array as _ri32a
@@ -877,6 +881,7 @@ from migrate.kraft.wire import read_uuid_list as _ruuidl
 from migrate.kraft.wire import read_uvarint as _ruv
 from migrate.kraft.wire import tag_section as _tags
 from migrate.kraft.wire import uuid_cache_get as _ucg
+from migrate.kraft.wire import uuid_tuple_cache_get as _uatg
 from migrate.kraft.wire import write_int32_array as _wi32a
 from migrate.kraft.wire import write_uuid_array as _wuuida
 from migrate.kraft.wire import write_uvarint as _wuv

@@ -26,6 +26,7 @@ from migrate.kraft.wire import decode_failure as _dfail
 from migrate.kraft.wire import encode_failure as _efail
 from migrate.kraft.wire import encode_string_length as _slen
 from migrate.kraft.wire import new_uuid as _new_uuid
+from migrate.kraft.wire import new_uuid_tuple as _new_uat
 from migrate.kraft.wire import read_compact_bytes_nn as _rbytes
 from migrate.kraft.wire import read_compact_length as _rlen
 from migrate.kraft.wire import read_int32_array as _ri32a
@@ -37,6 +38,7 @@ from migrate.kraft.wire import read_uuid_list as _ruuidl
 from migrate.kraft.wire import read_uvarint as _ruv
 from migrate.kraft.wire import tag_section as _tags
 from migrate.kraft.wire import uuid_cache_get as _ucg
+from migrate.kraft.wire import uuid_tuple_cache_get as _uatg
 from migrate.kraft.wire import write_int32_array as _wi32a
 from migrate.kraft.wire import write_uuid_array as _wuuida
 from migrate.kraft.wire import write_uvarint as _wuv
@@ -1738,7 +1740,8 @@ def _d_RegisterBrokerRecord_3(buf: Buf, pos: int, end: int) -> tuple[RegisterBro
                 if tag == 0:
                     n = buf[pos] - 1
                     if 0 < n < 127:
-                        f_log_dirs = [_ucg(r) or _new_uuid(r) for r in _U16U[n](buf, pos + 1)]
+                        raw = bytes(buf[pos + 1:pos + 1 + 16 * n])
+                        f_log_dirs = [*(_uatg(raw) or _new_uat(raw, n))]
                         pos += 1 + 16 * n
                     elif n == 0:
                         f_log_dirs = []
@@ -2134,7 +2137,8 @@ def _d_PartitionRecord_1(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord,
         f_directories: list[UUID]
         n = buf[pos] - 1
         if 0 < n < 127:
-            f_directories = [_ucg(r) or _new_uuid(r) for r in _U16U[n](buf, pos + 1)]
+            raw = bytes(buf[pos + 1:pos + 1 + 16 * n])
+            f_directories = [*(_uatg(raw) or _new_uat(raw, n))]
             pos += 1 + 16 * n
         elif n == 0:
             f_directories = []
@@ -2218,7 +2222,8 @@ def _d_PartitionRecord_2(buf: Buf, pos: int, end: int) -> tuple[PartitionRecord,
         f_directories: list[UUID]
         n = buf[pos] - 1
         if 0 < n < 127:
-            f_directories = [_ucg(r) or _new_uuid(r) for r in _U16U[n](buf, pos + 1)]
+            raw = bytes(buf[pos + 1:pos + 1 + 16 * n])
+            f_directories = [*(_uatg(raw) or _new_uat(raw, n))]
             pos += 1 + 16 * n
         elif n == 0:
             f_directories = []
@@ -2618,7 +2623,8 @@ def _d_PartitionChangeRecord_1(buf: Buf, pos: int, end: int) -> tuple[PartitionC
                 elif tag == 8:
                     n = buf[pos] - 1
                     if 0 < n < 127:
-                        f_directories = [_ucg(r) or _new_uuid(r) for r in _U16U[n](buf, pos + 1)]
+                        raw = bytes(buf[pos + 1:pos + 1 + 16 * n])
+                        f_directories = [*(_uatg(raw) or _new_uat(raw, n))]
                         pos += 1 + 16 * n
                     elif n == 0:
                         f_directories = []
@@ -2731,7 +2737,8 @@ def _d_PartitionChangeRecord_2(buf: Buf, pos: int, end: int) -> tuple[PartitionC
                 elif tag == 8:
                     n = buf[pos] - 1
                     if 0 < n < 127:
-                        f_directories = [_ucg(r) or _new_uuid(r) for r in _U16U[n](buf, pos + 1)]
+                        raw = bytes(buf[pos + 1:pos + 1 + 16 * n])
+                        f_directories = [*(_uatg(raw) or _new_uat(raw, n))]
                         pos += 1 + 16 * n
                     elif n == 0:
                         f_directories = []
@@ -3501,7 +3508,8 @@ def _d_BrokerRegistrationChangeRecord_2(buf: Buf, pos: int, end: int) -> tuple[B
                 elif tag == 2:
                     n = buf[pos] - 1
                     if 0 < n < 127:
-                        f_log_dirs = [_ucg(r) or _new_uuid(r) for r in _U16U[n](buf, pos + 1)]
+                        raw = bytes(buf[pos + 1:pos + 1 + 16 * n])
+                        f_log_dirs = [*(_uatg(raw) or _new_uat(raw, n))]
                         pos += 1 + 16 * n
                     elif n == 0:
                         f_log_dirs = []

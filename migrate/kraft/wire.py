@@ -355,6 +355,21 @@ U16_UNPACK: tuple[Callable[[Buf, int], tuple[Any, ...]], ...] = tuple(
 )
 
 
+_uuid_tuple_cache: dict[bytes, tuple[uuid.UUID, ...]] = {}
+uuid_tuple_cache_get = _uuid_tuple_cache.get
+
+
+def new_uuid_tuple(raw: bytes, n: int) -> tuple[uuid.UUID, ...]:
+    """The n UUIDs in `raw` (16 * n bytes), remembered: replica directory lists repeat a lot."""
+    result = tuple(uuid_cache_get(r) or new_uuid(r) for r in U16_UNPACK[n](raw, 0))
+    if len(raw) != 16 * n:
+        raise struct.error(f"expected {16 * n} bytes of uuids, got {len(raw)}")
+    if len(_uuid_tuple_cache) >= _UUID_CACHE_LIMIT:
+        _uuid_tuple_cache.clear()
+    _uuid_tuple_cache[raw] = result
+    return result
+
+
 def write_uuid_array(a: list[uuid.UUID] | None) -> bytes:
     """Encode a compact `[]uuid` (None → null)."""
     if a is None:
