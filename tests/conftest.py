@@ -58,6 +58,17 @@ def zk_client(zk_connect: str) -> Iterator[KazooClient]:
     client.close()
 
 
+@pytest.fixture(scope="session")
+def zk_secure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooKeeper]:
+    """A standalone server with a TLS port (`tls_files`) and SASL DIGEST-MD5 users (`sasl_users`)."""
+    server = EmbeddedZooKeeper(
+        tmp_path_factory.mktemp("zk-secure"), tls=True, sasl_users={"alice": "alice-secret"}
+    )
+    server.start()
+    yield server
+    server.close()
+
+
 @pytest.fixture(scope="module")
 def zk_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEnsemble]:
     """A 3-server ensemble for one test module; tests that stop servers must start them again."""

@@ -47,7 +47,7 @@ def test_start_stop_restart_keeps_data(tmp_path: Path) -> None:
 
 
 def test_temp_folder_removed_on_close() -> None:
-    server = EmbeddedZooKeeper().start()
+    server = EmbeddedZooKeeper()
     folder = server.base_dir
     assert folder.is_dir()
     server.close()
@@ -96,39 +96,39 @@ def test_digest_auth_protects_a_znode(zk_server: EmbeddedZooKeeper, zk_connect: 
             client.close()
 
 
-def test_tls_client_port(tmp_path: Path) -> None:
-    with EmbeddedZooKeeper(tmp_path, tls=True) as server:
-        files = server.tls_files
-        assert files is not None
-        client = _client(
-            server.secure_connect_string,
-            use_ssl=True,
-            ca=str(files.ca),
-            certfile=str(files.client_cert),
-            keyfile=str(files.client_key),
-        )
-        client.create("/over-tls", b"t")
-        assert client.get("/over-tls")[0] == b"t"
-        client.stop()
-        client.close()
+def test_tls_client_port(zk_secure_server: EmbeddedZooKeeper) -> None:
+    files = zk_secure_server.tls_files
+    assert files is not None
+    client = _client(
+        zk_secure_server.secure_connect_string,
+        use_ssl=True,
+        ca=str(files.ca),
+        certfile=str(files.client_cert),
+        keyfile=str(files.client_key),
+    )
+    client.ensure_path("/over-tls")
+    client.set("/over-tls", b"t")
+    assert client.get("/over-tls")[0] == b"t"
+    client.stop()
+    client.close()
 
 
-def test_sasl_digest_md5_login(tmp_path: Path) -> None:
+def test_sasl_digest_md5_login(zk_secure_server: EmbeddedZooKeeper, tmp_path: Path) -> None:
     """kazoo needs the optional `pure-sasl` package for SASL, so ZooKeeper's own Java CLI checks the server."""
-    with EmbeddedZooKeeper(tmp_path, sasl_users={"alice": "alice-secret"}) as server:
-        jaas = tmp_path / "client-jaas.conf"
-        jaas.write_text(
-            "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
-            '  username="alice" password="alice-secret";\n};\n'
-        )
-        classpath = os.pathsep.join(str(p) for p in zookeeper_classpath())
-        done = subprocess.run(
-            ["java", "-XX:TieredStopAtLevel=1", "-Dzookeeper.fips-mode=false",
-             f"-Djava.security.auth.login.config={jaas}", "-cp", classpath,
-             "org.apache.zookeeper.ZooKeeperMain", "-server", server.connect_string, "whoami"],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-        assert "sasl: alice" in done.stdout, done.stdout + done.stderr
+    user, password = next(iter(zk_secure_server.sasl_users.items()))
+    jaas = tmp_path / "client-jaas.conf"
+    jaas.write_text(
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        f'  username="{user}" password="{password}";\n}};\n'
+    )
+    classpath = os.pathsep.join(str(p) for p in zookeeper_classpath())
+    done = subprocess.run(
+        ["java", "-XX:TieredStopAtLevel=1", "-Dzookeeper.fips-mode=false",
+         f"-Djava.security.auth.login.config={jaas}", "-cp", classpath,
+         "org.apache.zookeeper.ZooKeeperMain", "-server", zk_secure_server.connect_string, "whoami"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert f"sasl: {user}" in done.stdout, done.stdout + done.stderr
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,6 @@ from migrate.zk.live import ZkConnectOptions, read_tree
 from migrate.zk.tree import Acl, Stat, ZNode
 
 pytestmark = pytest.mark.zookeeper
-
-SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
 
 
 def kazoo_walk(client: KazooClient, root: str = "/") -> dict[str, ZNode]:
@@ -54,15 +51,6 @@ def build_sample_tree(client: KazooClient) -> None:
     for i in range(230):
         client.create_async(f"/many/child-{i:03d}", str(i).encode())
     client.sync("/")
-
-
-@pytest.fixture(scope="module")
-def secure_zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooKeeper]:
-    """A server with TLS and SASL DIGEST-MD5 users, shared by this module's security tests."""
-    with EmbeddedZooKeeper(
-        tmp_path_factory.mktemp("secure-zk"), tls=True, sasl_users={SASL_USER: SASL_PASSWORD}
-    ) as server:
-        yield server
 
 
 def test_tree_equals_kazoo_node_by_node(zk_client: KazooClient, zk_connect: str) -> None:
@@ -158,29 +146,30 @@ def test_digest_auth_reads_a_protected_znode(zk_client: KazooClient, zk_connect:
     assert tree.nodes["/secret"].acl == (Acl(31, "digest", make_digest_acl("alice", "secret").id.id),)
 
 
-def test_sasl_digest_md5_login(secure_zk: EmbeddedZooKeeper) -> None:
+def test_sasl_digest_md5_login(zk_secure_server: EmbeddedZooKeeper) -> None:
     root = "/sasl-test"
-    writer = KazooClient(hosts=secure_zk.connect_string)
+    user, password = next(iter(zk_secure_server.sasl_users.items()))
+    writer = KazooClient(hosts=zk_secure_server.connect_string)
     writer.start(timeout=15)
     writer.create(root, b"open")
-    writer.create(f"{root}/private", b"only-alice", acl=[ACL(31, Id("sasl", SASL_USER))])
+    writer.create(f"{root}/private", b"only-alice", acl=[ACL(31, Id("sasl", user))])
     writer.stop()
     writer.close()
     with pytest.raises(Zk2KraftError, match="NOAUTH"):
-        read_tree(secure_zk.connect_string, root)
-    sasl = {"mechanism": "DIGEST-MD5", "username": SASL_USER, "password": SASL_PASSWORD}
-    tree = read_tree(ZkConnectOptions(secure_zk.connect_string, sasl_options=sasl), root)
+        read_tree(zk_secure_server.connect_string, root)
+    sasl = {"mechanism": "DIGEST-MD5", "username": user, "password": password}
+    tree = read_tree(ZkConnectOptions(zk_secure_server.connect_string, sasl_options=sasl), root)
     assert tree.data("/private") == b"only-alice"
     wrong = {**sasl, "password": "wrong"}
     with pytest.raises(Zk2KraftError, match="rejected SASL DIGEST-MD5 login"):
-        read_tree(ZkConnectOptions(secure_zk.connect_string, sasl_options=wrong), root)
+        read_tree(ZkConnectOptions(zk_secure_server.connect_string, sasl_options=wrong), root)
 
 
-def test_tls_read(secure_zk: EmbeddedZooKeeper) -> None:
-    files = secure_zk.tls_files
+def test_tls_read(zk_secure_server: EmbeddedZooKeeper) -> None:
+    files = zk_secure_server.tls_files
     assert files is not None
     options = ZkConnectOptions(
-        secure_zk.secure_connect_string,
+        zk_secure_server.secure_connect_string,
         ssl_enable=True,
         ssl_cafile=str(files.ca),
         ssl_certfile=str(files.client_cert),
@@ -194,7 +183,7 @@ def test_tls_read(secure_zk: EmbeddedZooKeeper) -> None:
     client.close()
     tree = read_tree(options, "/tls-test")
     assert {f"/tls-test{p}".rstrip("/") for p in tree.nodes} == set(expected)
-    untrusted = ZkConnectOptions(secure_zk.secure_connect_string, ssl_enable=True)
+    untrusted = ZkConnectOptions(zk_secure_server.secure_connect_string, ssl_enable=True)
     with pytest.raises(Zk2KraftError, match="TLS handshake"):
         read_tree(untrusted, "/tls-test")
 
@@ -205,7 +194,7 @@ def test_read_survives_a_server_restart(tmp_path: Path) -> None:
         writer = KazooClient(hosts=server.connect_string)
         writer.start(timeout=15)
         writer.create("/big")
-        for i in range(30):
+        for i in range(10):
             writer.create_async(f"/big/t{i}")
             for j in range(100):
                 writer.create_async(f"/big/t{i}/p{j}", f"{i}/{j}".encode())
@@ -221,7 +210,7 @@ def test_read_survives_a_server_restart(tmp_path: Path) -> None:
 
         tree = read_tree(server.connect_string, "/big", progress=restart_once, batch_size=100)
         assert restarts and restarts[0] < len(tree)
-        assert len(tree) == 1 + 30 + 3000
+        assert len(tree) == 1 + 10 + 1000
         assert tree.nodes == read_tree(server.connect_string, "/big").nodes
 
         def restart_always(_: int) -> None:

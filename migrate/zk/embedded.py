@@ -399,6 +399,7 @@ class EmbeddedZooKeeper:
         self.base_dir = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="zk2kraft-zk-"))
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.startup_timeout = startup_timeout
+        self.sasl_users = dict(sasl_users or {})
         self.tls_files: TlsFiles | None = None
         self.secure_port: int | None = None
         wanted = [port is None, tls]
