@@ -134,7 +134,9 @@ class MetadataVersion:
             return 2
         if in_controlled_shutdown:
             if not self.is_in_controlled_shutdown_state_supported():
-                raise UnsupportedVersionError(f"metadata.version {self.name} has no controlled-shutdown state")
+                raise UnsupportedVersionError(
+                    f"metadata.version {self.name} has no controlled-shutdown state"
+                )
             return 1
         return 0
 
