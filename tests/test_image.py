@@ -518,3 +518,13 @@ def test_records_replay_back_to_the_same_image() -> None:
     again = replay_records(image.records())
     again.provenance = image.provenance
     assert again == image
+
+
+def test_control_records_advance_provenance_outside_transactions() -> None:
+    replayer = MetadataReplayer()
+    replayer.replay(*mv_record(), 0, epoch=1, timestamp_ms=10)
+    replayer.advance(1, epoch=2, timestamp_ms=20)
+    assert replayer.image.provenance.last_contained_offset == 1
+    replayer.replay(*BEGIN, 2)
+    replayer.advance(3, epoch=2, timestamp_ms=30)
+    assert replayer.image.provenance.last_contained_offset == 1

@@ -355,6 +355,8 @@ def load_image(
                 report.first_log_offset = entry.offset
             report.last_log_offset = entry.offset
             if entry.is_control:
+                # Kafka's loader also counts control batches in the image's offset (outside transactions).
+                replayer.advance(entry.offset, epoch=entry.leader_epoch, timestamp_ms=entry.timestamp_ms)
                 continue
             report.log_records += 1
             replay(

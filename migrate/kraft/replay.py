@@ -180,14 +180,24 @@ class MetadataReplayer:
         else:
             self._apply(record, offset, position)
 
+    def advance(self, offset: int, *, epoch: int = -1, timestamp_ms: int = -1) -> None:
+        """Account for a control record at `offset`: it moves the provenance unless a transaction is open."""
+        if self._txn is None:
+            provenance = self.image.provenance
+            provenance.last_contained_offset = offset
+            provenance.last_contained_epoch = epoch
+            provenance.last_contained_log_time_ms = timestamp_ms
+
     def replay_all(self, entries: Iterable[_Entry | tuple[Any, int, int]]) -> MetadataImage:
-        """Replay reader entries (control entries are skipped) or (record, version, offset) tuples."""
+        """Replay reader entries or (record, version, offset) tuples; control entries only advance the offset."""
         replay = self.replay
         with gc_paused():
             for entry in entries:
                 if isinstance(entry, tuple):
                     replay(entry[0], entry[1], entry[2])
-                elif not entry.is_control:
+                elif entry.is_control:
+                    self.advance(entry.offset, epoch=entry.leader_epoch, timestamp_ms=entry.timestamp_ms)
+                else:
                     replay(
                         entry.record,
                         entry.version,
