@@ -184,7 +184,7 @@ def test_up_to_offset_inside_the_bootstrap_transaction(log_copy: Path) -> None:
     image, report = load_image(log_copy, up_to_offset=4)  # offsets 0..3: Begin, MV, ZK state; End at 4
     assert report.pending_transaction_offset == 1 and report.pending_transaction_records == 2
     assert image.features.metadata_version == mvs.MINIMUM_KRAFT_VERSION.feature_level
-    assert image.provenance.last_contained_offset == -1
+    assert image.provenance.last_contained_offset == 0  # the LeaderChangeMessage before the transaction
     assert any("incomplete metadata transaction begun at offset 1" in line for line in report.describe())
     image, report = load_image(log_copy, up_to_offset=5)
     assert report.pending_transaction_offset is None
