@@ -14,7 +14,7 @@ from kazoo.security import ACL, Id, make_acl, make_digest_acl
 
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.zk import live
-from migrate.zk.embedded import EmbeddedZooKeeper, free_ports
+from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper, free_ports
 from migrate.zk.live import ZkConnectOptions, read_tree
 from migrate.zk.tree import Acl, Stat, ZNode
 
@@ -367,3 +367,32 @@ def test_truncated_reply_names_the_request() -> None:
         CorruptDataError, match=r"getData of /root/x at byte 16: buffer of 100 bytes runs past"
     ):
         reader._on_frame(_reply(struct.pack("!i", 100) + b"short"))
+
+
+@pytest.mark.slow
+def test_read_fails_over_to_another_ensemble_member(zk_ensemble: EmbeddedEnsemble) -> None:
+    writer = KazooClient(hosts=zk_ensemble.connect_string)
+    writer.start(timeout=15)
+    writer.ensure_path("/failover")
+    for i in range(600):
+        writer.create_async(f"/failover/n{i:03d}", str(i).encode())
+    writer.sync("/")
+    writer.stop()
+    writer.close()
+    leader = zk_ensemble.leader_index()
+    assert leader is not None
+    stopped: list[int] = []
+
+    def stop_server_in_use(_: int) -> None:
+        if not stopped:
+            # The reader tries hosts in order, so it is reading from the first member.
+            stopped.append(0)
+            zk_ensemble.stop_server(0)
+
+    try:
+        tree = read_tree(zk_ensemble.connect_string, "/failover", progress=stop_server_in_use, batch_size=50)
+    finally:
+        zk_ensemble.start_server(0)
+    assert stopped
+    assert tree.children("/") == [f"n{i:03d}" for i in range(600)]
+    assert tree.data("/n599") == b"599"

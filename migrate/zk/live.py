@@ -32,6 +32,7 @@ from migrate.zk.tree import Acl, Stat, ZNode, ZTree
 _OP_GET_DATA = 4
 _OP_GET_ACL = 6
 _OP_GET_CHILDREN = 8
+_OP_SYNC = 9
 _OP_PING = 11
 _OP_MULTI_READ = 22
 _OP_AUTH = 100
@@ -217,7 +218,9 @@ class _ConnectionLost(Exception):
 class _Session:
     """One ZooKeeper session on one socket: handshake, authentication, framed writes and reads."""
 
-    def __init__(self, options: ZkConnectOptions, host: str, port: int, last_zxid: int) -> None:
+    def __init__(
+        self, options: ZkConnectOptions, host: str, port: int, last_zxid: int, timeout_s: float
+    ) -> None:
         self.options = options
         self.where = f"{host}:{port}"
         self.timeout_s = options.session_timeout_ms / 1000.0
@@ -225,7 +228,7 @@ class _Session:
         self._next_xid = 0
         self.last_send = time.monotonic()
         try:
-            raw = socket.create_connection((host, port), timeout=options.connect_timeout_s)
+            raw = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
             raise _ConnectionLost(f"cannot connect to {self.where}: {exc}") from exc
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -301,7 +304,9 @@ class _Session:
         while True:
             if len(self._buffer) >= 4:
                 (length,) = _INT.unpack_from(self._buffer, 0)
-                if 0 <= length <= len(self._buffer) - 4:
+                if length < 0 or length > _MAX_FRAME:
+                    raise _ConnectionLost(f"{self.where} sent a frame of {length} bytes")
+                if length <= len(self._buffer) - 4:
                     frame = bytes(self._buffer[4 : 4 + length])
                     del self._buffer[: 4 + length]
                     return frame
@@ -388,12 +393,12 @@ class _DigestMd5:
         realm = values.get("realm", "zk-sasl-md5")
         cnonce = os.urandom(16).hex()
         nc, qop = "00000001", "auth"
-        user_hash = hashlib.md5(f"{self.username}:{realm}:{self.password}".encode()).digest()
-        ha1 = hashlib.md5(user_hash + f":{nonce}:{cnonce}".encode()).hexdigest()
+        user_hash = _md5(f"{self.username}:{realm}:{self.password}".encode()).digest()
+        ha1 = _md5(user_hash + f":{nonce}:{cnonce}".encode()).hexdigest()
 
         def kd(a2: str) -> str:
-            ha2 = hashlib.md5(a2.encode()).hexdigest()
-            return hashlib.md5(f"{ha1}:{nonce}:{nc}:{cnonce}:{qop}:{ha2}".encode()).hexdigest()
+            ha2 = _md5(a2.encode()).hexdigest()
+            return _md5(f"{ha1}:{nonce}:{nc}:{cnonce}:{qop}:{ha2}".encode()).hexdigest()
 
         self._expected_rspauth = kd(f":{self.digest_uri}")
         user = self.username.replace("\\", "\\\\").replace('"', '\\"')
@@ -401,6 +406,11 @@ class _DigestMd5:
             f'charset=utf-8,username="{user}",realm="{realm}",nonce="{nonce}",nc={nc},cnonce="{cnonce}",'
             f'digest-uri="{self.digest_uri}",maxbuf=65536,response={kd("AUTHENTICATE:" + self.digest_uri)},qop={qop}'
         ).encode()
+
+
+def _md5(data: bytes) -> Any:
+    # DIGEST-MD5 is a protocol requirement here, not our choice of hash (FIPS builds need the flag).
+    return hashlib.md5(data, usedforsecurity=False)
 
 
 def _digest_fields(challenge: bytes) -> list[tuple[str, str, str]]:
@@ -489,7 +499,7 @@ def _read_acl(frame: bytes, pos: int) -> tuple[tuple[Acl, ...], int]:
 def _path_request(xid: int, opcode: int, path: str) -> bytes:
     """A single getData/getChildren (path + watch=false) or getACL (path only) request frame."""
     raw = path.encode("utf-8")
-    if opcode == _OP_GET_ACL:
+    if opcode in (_OP_GET_ACL, _OP_SYNC):
         return _HEADER.pack(12 + len(raw), xid, opcode) + _INT.pack(len(raw)) + raw
     return _HEADER.pack(13 + len(raw), xid, opcode) + _INT.pack(len(raw)) + raw + b"\0"
 
@@ -647,7 +657,10 @@ class _TreeReader:
         if zxid > self.last_zxid:
             self.last_zxid = zxid
         try:
-            if request.opcode == _OP_MULTI_READ:
+            if request.opcode == _OP_SYNC:
+                if err:
+                    raise Zk2KraftError(f"sync of {self.source} failed with {_error_name(err)}")
+            elif request.opcode == _OP_MULTI_READ:
                 self.multi_outstanding -= 1
                 self._on_multi(request, err, frame)
             elif request.opcode == _OP_GET_ACL and not err:
@@ -739,8 +752,13 @@ class _TreeReader:
     # -- connection management
 
     def _ensure_session(self) -> _Session:
+        """The open session, or a new one that starts with a sync so a lagging follower catches up."""
         if self._session is None:
-            self._session = self._connect()
+            session = self._connect()
+            xid = session.xid()
+            self.outstanding.append((xid, _Request(_OP_SYNC, [(_OP_SYNC, "/")])))
+            self._session = session
+            session.send(_path_request(xid, _OP_SYNC, self._server_path("/")))
         return self._session
 
     def _connect(self) -> _Session:
@@ -751,8 +769,10 @@ class _TreeReader:
         last = ""
         while True:
             host, port = hosts[self._host_index % len(hosts)]
+            # Like ZooKeeper's Java client: each host gets its share of the connection timeout.
+            per_host = max(0.2, self.options.connect_timeout_s / len(hosts))
             try:
-                return _Session(self.options, host, port, self.last_zxid)
+                return _Session(self.options, host, port, self.last_zxid, per_host)
             except _ConnectionLost as exc:
                 last = str(exc)
             self._host_index += 1
@@ -770,7 +790,7 @@ class _TreeReader:
             self._session.close()
             self._session = None
         self._host_index += 1
-        failed = [request for _, request in self.outstanding]
+        failed = [request for _, request in self.outstanding if request.opcode != _OP_SYNC]
         self.outstanding.clear()
         self.multi_outstanding = 0
         for request in failed:
@@ -802,7 +822,7 @@ class _TreeReader:
 def _op_name(opcode: int) -> str:
     return {
         _OP_GET_DATA: "getData", _OP_GET_CHILDREN: "getChildren", _OP_GET_ACL: "getACL",
-        _OP_MULTI_READ: "multiRead",
+        _OP_MULTI_READ: "multiRead", _OP_SYNC: "sync",
     }.get(opcode, f"op {opcode}")  # fmt: skip
 
 
