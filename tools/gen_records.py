@@ -257,6 +257,8 @@ def parse_fields(
             default=str(fj["default"]) if "default" in fj else None,
             ignorable=bool(fj.get("ignorable", False)),
         )
+        if spec.versions is None:
+            raise SchemaError(f"{path}: {spec.name} exists in no version")
         if (spec.tag is None) != (spec.tagged is None):
             raise SchemaError(f"{path}: {spec.name} needs both tag and taggedVersions")
         element = spec.element

@@ -24,7 +24,7 @@ BODY_SOURCE = "<record body>"
 
 MAX_STRING_BYTES = 0x7FFF
 MAX_UVARINT = 0xFFFF_FFFF
-NO_VERSION = 0x7FFF  # "no upper bound" in a version range such as "0+"
+NO_VERSION = 0x7FFF  # upper bound FieldInfo gives an open version range such as "0+"
 
 
 class InvalidValueError(Zk2KraftError):
