@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import struct
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from migrate.zk.files import (
     SubTxn,
     TxnDigest,
     TxnHeader,
+    client_owner,
     decode_snapshot,
     decode_txn,
     decompress_snapshot,
@@ -111,8 +113,8 @@ def test_empty_standalone_snapshot_has_zookeepers_builtin_nodes() -> None:
 
 
 def test_gz_and_snappy_snapshots_hold_the_same_tree() -> None:
-    gz = read_snapshot(TXNLOG_DIR / "snapshot.13.gz")
-    snappy = read_snapshot(TXNLOG_DIR / "snapshot.13.snappy")
+    gz = read_snapshot(TXNLOG_DIR / "snapshot.13.gz", client_view=False)
+    snappy = read_snapshot(TXNLOG_DIR / "snapshot.13.snappy", client_view=False)
     assert gz.zxid == snappy.zxid == 0x13
     assert gz.tree.nodes == snappy.tree.nodes
     assert gz.digest is not None and gz.digest.zxid == 0x13
@@ -121,7 +123,7 @@ def test_gz_and_snappy_snapshots_hold_the_same_tree() -> None:
 
 
 def test_snapshot_keeps_null_empty_data_and_special_owners_apart() -> None:
-    tree = read_snapshot(TXNLOG_DIR / "snapshot.13.gz").tree
+    tree = read_snapshot(TXNLOG_DIR / "snapshot.13.gz", client_view=False).tree
     assert tree.data("/chroot") is None
     assert tree.data("/chroot/isr_change_notification") == b""
     assert tree.data("/chroot/été") == b"utf"
@@ -136,6 +138,19 @@ def test_snapshot_keeps_null_empty_data_and_special_owners_apart() -> None:
     assert tree.children("/chroot") == sorted(
         ["brokers", "m1", "isr_change_notification", "cont", "ttl", "été", "c2"]
     )
+
+
+def test_client_view_shows_stats_as_zookeeper_reports_them_to_clients() -> None:
+    stored = read_snapshot(TXNLOG_DIR / "snapshot.13.gz", client_view=False).tree.nodes
+    client = read_snapshot(TXNLOG_DIR / "snapshot.13.gz").tree.nodes
+    # cversion counts creates on disk but creates + deletes for clients (DataNode.copyStat)
+    assert (stored["/chroot/cont"].stat.cversion, client["/chroot/cont"].stat.cversion) == (1, 2)
+    assert (stored["/zookeeper"].stat.cversion, client["/zookeeper"].stat.cversion) == (0, -2)
+    assert client["/chroot"].stat.cversion == 7  # seven creates, no deletes
+    # containers and TTL nodes show no owner to clients
+    assert client["/chroot/cont"].stat.ephemeral_owner == 0
+    assert client["/chroot/ttl"].stat.ephemeral_owner == 0
+    assert {p: (n.data, n.acl) for p, n in client.items()} == {p: (n.data, n.acl) for p, n in stored.items()}
 
 
 @pytest.mark.parametrize("name", ["snapshot.800000000", "snapshot.9f00000037"])
@@ -156,7 +171,7 @@ def test_kafka_cluster_snapshots(name: str) -> None:
 
 
 def test_kafka_snapshot_digest_matches_the_recomputed_tree_digest() -> None:
-    snap = read_snapshot(KAFKA_DIR / "snapshot.9f00000037")
+    snap = read_snapshot(KAFKA_DIR / "snapshot.9f00000037", client_view=False)
     assert snap.digest is not None and snap.digest.zxid == snap.zxid == 0x9F00000037
     assert snap.digest.digest == tree_digest(snap.tree) == 302594382448
 
@@ -316,6 +331,7 @@ def test_close_session_without_record_is_told_apart_from_one_with_paths() -> Non
 
 def test_written_snapshot_reads_back_equal_in_every_format(tmp_path: Path) -> None:
     snap = read_snapshot(KAFKA_DIR / "snapshot.9f00000037")
+    digest = tree_digest(read_snapshot(KAFKA_DIR / "snapshot.9f00000037", client_view=False).tree)
     for suffix in ("", "gz", "snappy"):
         out = write_snapshot(
             snap.tree, tmp_path / snapshot_file_name(snap.zxid, suffix), snap.zxid, sessions=snap.sessions
@@ -323,7 +339,7 @@ def test_written_snapshot_reads_back_equal_in_every_format(tmp_path: Path) -> No
         back = read_snapshot(out)
         assert back.tree.nodes == snap.tree.nodes
         assert back.sessions == snap.sessions
-        assert back.digest is not None and back.digest.digest == tree_digest(snap.tree)
+        assert back.digest is not None and back.digest.digest == digest == 302594382448
         assert back.seals == 3 and back.last_processed_zxid == snap.zxid
         assert quick_check_problem(out) is None
 
@@ -362,10 +378,12 @@ def test_writer_matches_zookeepers_layout_byte_for_byte_on_a_single_branch_tree(
 
 
 def test_writer_fills_in_zookeepers_nodes_and_rejects_orphans(tmp_path: Path) -> None:
-    tree = ZTree("t", {"/": ZNode("/", b""), "/a": ZNode("/a", b"x", Stat(num_children=0))})
+    tree = ZTree("t", {"/a": ZNode("/a", b"x", Stat(num_children=0))})
     back = decode_snapshot(encode_snapshot(tree, zxid=5), "x", 5)
     assert {"/zookeeper", "/zookeeper/quota", "/zookeeper/config"} <= set(back.tree.nodes)
-    assert back.tree.nodes["/"].stat.num_children == 2
+    root = back.tree.nodes["/"].stat
+    assert (root.num_children, root.cversion) == (2, 0)  # one create (/a) plus the built-in /zookeeper
+    assert back.tree.nodes["/zookeeper"].stat.cversion == -2
     orphan = ZTree("t", {"/": ZNode("/", b""), "/a/b": ZNode("/a/b", None)})
     with pytest.raises(Zk2KraftError, match="/a/b has no parent"):
         encode_snapshot(orphan, zxid=1)
@@ -420,11 +438,31 @@ def test_write_then_read_gives_the_same_tree(
     tree: ZTree, digest: bool, last: bool, sessions: dict[int, int]
 ) -> None:
     data = encode_snapshot(
-        tree, zxid=77, sessions=sessions, digest=digest, last_zxid=last, add_system_nodes=False
+        tree,
+        zxid=77,
+        sessions=sessions,
+        digest=digest,
+        last_zxid=last,
+        add_system_nodes=False,
+        client_view=False,
     )
-    back = decode_snapshot(data, "x", 77)
+    back = decode_snapshot(data, "x", 77, client_view=False)
     assert back.tree.nodes == tree.nodes
     assert back.sessions == sessions
+    if digest:
+        assert back.digest is not None and back.digest.digest == tree_digest(tree)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(trees())
+def test_client_view_trees_survive_a_write_and_read(tree: ZTree) -> None:
+    # What a client can see: cversion = 2 * creates - children, never a container or TTL owner.
+    for node in tree.nodes.values():
+        creates = abs(node.stat.cversion) % 1000 + node.stat.num_children
+        owner = client_owner(node.stat.ephemeral_owner)
+        node.stat = replace(node.stat, cversion=2 * creates - node.stat.num_children, ephemeral_owner=owner)
+    back = decode_snapshot(encode_snapshot(tree, zxid=5, add_system_nodes=False), "x", 5)
+    assert back.tree.nodes == tree.nodes
 
 
 @settings(max_examples=300)

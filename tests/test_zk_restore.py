@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import gzip
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
+from kazoo.security import make_acl
 
 from migrate.errors import Zk2KraftError
-from migrate.zk.files import read_snapshot, read_txn_log, snapshot_file_name, tree_digest, write_snapshot
+from migrate.zk.embedded import EmbeddedZooKeeper, super_digest
+from migrate.zk.files import (
+    CONTAINER_OWNER,
+    is_system_path,
+    read_snapshot,
+    read_txn_log,
+    snapshot_file_name,
+    system_nodes,
+    tree_digest,
+    write_snapshot,
+)
 from migrate.zk.restore import list_logs, load_data_dir, logs_after
-from migrate.zk.tree import Acl, ZTree
+from migrate.zk.tree import OPEN_ACL_UNSAFE, Acl, Stat, ZNode, ZTree
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TXNLOG_DIR = FIXTURES / "zk-real-3.8-txnlog" / "version-2"
@@ -67,7 +80,9 @@ def test_replay_semantics_visible_in_the_result(data_dir: Path) -> None:
     assert "/chroot/m1" in tree.nodes  # successful multi applied
     assert "/chroot/brokers/ids/1" not in tree.nodes  # ephemeral of the closed session
     assert tree.nodes["/chroot/brokers/ids"].stat.pzxid == 0x13  # deleted by closeSession at 0x13
-    assert tree.nodes["/chroot/cont"].stat.cversion == 1  # deletes do not bump cversion
+    assert tree.nodes["/chroot/cont"].stat.cversion == 2  # one create + one delete, as clients count
+    stored, _ = load_data_dir(data_dir, client_view=False)
+    assert stored.nodes["/chroot/cont"].stat.cversion == 1  # ZooKeeper stores creates only
     assert tree.nodes["/chroot/c2"].acl == (Acl(1, "world", "anyone"),)
 
 
@@ -214,7 +229,7 @@ def test_fuzzy_snapshot_plus_replay_reaches_the_same_state(
     """A snapshot named `named` may hold the effects of any later txns: replay must still converge."""
     source = _copy_dir(tmp_path / "x", short_log)
     for holds in [z for z in _STATES if z >= named]:
-        state, state_report = load_data_dir(source, up_to_zxid=holds)
+        state, state_report = load_data_dir(source, up_to_zxid=holds, client_view=False)
         folder = tmp_path / f"fuzzy-{named}-{holds}" / "version-2"
         folder.mkdir(parents=True)
         write_snapshot(
@@ -224,6 +239,7 @@ def test_fuzzy_snapshot_plus_replay_reaches_the_same_state(
             sessions=state_report.sessions,
             digest_zxid=holds,
             last_zxid=False,
+            client_view=False,
         )
         (folder / "log.1").write_bytes(short_log)
         tree, report = load_data_dir(folder.parent)
@@ -237,11 +253,13 @@ def test_fuzzy_snapshot_digest_is_checked_only_once_its_zxid_is_reached(
     tmp_path: Path, short_log: bytes
 ) -> None:
     source = _copy_dir(tmp_path / "x", short_log)
-    state, state_report = load_data_dir(source, up_to_zxid=0x10)
+    state, state_report = load_data_dir(source, up_to_zxid=0x10, client_view=False)
     folder = tmp_path / "fuzzy" / "version-2"
     folder.mkdir(parents=True)
     # Named 0x9 but holding 0x10: txn digests 0xa..0xf cannot match and must not be compared.
-    write_snapshot(state, folder / "snapshot.9", 9, sessions=state_report.sessions, digest_zxid=0x10)
+    write_snapshot(
+        state, folder / "snapshot.9", 9, sessions=state_report.sessions, digest_zxid=0x10, client_view=False
+    )
     (folder / "log.1").write_bytes(short_log)
     _, report = load_data_dir(folder.parent)
     assert report.snapshot_digest == "verified"
@@ -274,6 +292,118 @@ def test_orphan_ephemerals_are_expired_like_zookeeper_does_on_load(tmp_path: Pat
 
 
 def test_digest_verification_can_be_turned_off(data_dir: Path) -> None:
-    tree, report = load_data_dir(data_dir, verify_digests=False)
+    tree, report = load_data_dir(data_dir, verify_digests=False, client_view=False)
     assert not report.digests_checked and report.digest_matches == 0
     assert tree_digest(tree) == 16084744789  # the digest ZooKeeper logged after the last txn
+
+
+# ------------------------------------------------------------------------ against a real ZooKeeper
+
+
+def _live_tree(client: KazooClient) -> dict[str, tuple[bytes | None, Stat, tuple[Acl, ...]]]:
+    """Every znode a client sees: data, full Stat and ACL, keyed by path."""
+    out: dict[str, tuple[bytes | None, Stat, tuple[Acl, ...]]] = {}
+    todo = ["/"]
+    while todo:
+        path = todo.pop()
+        data, zstat = client.get(path)
+        acls, _ = client.get_acls(path)
+        stat = Stat(
+            zstat.czxid, zstat.mzxid, zstat.ctime, zstat.mtime, zstat.version, zstat.cversion,
+            zstat.aversion, zstat.ephemeralOwner, zstat.dataLength, zstat.numChildren, zstat.pzxid,
+        )  # fmt: skip
+        out[path] = (data, stat, tuple(Acl(a.perms, a.id.scheme, a.id.id) for a in acls))
+        todo.extend(("" if path == "/" else path) + "/" + child for child in client.get_children(path))
+    return out
+
+
+def _kafka_like_tree() -> ZTree:
+    """A small Kafka-shaped tree in stored form: null and empty data, a container, a digest ACL."""
+    secret = (Acl(31, "digest", super_digest("admin", "secret")), Acl(1, "world", "anyone"))
+    nodes = system_nodes(client_view=False)
+
+    def add(
+        path: str, data: bytes | None, zxid: int, acl: tuple[Acl, ...] = OPEN_ACL_UNSAFE, owner: int = 0
+    ) -> None:
+        stat = Stat(
+            zxid, zxid + 1, 1_700_000_000_000 + zxid, 1_700_000_000_500 + zxid, 1, 0, 0, owner, 0, 0, zxid
+        )
+        nodes[path] = ZNode(path, data, stat, acl)
+
+    add("/kafka", None, 0x500000001)
+    add("/kafka/brokers", None, 0x500000002)
+    add("/kafka/brokers/topics", None, 0x500000003)
+    add("/kafka/brokers/topics/orders", b'{"version":3,"partitions":{"0":[1]}}', 0x500000004)
+    add("/kafka/brokers/topics/orders/partitions", None, 0x500000005)
+    add("/kafka/isr_change_notification", b"", 0x500000006)
+    add("/kafka/cluster", None, 0x500000007)
+    add("/kafka/cluster/id", b'{"version":"1","id":"esQVtsr4Sh6LSPhdkKjbNw"}', 0x500000008, secret)
+    add("/kafka/locks", None, 0x500000009, owner=CONTAINER_OWNER)
+    add("/kafka/locks/held", b"x", 0x50000000A)
+    add("/kafka/old", b"gone soon", 0x50000000B)
+    counts: dict[str, int] = {}
+    for path in nodes:
+        if path != "/":
+            parent = path.rpartition("/")[0] or "/"
+            counts[parent] = counts.get(parent, 0) + 1
+    for path, node in nodes.items():
+        creates = counts.get(path, 0) - (path == "/")  # the built-in /zookeeper was never created
+        cversion = node.stat.cversion if is_system_path(path) else creates
+        node.stat = replace(node.stat, cversion=cversion, num_children=counts.get(path, 0))
+    return ZTree("synthetic", nodes, 0x50000000B)
+
+
+@pytest.mark.zookeeper
+def test_zookeeper_loads_our_snapshot_and_our_restore_matches_its_live_state(tmp_path: Path) -> None:
+    tree = _kafka_like_tree()
+    data_dir = tmp_path / "zk" / "data" / "version-2"
+    data_dir.mkdir(parents=True)
+    written = write_snapshot(tree, data_dir, tree.last_zxid, client_view=False)
+    ours = read_snapshot(written, client_view=False)
+    as_clients_see_it = read_snapshot(written).tree
+
+    with EmbeddedZooKeeper(tmp_path / "zk") as server:
+        # Authenticated as the digest user: ZooKeeper only shows digest ACL ids to their admins.
+        client = KazooClient(hosts=server.connect_string, auth_data=[("digest", "admin:secret")])
+        client.start(timeout=15)
+        # ZooKeeper serves exactly what we wrote: data (null stays null), stats and ACLs.
+        live = _live_tree(client)
+        for path, node in as_clients_see_it.nodes.items():
+            assert live[path] == (node.data, node.stat, node.acl), path
+        # Now change things through the real server...
+        client.create("/kafka/brokers/ids/1", b'{"host":"h1"}', ephemeral=True, makepath=True)
+        client.create("/kafka/isr_change_notification/isr_change_", b"x", sequence=True)
+        client.set("/kafka/brokers/topics/orders", b'{"version":3,"partitions":{"0":[1,2]}}')
+        client.delete("/kafka/old")
+        client.set_acls("/kafka/cluster", [make_acl("world", "anyone", read=True)])
+        ok = client.transaction()
+        ok.check("/kafka/brokers", 1)
+        ok.create("/kafka/brokers/topics/orders/partitions/0", b"")
+        ok.set_data("/kafka/brokers/topics/orders", b"{}")
+        ok.commit()
+        failed = client.transaction()
+        failed.create("/kafka/never", b"")
+        failed.check("/kafka/brokers", 99)
+        failed.commit()
+        client.create("/kafka/locks/second", b"")  # under the container
+        client.stop()  # closes the session: its ephemeral goes
+        client.close()
+        reader = KazooClient(hosts=server.connect_string, auth_data=[("digest", "admin:secret")])
+        reader.start(timeout=15)
+        expected = _live_tree(reader)
+        reader.stop()
+        reader.close()
+    assert "/kafka/never" not in expected and "/kafka/brokers/ids/1" not in expected
+
+    # On start-up ZooKeeper recomputed our tree's digest and re-saved the tree under the same name.
+    assert ours.digest is not None
+    assert f"digest is {ours.digest.digest}" in server.log_path.read_text()
+    assert read_snapshot(written, client_view=False).tree.nodes == ours.tree.nodes
+
+    restored, report = load_data_dir(tmp_path / "zk" / "data")
+    assert report.digest_mismatches == [] and report.digest_matches >= 8
+    assert report.truncation is None
+    got = {p: (n.data, n.stat, n.acl) for p, n in restored.nodes.items()}
+    for path in expected.keys() | got.keys():
+        if not path.startswith("/zookeeper"):
+            assert got.get(path) == expected.get(path), path

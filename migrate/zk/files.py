@@ -51,7 +51,10 @@ XERIAL_BLOCK = 32 * 1024
 _NODE_TAIL = struct.Struct(">qqqqqiiiqq")  # DataNode.acl, then StatPersisted (60 bytes)
 _NODE_TAIL_SIZE = _NODE_TAIL.size
 _NODE_TAIL_NEXT = struct.Struct(">qqqqqiiiqqi")  # the same plus the next record's path length
-_STAT_NUM_CHILDREN = Stat.__dict__["num_children"]  # slot descriptor, see _decode_nodes_loop
+# Slot descriptors, to finish Stats that are still private to this module (see _decode_nodes_loop).
+_STAT_NUM_CHILDREN = Stat.__dict__["num_children"]
+_STAT_CVERSION = Stat.__dict__["cversion"]
+_STAT_OWNER = Stat.__dict__["ephemeral_owner"]
 _DIGEST_BLOB = struct.Struct(
     ">qqqqqiiiq"
 )  # czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner
@@ -173,24 +176,21 @@ def compress_snapshot(data: bytes, mode: str) -> bytes:
 
 
 def node_digest(path: str, data: bytes | None, stat: Stat) -> int:
-    """ZooKeeper's per-node digest (DigestCalculator, version 2): CRC32 of path, data and 60 stat bytes."""
+    """ZooKeeper's per-node digest (DigestCalculator, version 2): CRC32 of path, data and 60 stat bytes.
+
+    `stat` must hold the stored values (a tree read with `client_view=False`).
+    """
+    return _digest(path, data, stat.czxid, stat.mzxid, stat.pzxid, stat.ctime, stat.mtime, stat.version,
+                   stat.cversion, stat.aversion, stat.ephemeral_owner)  # fmt: skip
+
+
+def _digest(path: str, data: bytes | None, *stat_fields: int) -> int:
     if path.startswith(SYSTEM_ROOT + "/"):
         return 0
     crc = zlib.crc32(b"" if path == "/" else path.encode("utf-8"))
     if data:
         crc = zlib.crc32(data, crc)
-    blob = _DIGEST_BLOB.pack(
-        stat.czxid,
-        stat.mzxid,
-        stat.pzxid,
-        stat.ctime,
-        stat.mtime,
-        stat.version,
-        stat.cversion,
-        stat.aversion,
-        stat.ephemeral_owner,
-    )
-    return zlib.crc32(blob, crc)
+    return zlib.crc32(_DIGEST_BLOB.pack(*stat_fields), crc)
 
 
 def to_signed64(value: int) -> int:
@@ -199,7 +199,10 @@ def to_signed64(value: int) -> int:
 
 
 def tree_digest(nodes: dict[str, ZNode] | ZTree) -> int:
-    """The tree digest ZooKeeper records (wrapping 64-bit sum of node digests), as a signed long."""
+    """The tree digest ZooKeeper records (wrapping 64-bit sum of node digests), as a signed long.
+
+    Needs stored stats: read the tree with `client_view=False`.
+    """
     items = nodes.nodes if isinstance(nodes, ZTree) else nodes
     total = 0
     for path, node in items.items():
@@ -234,6 +237,32 @@ def ttl_owner(ttl: int) -> int:
     if not 0 < ttl <= _MAX_TTL:
         raise Zk2KraftError(f"TTL {ttl} ms is outside ZooKeeper's range 1..{_MAX_TTL}")
     return to_signed64(_TTL_PREFIX | ttl)
+
+
+def client_owner(owner: int) -> int:
+    """The ephemeralOwner clients see: 0 for containers and TTL nodes (DataNode.getClientEphemeralOwner)."""
+    return 0 if owner < 0 and (owner == CONTAINER_OWNER or ttl_of_owner(owner) is not None) else owner
+
+
+def client_cversion(stored: int, num_children: int) -> int:
+    """The cversion clients see: ZooKeeper stores creates only and reports creates + deletes."""
+    return 2 * stored - num_children
+
+
+def stored_cversion(client: int, num_children: int) -> int:
+    """Inverse of client_cversion (rounded up when `client + num_children` is odd, which ZooKeeper never shows)."""
+    return (client + num_children + 1) // 2
+
+
+def to_client_view_in_place(nodes: dict[str, ZNode]) -> None:
+    """Turn stored stats into what clients see, in place (Stats are frozen: only for freshly decoded trees)."""
+    set_cversion, set_owner = _STAT_CVERSION.__set__, _STAT_OWNER.__set__
+    for node in nodes.values():
+        stat = node.stat
+        if stat.cversion or stat.num_children:
+            set_cversion(stat, 2 * stat.cversion - stat.num_children)
+        if stat.ephemeral_owner < 0:
+            set_owner(stat, client_owner(stat.ephemeral_owner))
 
 
 def is_system_path(path: str) -> bool:
@@ -303,6 +332,7 @@ class Snapshot:
     checksums_verified: bool = True
     unresolved_acls: dict[str, int] = field(default_factory=dict)
     size: int = 0
+    client_view: bool = True
 
     @property
     def has_digest(self) -> bool:
@@ -335,8 +365,14 @@ def read_snapshot(
     *,
     zxid: int | None = None,
     verify_checksums: bool = True,
+    client_view: bool = True,
 ) -> Snapshot:
-    """Read and decode one snapshot file (plain, `.gz` or `.snappy`, chosen by the file name)."""
+    """Read and decode one snapshot file (plain, `.gz` or `.snappy`, chosen by the file name).
+
+    With `client_view` the stats are those a client (kazoo, zkCli, the live reader) sees; without it they
+    are ZooKeeper's stored values (cversion counts creates only; containers and TTL nodes keep their
+    special ephemeralOwner), which digests and exact rewrites need.
+    """
     file = Path(path)
     source = str(file)
     try:
@@ -346,7 +382,11 @@ def read_snapshot(
     data = decompress_snapshot(raw, file.name, source)
     name_zxid = zxid_from_name(file.name, SNAPSHOT_PREFIX)
     return decode_snapshot(
-        data, source, name_zxid if zxid is None else zxid, verify_checksums=verify_checksums
+        data,
+        source,
+        name_zxid if zxid is None else zxid,
+        verify_checksums=verify_checksums,
+        client_view=client_view,
     )
 
 
@@ -356,12 +396,20 @@ def decode_snapshot(
     zxid: int | None = None,
     *,
     verify_checksums: bool = True,
+    client_view: bool = True,
 ) -> Snapshot:
-    """Decode an uncompressed snapshot stream; every Adler32 seal is checked unless told otherwise."""
+    """Decode an uncompressed snapshot stream; every Adler32 seal is checked unless told otherwise.
+
+    `client_view` as in `read_snapshot`.
+    """
     if not isinstance(data, bytes):
         data = bytes(data)
     try:
-        return _decode_snapshot(data, source, zxid, verify_checksums)
+        snapshot = _decode_snapshot(data, source, zxid, verify_checksums)
+        if client_view:
+            to_client_view_in_place(snapshot.tree.nodes)
+            snapshot.client_view = True
+        return snapshot
     except CorruptDataError as exc:
         if verify_checksums and "Adler32" not in exc.problem and not _seal_matches_somewhere(data):
             raise CorruptDataError(
@@ -435,6 +483,7 @@ def _decode_snapshot(data: bytes, source: str, zxid: int | None, verify_checksum
         checksums_verified=verify_checksums,
         unresolved_acls=unresolved,
         size=len(data),
+        client_view=False,
     )
 
 
@@ -594,11 +643,11 @@ def _max_stat_zxid(nodes: dict[str, ZNode]) -> int:
 # ------------------------------------------------------------------------------------- snapshot write
 
 
-def system_nodes() -> dict[str, ZNode]:
+def system_nodes(client_view: bool = True) -> dict[str, ZNode]:
     """The nodes every ZooKeeper 3.5+ tree holds: root, /zookeeper, /zookeeper/config, /zookeeper/quota."""
     return {
-        "/": ZNode("/", b"", Stat(num_children=1)),
-        "/zookeeper": ZNode("/zookeeper", b"", Stat(num_children=2)),
+        "/": ZNode("/", b"", Stat(cversion=-1 if client_view else 0, num_children=1)),
+        "/zookeeper": ZNode("/zookeeper", b"", Stat(cversion=-2 if client_view else 0, num_children=2)),
         "/zookeeper/config": ZNode("/zookeeper/config", b"", Stat(aversion=-1), (Acl(1, "world", "anyone"),)),
         "/zookeeper/quota": ZNode("/zookeeper/quota", b"", Stat()),
     }
@@ -613,18 +662,23 @@ def encode_snapshot(
     last_zxid: bool = True,
     add_system_nodes: bool = True,
     digest_zxid: int | None = None,
+    client_view: bool = True,
 ) -> bytes:
     """Snapshot stream bytes (uncompressed) as ZooKeeper writes them.
 
     `digest` adds the 3.6+ digest section (the tree's digest, recorded at `digest_zxid`, default `zxid`;
     0 writes ZooKeeper's empty digest); `last_zxid` adds the 3.9 lastProcessedZxid section. Both on gives
     the 3.9 layout, only `digest` the 3.6-3.8 one. With `add_system_nodes`, a missing root and `/zookeeper`
-    nodes are filled in as ZooKeeper creates them.
+    nodes are filled in as ZooKeeper creates them. `client_view` says the tree's stats are what clients see
+    (as `read_snapshot` gives by default); with False they are written as they are.
     """
     nodes = dict(tree.nodes)
+    added: set[str] = set()
     if add_system_nodes:
-        for path, node in system_nodes().items():
-            nodes.setdefault(path, node)
+        for path, node in system_nodes(client_view=False).items():
+            if path not in nodes:
+                nodes[path] = node
+                added.add(path)
     if "/" not in nodes:
         raise Zk2KraftError(f"cannot write a snapshot of {tree.source}: the tree has no root node")
     children: dict[str, list[str]] = {}
@@ -655,6 +709,8 @@ def encode_snapshot(
 
     pack_int = INT.pack
     pack_tail = _NODE_TAIL.pack
+    digest_at = zxid if digest_zxid is None else digest_zxid
+    total = 0
     stack = ["/"]
     while stack:
         path = stack.pop()
@@ -668,20 +724,20 @@ def encode_snapshot(
             out += pack_int(len(node.data))
             out += node.data
         s = node.stat
-        index = _acl_ref(path, node.acl, acl_index)
-        out += pack_tail(
-            index,
-            s.czxid,
-            s.mzxid,
-            s.ctime,
-            s.mtime,
-            s.version,
-            s.cversion,
-            s.aversion,
-            s.ephemeral_owner,
-            s.pzxid,
-        )
         kids = children.get(path)
+        if path in added:
+            # A root we add counts the creates of its user children, as a real server's would.
+            cversion = sum(k != "/zookeeper" for k in kids or ()) if path == "/" else s.cversion
+        elif client_view:
+            cversion = stored_cversion(s.cversion, len(kids or ()))
+        else:
+            cversion = s.cversion
+        index = _acl_ref(path, node.acl, acl_index)
+        out += pack_tail(index, s.czxid, s.mzxid, s.ctime, s.mtime, s.version, cversion, s.aversion,
+                         s.ephemeral_owner, s.pzxid)  # fmt: skip
+        if digest and digest_at:
+            total += _digest(path, node.data, s.czxid, s.mzxid, s.pzxid, s.ctime, s.mtime, s.version, cversion,
+                             s.aversion, s.ephemeral_owner)  # fmt: skip
         if kids:
             stack.extend(sorted(kids, reverse=True))
     out += SEAL_TAIL
@@ -689,8 +745,7 @@ def encode_snapshot(
     checksum = zlib.adler32(out)
     out += LONG.pack(checksum) + SEAL_TAIL
     if digest:
-        at = zxid if digest_zxid is None else digest_zxid
-        out += struct.pack(">qiq", at, DIGEST_VERSION, tree_digest(nodes) if at else 0)
+        out += struct.pack(">qiq", digest_at, DIGEST_VERSION, to_signed64(total))
         checksum = zlib.adler32(memoryview(out)[-(13 + 20) :], checksum)
         out += LONG.pack(checksum) + SEAL_TAIL
     if last_zxid:
@@ -730,6 +785,7 @@ def write_snapshot(
     last_zxid: bool = True,
     add_system_nodes: bool = True,
     digest_zxid: int | None = None,
+    client_view: bool = True,
 ) -> Path:
     """Write `tree` as a ZooKeeper snapshot file, atomically; returns the file written.
 
@@ -747,6 +803,7 @@ def write_snapshot(
         last_zxid=last_zxid,
         add_system_nodes=add_system_nodes,
         digest_zxid=digest_zxid,
+        client_view=client_view,
     )
     with atomic_writer(target, "wb") as out:
         out.write(compress_snapshot(data, stream_mode(target.name)))

@@ -36,6 +36,7 @@ from migrate.zk.files import (
     read_snapshot,
     session_of_owner,
     system_nodes,
+    to_client_view_in_place,
     to_signed64,
     ttl_owner,
     zxid_from_name,
@@ -176,6 +177,7 @@ def load_data_dir(
     verify_digests: bool | None = None,
     expire_orphan_ephemerals: bool = True,
     trust_empty_snapshot: bool = False,
+    client_view: bool = True,
 ) -> tuple[ZTree, RestoreReport]:
     """The tree a ZooKeeper server would load from `data_dir` (and `log_dir`), with a report.
 
@@ -184,6 +186,7 @@ def load_data_dir(
     defaults to on for trees up to a million nodes. Like the server on start-up, ephemerals of sessions
     missing from the session table are removed (`expire_orphan_ephemerals`). Without any snapshot, logs are
     replayed onto an empty tree only with `trust_empty_snapshot` (zookeeper.snapshot.trust.empty).
+    Stats are what clients see unless `client_view` is False (see `read_snapshot`).
     """
     snap_dir = version_dir(data_dir, "data directory")
     txn_dir = snap_dir if log_dir is None else version_dir(log_dir, "log directory")
@@ -199,7 +202,7 @@ def load_data_dir(
                 f"no valid snapshot in {snap_dir}, but there are transaction logs in {txn_dir}: replaying them "
                 "onto an empty tree may lose data (pass trust_empty_snapshot to do it anyway)"
             )
-        tree = ZTree(source=str(snap_dir), nodes=system_nodes())
+        tree = ZTree(source=str(snap_dir), nodes=system_nodes(client_view=False))
         snap_zxid, sessions = 0, {}
         report.warnings.append("no snapshot: logs replayed onto an empty tree")
     else:
@@ -248,6 +251,8 @@ def load_data_dir(
     report.digest_mismatches = replay.digest_mismatches
     if replay.snapshot_digest_status:
         report.snapshot_digest = replay.snapshot_digest_status
+    if client_view:
+        to_client_view_in_place(tree.nodes)
     source = f"{snap_dir} ({Path(report.snapshot).name if report.snapshot else 'no snapshot'}"
     source += f" + {report.txns_applied} txns to zxid {last_zxid:#x})"
     return ZTree(source=source, nodes=tree.nodes, last_zxid=last_zxid), report
@@ -269,7 +274,7 @@ def _choose_snapshot(
         if progress:
             progress("snapshot", 0, size)
         try:
-            snapshot = read_snapshot(path)
+            snapshot = read_snapshot(path, client_view=False)
         except CorruptDataError as exc:
             report.skipped_snapshots.append(SkippedSnapshot(str(path), str(exc)))
             continue
