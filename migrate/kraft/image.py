@@ -339,8 +339,7 @@ class _ImageWriter:
         out = self.out
         partition_record = rec.PartitionRecord
         # Kafka iterates an immutable hash map keyed by topic id; we use topic-name order.
-        for name in sorted(self.image.topics_by_name):
-            topic = self.image.topics_by_name[name]
+        for topic in sorted(self.image.topics_by_id.values(), key=_topic_name):
             topic_id = topic.topic_id
             out.append((rec.TopicRecord(name=topic.name, topic_id=topic_id), 0))
             partitions = topic.partitions
@@ -454,6 +453,10 @@ class _ImageWriter:
                 token_id=token.token_id,
             )
             self.out.append((record, 0))
+
+
+def _topic_name(topic: TopicImage) -> str:
+    return topic.name
 
 
 def _quota_entity_sort_key(entity: QuotaEntity) -> tuple[tuple[str, bool, str], ...]:
