@@ -172,18 +172,24 @@ def _iter_file(
                 continue
             if stop_offset is not None and offset >= stop_offset:
                 return
-            label = f"{source} (batch at byte {pos}, offset {offset})"
             record: Any
-            if control:
-                record, version = decode_control_record(key, value, label)
-            else:
-                if key is not None:
-                    raise CorruptDataError(
-                        source, pos, f"data record at offset {offset} has a key; KRaft forbids it"
-                    )
-                if value is None:
-                    raise CorruptDataError(source, pos, f"data record at offset {offset} has no value")
-                record, version = decode_metadata_record(value, label)
+            try:
+                if control:
+                    record, version = decode_control_record(key, value)
+                else:
+                    if key is not None:
+                        raise CorruptDataError(
+                            source, pos, f"data record at offset {offset} has a key; KRaft forbids it"
+                        )
+                    if value is None:
+                        raise CorruptDataError(source, pos, f"data record at offset {offset} has no value")
+                    record, version = decode_metadata_record(value)
+            except CorruptDataError as exc:
+                if exc.source == source:
+                    raise
+                raise CorruptDataError(
+                    source, pos, f"record at offset {offset} (byte {exc.offset} of its value): {exc.problem}"
+                ) from None
             yield LogEntry(offset, epoch, timestamp, pos, control, record, version)
     if read is not None:
         read.valid_bytes = batches.position
