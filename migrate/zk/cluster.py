@@ -1,0 +1,499 @@
+"""Read a whole Kafka ZooKeeper tree into a `ZkClusterModel`, and turn a model back into znodes.
+
+`from_tree` walks the tree once and dispatches on the path; partition states are decoded after their
+topics so orphans can be recognised. Everything the model does not interpret is kept verbatim in
+`other_znodes`, so `to_znodes(from_tree(t))` gives back `t`'s data for every Kafka-written tree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+from migrate.errors import ZnodeFormatError
+from migrate.zk import paths, znodes
+from migrate.zk.model import ClientQuotaConfig, EntityConfig, ResourcePattern, ZkClusterModel
+from migrate.zk.tree import Stat, ZNode, ZTree
+
+T = TypeVar("T")
+
+_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
+
+
+def _canonical_int(name: str) -> int | None:
+    """`name` as an int when it is exactly how Java prints that int (so the path can be rebuilt)."""
+    if _CANONICAL_INT.fullmatch(name) and znodes.INT32_MIN <= (value := int(name)) <= znodes.INT32_MAX:
+        return value
+    return None
+
+
+def from_tree(tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
+    """The model of a chroot-relative tree (`/brokers/...`); see `from_tree_at` for a tree with a chroot.
+
+    Malformed data raises `ZnodeFormatError`, except where Kafka itself ignores bad data (notifications,
+    legacy admin requests): those become warnings and stay raw in `other_znodes`. With `strict=False`
+    every malformed znode is handled that way.
+    """
+    reader = _TreeReader(strict)
+    for path, node in tree.nodes.items():
+        reader.visit(path, node)
+    return reader.finish()
+
+
+def from_tree_at(tree: ZTree, chroot: str, *, strict: bool = True) -> ZkClusterModel:
+    """The model of the Kafka cluster stored under `chroot` of a whole-ensemble tree."""
+    return from_tree(tree.with_chroot(chroot), strict=strict)
+
+
+class _TreeReader:
+    """One pass over the nodes; collects partition subtrees and unclaimed znodes for the final step."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.model = ZkClusterModel()
+        self.unclaimed: dict[str, bytes | None] = {}
+        self.topic_nodes: dict[str, ZNode] = {}
+        self.partition_containers: dict[str, bytes | None] = {}
+        self.partition_dirs: dict[str, dict[str, bytes | None]] = {}
+        self.state_nodes: dict[str, dict[str, ZNode]] = {}
+        self.handlers: dict[str, Callable[[str, list[str], ZNode], bool]] = {
+            "brokers": self._brokers,
+            "config": self._config,
+            "controller": self._controller,
+            "controller_epoch": self._controller_epoch,
+            "cluster": self._cluster,
+            "admin": self._admin,
+            "isr_change_notification": self._isr_change,
+            "log_dir_event_notification": self._log_dir_event,
+            "latest_producer_id_block": self._producer_id_block,
+            "feature": self._feature,
+            "migration": self._migration,
+            "kafka-acl": self._acl,
+            "kafka-acl-extended": self._acl,
+            "kafka-acl-changes": self._acl_change,
+            "kafka-acl-extended-changes": self._acl_change,
+            "delegation_token": self._delegation_token,
+        }
+
+    def visit(self, path: str, node: ZNode) -> None:
+        if path == "/" or path == paths.ZOOKEEPER or path.startswith(paths.ZOOKEEPER + "/"):
+            return
+        parts = path.split("/")
+        handler = self.handlers.get(parts[1])
+        if handler is None or not handler(path, parts, node):
+            self.unclaimed[path] = node.data
+
+    # ------------------------------------------------------------ decoding policy
+
+    def _decode(
+        self, decoder: Callable[..., T], path: str, data: bytes | None, lenient: bool = False, **stat: int
+    ) -> T | None:
+        """`decoder(path, data, **stat)`; malformed data raises, or (lenient kinds, non-strict) becomes a warning."""
+        try:
+            return decoder(path, data, **stat)
+        except ZnodeFormatError as e:
+            if self.strict and not lenient:
+                raise
+            self.model.warnings.append(f"{e} (kept as raw data)")
+            return None
+
+    # ------------------------------------------------------------ handlers (True = claimed)
+
+    def _brokers(self, path: str, parts: list[str], node: ZNode) -> bool:
+        n = len(parts)
+        if n < 4:
+            if n == 3 and parts[2] == "seqid":
+                self.model.broker_sequence = node.stat.version
+                return node.data is None  # data (Kafka writes b"") stays raw
+            return False
+        if parts[2] == "ids" and n == 4:
+            broker_id = _canonical_int(parts[3])
+            if broker_id is None:
+                self.model.warnings.append(f"znode {path}: broker id is not a number; kept as raw data")
+                return False
+            s = node.stat
+            broker = self._decode(
+                znodes.decode_broker,
+                path,
+                node.data,
+                czxid=s.czxid,
+                zk_version=s.version,
+                ephemeral_owner=s.ephemeral_owner,
+            )
+            if broker is not None:
+                self.model.brokers[broker_id] = broker
+            return broker is not None
+        if parts[2] != "topics":
+            return False
+        topic = parts[3]
+        if n == 4:
+            self.topic_nodes[topic] = node
+            return True
+        if parts[4] != "partitions":
+            return False
+        if n == 5:
+            self.partition_containers[topic] = node.data
+        elif n == 6:
+            self.partition_dirs.setdefault(topic, {})[parts[5]] = node.data
+        elif n == 7 and parts[6] == "state":
+            self.state_nodes.setdefault(topic, {})[parts[5]] = node
+        else:
+            return False
+        return True
+
+    def _config(self, path: str, parts: list[str], node: ZNode) -> bool:
+        n, data, m = len(parts), node.data, self.model
+        if n == 4:
+            kind, name = parts[2], parts[3]
+            if kind == "changes":
+                if paths.sequence_number(name, paths.CONFIG_CHANGE_PREFIX) is None:
+                    return False
+                change = self._decode(znodes.decode_config_change, path, data, lenient=True)
+                if change is not None:
+                    m.config_changes[name] = change
+                return change is not None
+            if not data or kind not in paths.CONFIG_TYPES:
+                return False  # null/empty data means "no configs": kept raw
+            if kind in (paths.CONFIG_TOPICS, paths.CONFIG_BROKERS):
+                config = self._decode(znodes.decode_entity_config, path, data)
+                if config is not None:
+                    (m.topic_configs if kind == paths.CONFIG_TOPICS else m.broker_configs)[name] = config
+                return config is not None
+        elif not (n == 6 and parts[2] == paths.CONFIG_USERS and parts[4] == paths.CONFIG_CLIENTS and data):
+            return False
+        quotas = self._decode(znodes.decode_client_quota_config, path, data)
+        if quotas is not None:
+            m.client_quotas[quotas.entity_path] = quotas
+        return quotas is not None
+
+    def _controller(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if len(parts) != 2:
+            return False
+        s = node.stat
+        c = self._decode(
+            znodes.decode_controller, path, node.data, zk_version=s.version, ephemeral_owner=s.ephemeral_owner
+        )
+        self.model.controller = c
+        return c is not None
+
+    def _controller_epoch(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if len(parts) != 2:
+            return False
+        e = self._decode(znodes.decode_controller_epoch, path, node.data, zk_version=node.stat.version)
+        self.model.controller_epoch = e
+        return e is not None
+
+    def _cluster(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if parts[1:] != ["cluster", "id"]:
+            return False
+        cluster_id = self._decode(znodes.decode_cluster_id, path, node.data)
+        self.model.cluster_id = cluster_id
+        return cluster_id is not None
+
+    def _admin(self, path: str, parts: list[str], node: ZNode) -> bool:
+        n, m = len(parts), self.model
+        if n == 4 and parts[2] == "delete_topics":
+            m.pending_topic_deletions.add(parts[3])
+            return node.data is None
+        if n != 3:
+            return False
+        if parts[2] == "reassign_partitions":
+            r = self._decode(znodes.decode_reassignment, path, node.data, lenient=True)
+            m.legacy_reassignment = r
+            return r is not None
+        if parts[2] == "preferred_replica_election":
+            e = self._decode(znodes.decode_partition_list, path, node.data, lenient=True)
+            m.preferred_replica_election = e
+            return e is not None
+        return False
+
+    def _isr_change(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if len(parts) != 3 or paths.sequence_number(parts[2], paths.ISR_CHANGE_PREFIX) is None:
+            return False
+        change = self._decode(znodes.decode_partition_list, path, node.data, lenient=True)
+        if change is not None:
+            self.model.isr_changes[parts[2]] = change
+        return change is not None
+
+    def _log_dir_event(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if len(parts) != 3 or paths.sequence_number(parts[2], paths.LOG_DIR_EVENT_PREFIX) is None:
+            return False
+        event = self._decode(znodes.decode_log_dir_event, path, node.data, lenient=True)
+        if event is not None:
+            self.model.log_dir_events[parts[2]] = event
+        return event is not None
+
+    def _producer_id_block(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if len(parts) != 2 or node.data is None:
+            return False
+        block = self._decode(znodes.decode_producer_id_block, path, node.data)
+        self.model.producer_id_block = block
+        return block is not None
+
+    def _feature(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if len(parts) != 2:
+            return False
+        f = self._decode(znodes.decode_features, path, node.data, zk_version=node.stat.version)
+        self.model.features = f
+        return f is not None
+
+    def _migration(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if len(parts) != 2:
+            return False
+        s = node.stat
+        state = self._decode(znodes.decode_migration, path, node.data, zk_version=s.version, mtime=s.mtime)
+        self.model.migration = state
+        return state is not None
+
+    def _acl(self, path: str, parts: list[str], node: ZNode) -> bool:
+        depth = 4 if parts[1] == "kafka-acl" else 5
+        if len(parts) != depth or not node.data or (depth == 5 and parts[2] != "prefixed"):
+            return False  # containers, unknown stores, and resources without ACLs stay raw
+        type_name = parts[-2]
+        if znodes.resource_type_from_name(type_name).pascal_name != type_name:
+            # Kafka only lists /<store>/<PascalCase type>/ for the concrete types; anything else is never read.
+            self.model.warnings.append(
+                f"znode {path}: {type_name!r} is not an ACL resource type; Kafka ignores it"
+            )
+            return False
+        resource = self._decode(znodes.decode_acls, path, node.data, zk_version=node.stat.version)
+        if resource is not None:
+            self.model.acls[resource.pattern] = resource
+        return resource is not None
+
+    def _acl_change(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if len(parts) != 3 or paths.sequence_number(parts[2], paths.ACL_CHANGE_PREFIX) is None:
+            return False
+        literal = parts[1] == "kafka-acl-changes"
+        decode = znodes.decode_acl_change if literal else znodes.decode_extended_acl_change
+        change = self._decode(decode, path, node.data, lenient=True)
+        if change is not None:
+            (self.model.acl_changes if literal else self.model.extended_acl_changes)[parts[2]] = change
+        return change is not None
+
+    def _delegation_token(self, path: str, parts: list[str], node: ZNode) -> bool:
+        if len(parts) != 4:
+            return False
+        if parts[2] == "tokens":
+            token = self._decode(znodes.decode_delegation_token, path, node.data)
+            if token is not None:
+                self.model.delegation_tokens[parts[3]] = token
+            return token is not None
+        if (
+            parts[2] == "token_changes"
+            and paths.sequence_number(parts[3], paths.TOKEN_CHANGE_PREFIX) is not None
+        ):
+            token_id = self._decode(znodes.decode_token_change, path, node.data, lenient=True)
+            if token_id is not None:
+                self.model.token_changes[parts[3]] = token_id
+            return token_id is not None
+        return False
+
+    # ------------------------------------------------------------ topics, partitions, leftovers
+
+    def finish(self) -> ZkClusterModel:
+        m = self.model
+        for name, node in self.topic_nodes.items():
+            path = paths.topic_path(name)
+            topic = self._decode(znodes.decode_topic, path, node.data)
+            if topic is None:
+                self.unclaimed[path] = node.data
+            else:
+                m.topics[name] = topic
+        for name in {*self.partition_containers, *self.partition_dirs, *self.state_nodes}:
+            self._finish_partitions(name)
+        implied = implied_containers(m)
+        for path, data in self.unclaimed.items():
+            if data is not None or path not in implied:
+                m.other_znodes[path] = data
+        return m
+
+    def _finish_partitions(self, name: str) -> None:
+        topic = self.model.topics.get(name)
+        other = self.model.other_znodes
+        for p_name, node in self.state_nodes.get(name, {}).items():
+            path = f"{paths.partitions_path(name)}/{p_name}/state"
+            p = _canonical_int(p_name)
+            state = None
+            if topic is not None and p is not None:
+                state = self._decode(
+                    znodes.decode_partition_state, path, node.data, zk_version=node.stat.version
+                )
+            if state is None:
+                other[path] = node.data
+            else:
+                assert topic is not None and p is not None
+                topic.states[p] = state
+        states = {} if topic is None else topic.states
+        for p_name, data in self.partition_dirs.get(name, {}).items():
+            p = _canonical_int(p_name)
+            if data is not None or p is None or p not in states:
+                other[f"{paths.partitions_path(name)}/{p_name}"] = data
+        if name in self.partition_containers:
+            data = self.partition_containers[name]
+            if data is not None or not states:
+                other[paths.partitions_path(name)] = data
+
+
+# ==================================================================== model → znodes
+
+
+class _Znodes:
+    """An ordered path → data map where every parent is added (with null data) before its children."""
+
+    def __init__(self) -> None:
+        self.out: dict[str, bytes | None] = {}
+
+    def put(self, path: str, data: bytes | None) -> None:
+        out = self.out
+        if path not in out:
+            parent = path[: path.rfind("/")]
+            if parent and parent not in out:
+                self.put(parent, None)
+        out[path] = data
+
+
+def _emit(model: ZkClusterModel, z: _Znodes, encode: bool, java8: bool | None) -> None:
+    """Every znode of the model except topics, in parent-first order (data left empty unless `encode`)."""
+    put = z.put
+
+    def data(encoder: Callable[[T], bytes], value: T) -> bytes:
+        return encoder(value) if encode else b""
+
+    def entity_config(c: EntityConfig) -> bytes:
+        return znodes.encode_entity_config(c, java8)
+
+    def client_quotas(q: ClientQuotaConfig) -> bytes:
+        return znodes.encode_client_quota_config(q, java8)
+
+    m = model
+    for path in paths.PERSISTENT_PATHS:
+        put(path, None)
+    if m.cluster_id is not None:
+        put(paths.CLUSTER_ID, data(znodes.encode_cluster_id, m.cluster_id))
+    if m.controller_epoch is not None:
+        put(paths.CONTROLLER_EPOCH, data(znodes.encode_controller_epoch, m.controller_epoch))
+    if m.controller is not None:
+        put(paths.CONTROLLER, data(znodes.encode_controller, m.controller))
+    for broker_id, broker in m.brokers.items():
+        put(paths.broker_path(broker_id), data(znodes.encode_broker, broker))
+    for name, cfg in m.topic_configs.items():
+        put(paths.config_path(f"{paths.CONFIG_TOPICS}/{name}"), data(entity_config, cfg))
+    for name, cfg in m.broker_configs.items():
+        put(paths.config_path(f"{paths.CONFIG_BROKERS}/{name}"), data(entity_config, cfg))
+    # Parents first: a (user, client) entity lives under its user's znode.
+    for entity_path, quotas in sorted(m.client_quotas.items(), key=lambda kv: kv[0].count("/")):
+        put(paths.config_path(entity_path), data(client_quotas, quotas))
+    for name, change in m.config_changes.items():
+        put(f"{paths.CONFIG_CHANGES}/{name}", data(znodes.encode_config_change, change))
+    for topic in m.pending_topic_deletions:
+        put(paths.delete_topic_path(topic), None)
+    if m.legacy_reassignment is not None:
+        put(paths.REASSIGN_PARTITIONS, data(znodes.encode_reassignment, m.legacy_reassignment))
+    if m.preferred_replica_election is not None:
+        put(
+            paths.PREFERRED_REPLICA_ELECTION, data(znodes.encode_partition_list, m.preferred_replica_election)
+        )
+    for name, isr in m.isr_changes.items():
+        put(f"{paths.ISR_CHANGE_NOTIFICATION}/{name}", data(znodes.encode_partition_list, isr))
+    for name, event in m.log_dir_events.items():
+        put(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}", data(znodes.encode_log_dir_event, event))
+    if m.producer_id_block is not None:
+        put(paths.LATEST_PRODUCER_ID_BLOCK, data(znodes.encode_producer_id_block, m.producer_id_block))
+    if m.features is not None:
+        put(paths.FEATURE, data(znodes.encode_features, m.features))
+    if m.migration is not None:
+        put(paths.MIGRATION, data(znodes.encode_migration, m.migration))
+    for pattern, resource in m.acls.items():
+        put(acl_path(pattern), data(znodes.encode_acls, resource))
+    for name, acl_change in m.acl_changes.items():
+        put(f"{paths.KAFKA_ACL_CHANGES}/{name}", data(znodes.encode_acl_change, acl_change))
+    for name, acl_change in m.extended_acl_changes.items():
+        put(f"{paths.KAFKA_ACL_EXTENDED_CHANGES}/{name}", data(znodes.encode_extended_acl_change, acl_change))
+    for token_id, token in m.delegation_tokens.items():
+        put(paths.token_path(token_id), data(znodes.encode_delegation_token, token))
+    for name, token_id in m.token_changes.items():
+        put(f"{paths.DELEGATION_TOKEN_CHANGES}/{name}", data(znodes.encode_token_change, token_id))
+
+
+def acl_path(pattern: ResourcePattern) -> str:
+    return paths.acl_resource_path(pattern.pattern_type.name, pattern.resource_type.pascal_name, pattern.name)
+
+
+def implied_containers(model: ZkClusterModel) -> set[str]:
+    """Null-data znodes `to_znodes` creates for the model (outside partition subtrees)."""
+    z = _Znodes()
+    _emit(model, z, encode=False, java8=None)
+    return {path for path, data in z.out.items() if data is None}
+
+
+def to_znodes(model: ZkClusterModel, *, java8: bool | None = None) -> dict[str, bytes | None]:
+    """Every znode of the model, parents before children; None is null data (containers).
+
+    `java8` picks the JVM whose java.util.Properties order config maps follow (None: keep a model order
+    that either JVM could have written, else Java 9+). `other_znodes` are applied last, verbatim.
+    """
+    z = _Znodes()
+    _emit(model, z, encode=True, java8=java8)
+    put = z.put
+    for name, topic in model.topics.items():
+        put(paths.topic_path(name), znodes.encode_topic(topic))
+        prefix = paths.partitions_path(name)
+        for p, state in topic.states.items():
+            put(f"{prefix}/{p}/state", znodes.encode_partition_state(state))
+    for path in sorted(model.other_znodes, key=lambda p: p.count("/")):
+        put(path, model.other_znodes[path])
+    return z.out
+
+
+def ephemeral_paths(model: ZkClusterModel) -> set[str]:
+    """Znodes Kafka creates EPHEMERAL: broker registrations, and `/controller` while a ZK broker holds it."""
+    out = {paths.broker_path(b) for b in model.brokers}
+    if model.controller is not None and not model.controller.is_kraft_controller:
+        out.add(paths.CONTROLLER)
+    return out
+
+
+def to_tree(model: ZkClusterModel, *, source: str = "model", java8: bool | None = None) -> ZTree:
+    """The model as a ZTree whose Stats carry the versions the model knows (partition epochs, fencing, czxid)."""
+    tree = ZTree(source=source)
+    nodes = tree.nodes
+    for path, data in to_znodes(model, java8=java8).items():
+        nodes[path] = ZNode(path, data, Stat(data_length=0 if data is None else len(data)))
+
+    def stat(path: str, **fields: int) -> None:
+        node = nodes[path]
+        s = node.stat
+        node.stat = Stat(
+            czxid=fields.get("czxid", s.czxid),
+            mtime=fields.get("mtime", s.mtime),
+            version=fields.get("version", s.version),
+            ephemeral_owner=fields.get("ephemeral_owner", s.ephemeral_owner),
+            data_length=s.data_length,
+        )
+
+    m = model
+    if m.controller is not None:
+        stat(paths.CONTROLLER, version=m.controller.zk_version, ephemeral_owner=m.controller.ephemeral_owner)
+    if m.controller_epoch is not None:
+        stat(paths.CONTROLLER_EPOCH, version=m.controller_epoch.zk_version)
+    stat(paths.BROKER_SEQID, version=m.broker_sequence)
+    for broker_id, b in m.brokers.items():
+        stat(
+            paths.broker_path(broker_id),
+            czxid=b.czxid,
+            version=b.zk_version,
+            ephemeral_owner=b.ephemeral_owner,
+        )
+    for name, topic in m.topics.items():
+        for p, state in topic.states.items():
+            if state.zk_version:
+                stat(paths.partition_state_path(name, p), version=state.zk_version)
+    if m.features is not None:
+        stat(paths.FEATURE, version=m.features.zk_version)
+    if m.migration is not None:
+        stat(paths.MIGRATION, version=m.migration.zk_version, mtime=m.migration.last_updated_ms)
+    for pattern, resource in m.acls.items():
+        stat(acl_path(pattern), version=resource.zk_version)
+    return tree
