@@ -48,6 +48,7 @@ from migrate.kraft.snapshot import write_bootstrap_checkpoint, write_snapshot
 from migrate.manifest import ManifestBuilder, MigrationManifest
 from migrate.translate import MissingStatePolicy, RecordAndVersion, TranslationResult, translate
 from migrate.zk import paths
+from migrate.zk.cluster import from_tree
 from migrate.zk.model import ZkClusterModel
 from migrate.zk.tree import ZTree
 
@@ -358,11 +359,7 @@ class MigrationResult:
 
 
 def _as_model(source: ZTree | ZkClusterModel) -> ZkClusterModel:
-    if isinstance(source, ZkClusterModel):
-        return source
-    from migrate.zk.cluster import ZkClusterModel as FullModel  # F's model with from_tree
-
-    return FullModel.from_tree(source)
+    return source if isinstance(source, ZkClusterModel) else from_tree(source)
 
 
 def model_cluster_id(model: ZkClusterModel) -> str:
@@ -447,7 +444,7 @@ def migrate_to_metadata_dir(
     translation = translate(
         model, metadata_version=mv, on_missing_state=on_missing_state, acl_id_factory=acl_id_factory
     )
-    warnings = list(translation.warnings)
+    warnings = [f"ZooKeeper data: {w}" for w in model.warnings] + translation.warnings
     writes = plan_writes(translation, min_batch_size=min_batch_size)
     log = encode_log(writes, controller_id=controller_id, timestamp_ms=timestamp_ms, clock_ns=clock_ns)
     image = replay_log(log)
