@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from migrate.errors import InvalidRequestError, ZnodeFormatError
 from migrate.kraft import metadata_version as mvs
@@ -25,7 +25,8 @@ from migrate.kraft.metadata_version import MetadataVersion
 from migrate.zk import paths
 from migrate.zk.model import SCRAM_MECHANISMS, AclResource, ClientQuotaConfig, Topic, ZkClusterModel
 
-RecordAndVersion = tuple[rec.MetadataRecord, int]
+RecordAndVersion = tuple[Any, int]
+"""A metadata record (one of `migrate.kraft.records`) and the version it is written at."""
 MissingStatePolicy = Literal["fail", "repair"]
 
 STEP_TOPICS = "topics"

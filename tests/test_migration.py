@@ -184,13 +184,13 @@ def decoded_segment(path: Path) -> list[list[tuple[int, Any]]]:
     """Per batch: (offset, record) pairs."""
     out = []
     for _, batch in iter_batches(path.read_bytes(), str(path)):
-        items = []
+        items: list[tuple[int, Any]] = []
         for rec_ in batch.records:
             offset = batch.base_offset + rec_.offset_delta
             if batch.is_control:
                 items.append((offset, decode_control_record(rec_.key, rec_.value)[0]))
             else:
-                items.append((offset, decode_metadata_record(rec_.value)[0]))
+                items.append((offset, decode_metadata_record(rec_.value or b"")[0]))
         out.append(items)
     return out
 
