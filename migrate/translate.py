@@ -256,7 +256,9 @@ class _Translator:
                 f"{replicas[0] if replicas else NO_LEADER}, leader epoch 0 and partition epoch 0 "
                 f"(use --on-missing-state repair to accept that)",
             )
-        # ZkTopicMigrationClient: ISR = replicas, leader = first replica, epochs 0, RECOVERED.
+        # ZkTopicMigrationClient: ISR = replicas, leader = first replica, epochs 0, RECOVERED. Kafka does
+        # this silently and later treats the invented state as present (migration-protocol.md §13 #4),
+        # which is why "fail" is our default.
         record.isr = list(replicas)
         record.leader = replicas[0] if replicas else NO_LEADER
         record.leader_epoch = 0
@@ -343,6 +345,8 @@ class _Translator:
             )
 
     def quota_records(self, cfg: ClientQuotaConfig) -> list[RecordAndVersion]:
+        # `<default>` becomes a null EntityName (Kafka 3.9's buildClientQuotaEntityData); releases before
+        # KAFKA-16222 wrote "" instead, which KRaft reads as an entity literally named "".
         path = paths.config_path(cfg.entity_path)
         entity = list(_entity_of(cfg, path))
         out: list[RecordAndVersion] = []

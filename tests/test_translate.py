@@ -20,6 +20,7 @@ from migrate.translate import (
     kafka_random_uuid,
     translate,
 )
+from migrate.zk.cluster import from_tree
 from migrate.zk.model import (
     AclEntry,
     AclOperation,
@@ -37,6 +38,7 @@ from migrate.zk.model import (
     Topic,
     ZkClusterModel,
 )
+from migrate.zk.tree import Stat, ZNode, ZTree
 
 TOPIC_ID = uuid.UUID("6d660bbe-4352-41e5-9d2a-186bde7d2f37")  # bWYLvkNSQeWdKhhr3n0vNw
 OTHER_ID = uuid.UUID("0f2a6c1e-9a7b-4c55-8d3e-2b1f00c0ffee")
@@ -435,3 +437,51 @@ def test_metadata_versions_gate_transactions_and_are_validated() -> None:
         translate(model, metadata_version="3.3-IV3")
     with pytest.raises(InvalidRequestError):
         translate(model, on_missing_state="ignore")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ through the ZooKeeper model's parser
+
+
+def tree_of(znodes: dict[str, bytes | None], versions: dict[str, int] | None = None) -> ZTree:
+    tree = ZTree(source="synthetic")
+    for path, data in znodes.items():
+        version = (versions or {}).get(path, 0)
+        tree.nodes[path] = ZNode(path, data, Stat(version=version, data_length=len(data or b"")))
+    return tree
+
+
+def test_translate_a_tree_read_by_the_model() -> None:
+    tree = tree_of(
+        {
+            "/brokers/topics/legacy": b'{"version":1,"partitions":{"0":[1,2]}}',
+            "/brokers/topics/legacy/partitions/0/state": b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":7,"isr":[2],"leader_recovery_state":1}',
+            "/brokers/topics/doomed": b'{"version":3,"partitions":{"0":[1]},"topic_id":"bWYLvkNSQeWdKhhr3n0vNw","adding_replicas":{},"removing_replicas":{}}',
+            "/admin/delete_topics/doomed": None,
+            "/config/users/user%401": b'{"version":1,"config":{"consumer_byte_rate":"1000","request_percentage":"50.5"}}',
+            "/config/users/user%401/clients/client%2A": b'{"version":1,"config":{"producer_byte_rate":"100"}}',
+        },
+        versions={"/brokers/topics/legacy/partitions/0/state": 9},
+    )
+    model = from_tree(tree)
+    with pytest.raises(ZnodeFormatError, match="/brokers/topics/legacy"):
+        translate(model)
+    result = translate(model, on_missing_state="repair", topic_id_factory=lambda: OTHER_ID)
+    topic_list = result.lists_of(STEP_TOPICS)
+    assert len(topic_list) == 1  # `doomed` is pending deletion
+    partition = topic_list[0][1][0]
+    assert (partition.topic_id, partition.leader, partition.leader_epoch, partition.isr) == (
+        OTHER_ID,
+        2,
+        7,
+        [2],
+    )
+    assert (partition.partition_epoch, partition.leader_recovery_state) == (9, 1)
+    quotas = result.lists_of(STEP_CLIENT_QUOTAS)
+    assert [[(entity_of(q), q.key, q.value) for q, _ in lst] for lst in quotas] == [
+        [
+            ([("user", "user@1")], "consumer_byte_rate", 1000.0),
+            ([("user", "user@1")], "request_percentage", 50.5),
+        ],
+        [([("user", "user@1"), ("client-id", "client*")], "producer_byte_rate", 100.0)],
+    ]
+    assert len(result.warnings) == 2  # the generated topic id and the skipped deletion
