@@ -425,11 +425,7 @@ def migrate_to_metadata_dir(
     last offset, partition.metadata, leader-epoch-checkpoint, quorum-state). Everything is written to a
     temporary directory first and renamed into place, so a failure leaves nothing behind.
     """
-    mv = (
-        mvs.coerce(metadata_version)
-        if not isinstance(metadata_version, MetadataVersion)
-        else metadata_version
-    )
+    mv = mvs.coerce(metadata_version)
     if mv < MIN_MIGRATION_VERSION or not mv.is_kraft_supported():
         raise InvalidRequestError(
             f"metadata.version {mv.name} cannot hold a ZooKeeper migration (needs {MIN_MIGRATION_VERSION.name} or later)"
