@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.common import handles_errors, stderr
+from migrate.kraft.parallel import count_records_parallel
 from migrate.kraft.reader import LogEntry, ReadReport, iter_file, iter_log_dir
 from migrate.kraft.records import record_to_json
 
@@ -52,8 +53,15 @@ def iter_paths(paths: tuple[Path, ...], report: ReadReport) -> Iterator[LogEntry
     show_default=True,
     help="json: one object per line (or one summary object); table: a readable table.",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="With --summary: decode each file on this many processes (split at batch boundaries).",
+)
 @handles_errors
-def dump_cmd(paths: tuple[Path, ...], summary: bool, fmt: str) -> None:
+def dump_cmd(paths: tuple[Path, ...], summary: bool, fmt: str, jobs: int) -> None:
     """Decode KRaft log segments, snapshots and bootstrap.checkpoint.
 
     PATHS are `.log` segments, `.checkpoint` snapshots, `bootstrap.checkpoint`, or directories (a metadata log
@@ -73,7 +81,12 @@ def dump_cmd(paths: tuple[Path, ...], summary: bool, fmt: str) -> None:
     entries = iter_paths(paths, report)
     out = Console(highlight=False, soft_wrap=True)
     if summary:
-        counts = Counter(type(e.record).__name__ for e in entries)
+        if jobs > 1 and all(p.is_file() for p in paths):
+            counts: Counter[str] = Counter()
+            for path in paths:
+                counts.update(count_records_parallel(path, jobs))
+        else:
+            counts = Counter(type(e.record).__name__ for e in entries)
         ordered = dict(sorted(counts.items()))
         if fmt == "json":
             click.echo(json.dumps(ordered, separators=(",", ":")))

@@ -51,7 +51,7 @@ def export_cmd(output: Path, **kwargs: Any) -> None:
     source = zk_source_from(kwargs)
     with _progress() as bar:
         task = bar.add_task("reading znodes", total=None)
-        result = read_source(source, progress=lambda n: bar.update(task, completed=n))
+        result = read_source(source, progress=lambda n: bar.update(task, completed=n), acls=True)
     count = write_dump(result.tree, output, chroot=result.chroot)
     stderr.print(f"exported {count} znodes from {result.origin} (chroot {result.chroot}) to {output}")
 

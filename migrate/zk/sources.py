@@ -70,15 +70,21 @@ def full_tree_chroot(source: ZkSource) -> str:
     return normalize_chroot(source.chroot)
 
 
-def read_source(source: ZkSource, *, progress: Callable[[int], None] | None = None) -> ZTreeWithOrigin:
-    """Read the tree Kafka uses (already made relative to the chroot: `/brokers`, `/config`, ...)."""
+def read_source(
+    source: ZkSource, *, progress: Callable[[int], None] | None = None, acls: bool = False
+) -> ZTreeWithOrigin:
+    """Read the tree Kafka uses (already made relative to the chroot: `/brokers`, `/config`, ...).
+
+    Live reads fetch ACLs only when `acls` is set: ZooKeeper answers getACL one znode at a time, which
+    would cost more than reading all data and children, and translation and audit never look at ACLs.
+    """
     source.validate()
     chroot = full_tree_chroot(source)
     if source.connect:
         from migrate.zk.live import read_tree
 
         hosts, _ = split_connect_string(source.connect)
-        tree = read_tree(hosts, chroot=chroot, progress=progress)
+        tree = read_tree(hosts, chroot=chroot, progress=progress, acls=acls)
         return ZTreeWithOrigin(tree, source.describe(), chroot)
     if source.dump:
         from migrate.zk.dump import iter_dump, read_dump
