@@ -19,7 +19,7 @@ R = TypeVar("R")
 EXIT_FINDING = 1
 EXIT_BAD_INPUT = 2
 
-stderr = Console(stderr=True, highlight=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
