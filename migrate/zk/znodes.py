@@ -16,7 +16,7 @@ import math
 import re
 import uuid
 from collections.abc import Iterable, Sequence
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, NoReturn
 
 from migrate.errors import InvalidRequestError, ZnodeFormatError
@@ -380,7 +380,7 @@ _JAVA_INT_RE = re.compile(r"[+-]?[0-9]+")
 
 def _java_int_text(path: str, what: str, text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
     """Java's Integer/Long.parseInt on `text` (sign, ASCII digits, in range)."""
-    if not _JAVA_INT_RE.fullmatch(text) or not lo <= (value := int(text)) <= hi:
+    if len(text) > 21 or not _JAVA_INT_RE.fullmatch(text) or not lo <= (value := int(text)) <= hi:
         raise ZnodeFormatError(
             path, f"{what} must be a decimal {'long' if hi > INT32_MAX else 'int'}, got {text!r}"
         )
@@ -417,11 +417,7 @@ def java_double_to_string(x: float) -> str:
     if x == 0:
         return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
     sign = "-" if x < 0 else ""
-    t = Decimal(repr(abs(x))).as_tuple()
-    raw = "".join(map(str, t.digits))
-    assert isinstance(t.exponent, int)
-    exp10 = t.exponent + len(raw) - 1
-    digits = raw.rstrip("0") or "0"
+    digits, exp10 = _shortest_digits(abs(x))
     if 1e-3 <= abs(x) < 1e7:
         if exp10 >= 0:
             whole = digits[: exp10 + 1].ljust(exp10 + 1, "0")
@@ -430,6 +426,29 @@ def java_double_to_string(x: float) -> str:
             whole, frac = "0", "0" * (-exp10 - 1) + digits
         return f"{sign}{whole}.{frac}"
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exp10}"
+
+
+def _shortest_digits(x: float) -> tuple[str, int]:
+    """Significant digits and decimal exponent Java prints for positive `x`.
+
+    Java uses at least two digits, choosing among two-digit decimals the one closest to `x` (this differs
+    from Python's one-digit shortest form only for subnormals such as 4.9E-324).
+    """
+    t = Decimal(repr(x)).as_tuple()
+    raw = "".join(map(str, t.digits))
+    assert isinstance(t.exponent, int)
+    exp10 = t.exponent + len(raw) - 1
+    digits = raw.rstrip("0") or "0"
+    if len(digits) == 1:
+        exact = Decimal(x)
+        two = exact.scaleb(-exact.adjusted() + 1).quantize(Decimal(1), rounding=ROUND_HALF_EVEN)
+        candidate = Decimal(int(two)).scaleb(exact.adjusted() - 1)
+        if float(candidate) == x:
+            t2 = candidate.normalize().as_tuple()
+            digits = "".join(map(str, t2.digits)).rstrip("0") or "0"
+            assert isinstance(t2.exponent, int)
+            exp10 = t2.exponent + len(t2.digits) - 1
+    return digits, exp10
 
 
 _JAVA_DOUBLE_RE = re.compile(
