@@ -10,15 +10,19 @@ from __future__ import annotations
 import gc
 import gzip
 import mmap
+import operator
 import os
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
+from itertools import repeat
 from pathlib import Path
+from typing import cast
 
 import cramjam
 
@@ -51,10 +55,21 @@ XERIAL_BLOCK = 32 * 1024
 _NODE_TAIL = struct.Struct(">qqqqqiiiqq")  # DataNode.acl, then StatPersisted (60 bytes)
 _NODE_TAIL_SIZE = _NODE_TAIL.size
 _NODE_TAIL_NEXT = struct.Struct(">qqqqqiiiqqi")  # the same plus the next record's path length
-# Slot descriptors, to finish Stats that are still private to this module (see _decode_nodes_loop).
+# Slot descriptors, to fill Stats that are still private to this module (see _decode_nodes_loop).
 _STAT_NUM_CHILDREN = Stat.__dict__["num_children"]
 _STAT_CVERSION = Stat.__dict__["cversion"]
 _STAT_OWNER = Stat.__dict__["ephemeral_owner"]
+_new_stat = Stat.__new__
+_slice_start = operator.attrgetter("start")
+_slice_stop = operator.attrgetter("stop")
+_node_stat = operator.attrgetter("stat")
+_stat_cversion = operator.attrgetter("cversion")
+_consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend  # drains an iterator in C
+_STAT_SLOT_SETTERS = tuple(Stat.__dict__[name].__set__ for name in Stat.__dataclass_fields__)
+assert tuple(Stat.__dataclass_fields__) == (
+    "czxid", "mzxid", "ctime", "mtime", "version", "cversion", "aversion", "ephemeral_owner",
+    "data_length", "num_children", "pzxid",
+)  # fmt: skip
 _DIGEST_BLOB = struct.Struct(
     ">qqqqqiiiq"
 )  # czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner
@@ -405,11 +420,7 @@ def decode_snapshot(
     if not isinstance(data, bytes):
         data = bytes(data)
     try:
-        snapshot = _decode_snapshot(data, source, zxid, verify_checksums)
-        if client_view:
-            to_client_view_in_place(snapshot.tree.nodes)
-            snapshot.client_view = True
-        return snapshot
+        return _decode_snapshot(data, source, zxid, verify_checksums, client_view)
     except CorruptDataError as exc:
         if verify_checksums and "Adler32" not in exc.problem and not _seal_matches_somewhere(data):
             raise CorruptDataError(
@@ -430,7 +441,9 @@ def _seal_matches_somewhere(data: bytes) -> bool:
     return False
 
 
-def _decode_snapshot(data: bytes, source: str, zxid: int | None, verify_checksums: bool) -> Snapshot:
+def _decode_snapshot(
+    data: bytes, source: str, zxid: int | None, verify_checksums: bool, client_view: bool
+) -> Snapshot:
     r = JuteReader(data, source)
     magic = r.int32("file header magic")
     if magic != SNAP_MAGIC:
@@ -462,7 +475,7 @@ def _decode_snapshot(data: bytes, source: str, zxid: int | None, verify_checksum
             raise r.error(f"ACL cache entry {index} has a null ACL list", at)
         acl_cache[index] = acls
 
-    nodes, unresolved, pos = _decode_nodes(data, r.pos, source, acl_cache)
+    nodes, unresolved, pos = _decode_nodes(data, r.pos, source, acl_cache, client_view)
     r.pos = pos
     digest, last_zxid, seals = _decode_trailer(data, r, verify_checksums)
 
@@ -483,108 +496,182 @@ def _decode_snapshot(data: bytes, source: str, zxid: int | None, verify_checksum
         checksums_verified=verify_checksums,
         unresolved_acls=unresolved,
         size=len(data),
-        client_view=False,
+        client_view=client_view,
     )
 
 
 def _decode_nodes(
-    buf: bytes, pos: int, source: str, acl_cache: dict[int, tuple[Acl, ...]]
+    buf: bytes, pos: int, source: str, acl_cache: dict[int, tuple[Acl, ...]], client_view: bool
 ) -> tuple[dict[str, ZNode], dict[str, int], int]:
     """The node records up to the "/" end marker; returns nodes, unresolved ACL refs and the end position."""
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a million new objects would trigger many useless collections
     try:
-        return _decode_nodes_loop(buf, pos, source, acl_cache)
+        return _decode_nodes_loop(buf, pos, source, acl_cache, client_view)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
+_CHUNK = 1 << 16  # records decoded per bulk step: bounds the temporary lists
+
+
 def _decode_nodes_loop(
-    buf: bytes, pos: int, source: str, acl_cache: dict[int, tuple[Acl, ...]]
+    buf: bytes, pos: int, source: str, acl_cache: dict[int, tuple[Acl, ...]], client_view: bool
 ) -> tuple[dict[str, ZNode], dict[str, int], int]:
+    """Scan record boundaries in a tight loop, then build each chunk's objects column by column.
+
+    Column-wise `map` calls run in C, so per node Python executes only the boundary scan; Stats are
+    filled through their slot descriptors (the frozen dataclass __init__ would cost twice as much).
+    """
     n = len(buf)
     unpack_int = INT.unpack_from
-    unpack_tail = _NODE_TAIL_NEXT.unpack_from
     acls: dict[int, tuple[Acl, ...]] = dict(acl_cache)
     acls[OPEN_ACL_INDEX] = OPEN_ACL_UNSAFE
-    nodes: dict[str, ZNode] = {}
-    child_counts: dict[str, int] = {}
+    keys: list[str] = []
+    znodes: list[ZNode] = []
     unresolved: dict[str, int] = {}
-    stat_cls, node_cls = Stat, ZNode
+    path_cuts: list[slice] = []
+    nulls: list[int] = []
+    tail_size = _NODE_TAIL_SIZE
     rec = pos
+    done = False
+    while not done:
+        path_cuts, nulls = [], []
+        add_path = path_cuts.append
+        try:
+            # The only per-record Python loop: find where each path is, skip data and stat, check bounds.
+            # Data and stat positions follow from the path positions (see _build_chunk).
+            for _ in range(_CHUNK):
+                rec = pos
+                plen = unpack_int(buf, pos)[0]
+                pos += 4
+                end = pos + plen
+                if plen == 1 and buf[pos] == 0x2F:
+                    done = True
+                    break
+                if plen < 0 or end > n:
+                    raise CorruptDataError(source, rec, f"node path length {plen} does not fit in the file")
+                add_path(slice(pos, end))
+                dlen = unpack_int(buf, end)[0]
+                if dlen >= 0:
+                    pos = end + 4 + dlen + tail_size
+                elif dlen == -1:
+                    nulls.append(len(path_cuts) - 1)
+                    pos = end + 4 + tail_size
+                else:
+                    raise CorruptDataError(source, end, f"node data has negative length {dlen}")
+                if pos > n:
+                    raise CorruptDataError(source, rec, "node record cut off by the end of the file")
+            else:
+                rec = pos
+        except (struct.error, IndexError):
+            raise CorruptDataError(source, rec, "node record cut off by the end of the file") from None
+        # `rec` is where the record after this chunk starts, so the chunk's last stat ends there.
+        _build_chunk(buf, source, path_cuts, rec, nulls, acls, keys, znodes, unresolved, client_view)
+    pos = rec + 5  # past the "/" end marker
+    return _link_nodes(keys, znodes, source, client_view), unresolved, pos
+
+
+def _build_chunk(
+    buf: bytes,
+    source: str,
+    path_cuts: list[slice],
+    chunk_end: int,
+    nulls: list[int],
+    acls: dict[int, tuple[Acl, ...]],
+    keys: list[str],
+    znodes: list[ZNode],
+    unresolved: dict[str, int],
+    client_view: bool,
+) -> None:
+    """Objects for one chunk of records whose boundaries are known (num_children is filled in later)."""
+    count = len(path_cuts)
+    if not count:
+        return
+    get = buf.__getitem__
     try:
-        # Hot loop: one record per iteration and no helper calls. Bounds are checked by hand because
-        # slicing past the end does not raise. The tail unpack also reads the next record's path length.
-        plen = unpack_int(buf, pos)[0]
-        while True:
-            rec = pos
-            pos += 4
-            if plen == 1 and buf[pos] == 0x2F:
-                pos += 1
-                break
-            end = pos + plen
-            if plen < 0 or end > n:
-                raise CorruptDataError(source, rec, f"node path length {plen} does not fit in the file")
-            path = buf[pos:end].decode("utf-8")
-            dlen = unpack_int(buf, end)[0]
-            pos = end + 4
-            if dlen >= 0:
-                end = pos + dlen
-                if end > n:
-                    raise CorruptDataError(
-                        source, pos - 4, f"data of {path or '/'} ({dlen} bytes) runs past the end"
-                    )
-                data: bytes | None = buf[pos:end]
-                pos = end
-            elif dlen == -1:
-                data = None
-                dlen = 0
-            else:
-                raise CorruptDataError(source, pos - 4, f"data of {path or '/'} has negative length {dlen}")
-            acl, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid, plen = unpack_tail(
-                buf, pos
-            )
-            pos += _NODE_TAIL_SIZE
-            if path:
-                cut = path.rfind("/")
-                parent = path[:cut] or "/"
-                if cut < 0 or parent not in nodes:
-                    raise CorruptDataError(
-                        source, rec, f"node {path!r} has no parent earlier in the snapshot (invalid DataTree)"
-                    )
-                child_counts[parent] = child_counts.get(parent, 0) + 1
-            else:
-                path = "/"
-                if path in nodes:
-                    raise CorruptDataError(source, rec, "the root record appears twice")
-            acl_list = acls.get(acl)
-            if acl_list is None:
+        paths = list(map(bytes.decode, map(get, path_cuts)))
+    except UnicodeDecodeError:
+        for cut in path_cuts:
+            try:
+                get(cut).decode()
+            except UnicodeDecodeError as exc:
+                problem = f"node path is not UTF-8 ({exc.reason})"
+                raise CorruptDataError(source, cut.start + exc.start, problem) from None
+        raise
+    if not keys and paths[0] == "":
+        paths[0] = "/"  # the root record, always first
+    # Record i = path, data, stat; record i+1 starts 4 bytes before its path. So stat i ends there.
+    tail_at = list(map(operator.sub, map(_slice_start, path_cuts[1:]), repeat(4 + _NODE_TAIL_SIZE)))
+    tail_at.append(chunk_end - _NODE_TAIL_SIZE)
+    data_cuts = map(slice, map(operator.add, map(_slice_stop, path_cuts), repeat(4)), tail_at)
+    raw_datas: list[bytes] = list(map(get, data_cuts))
+    lengths = list(map(len, raw_datas))
+    datas = cast(list[bytes | None], raw_datas)
+    for i in nulls:
+        datas[i] = None
+    columns = list(zip(*map(_NODE_TAIL.unpack_from, repeat(buf, count), tail_at), strict=True))
+    acl_refs, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid = columns
+    stats = list(map(_new_stat, repeat(Stat, count)))
+    if client_view:
+        cversion = tuple(map(operator.mul, cversion, repeat(2)))  # children are subtracted in _link_nodes
+    consume = _consume
+    s = _STAT_SLOT_SETTERS
+    filled_first = (czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, lengths)
+    for setter, column in zip(s[:9], filled_first, strict=True):
+        consume(map(setter, stats, column))
+    consume(map(s[9], stats, repeat(0, count)))
+    consume(map(s[10], stats, pzxid))
+    if client_view and min(owner) < 0:
+        set_owner = _STAT_OWNER.__set__
+        for stat in stats:
+            if stat.ephemeral_owner < 0:
+                set_owner(stat, client_owner(stat.ephemeral_owner))
+    node_acls: list[tuple[Acl, ...] | None] = list(map(acls.get, acl_refs))
+    if None in node_acls:
+        for i, acl in enumerate(node_acls):
+            if acl is None:
                 # A fuzzy snapshot can reference an ACL added after the cache was written; replaying the
                 # create fixes it, so remember rather than fail.
-                unresolved[path] = acl
-                acl_list = ()
-            nodes[path] = node_cls(
-                path,
-                data,
-                stat_cls(czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, dlen, 0, pzxid),
-                acl_list,
-            )
-    except (struct.error, IndexError):
-        raise CorruptDataError(source, rec, "node record cut off by the end of the file") from None
-    except UnicodeDecodeError as exc:
+                unresolved[paths[i]] = acl_refs[i]
+                node_acls[i] = ()
+    keys += paths
+    znodes += map(ZNode, paths, datas, stats, cast(list[tuple[Acl, ...]], node_acls))
+
+
+def _link_nodes(keys: list[str], znodes: list[ZNode], source: str, client_view: bool) -> dict[str, ZNode]:
+    """Check every node's parent exists, count children, and key the nodes by path."""
+    if not keys or keys[0] != "/":
+        raise CorruptDataError(source, None, "the snapshot does not start with the root record")
+    if "" in keys:
+        raise CorruptDataError(source, None, "the root record appears twice in the snapshot")
+    nodes = dict(zip(keys, znodes, strict=True))
+    if len(nodes) != len(keys):
+        seen: set[str] = set()
+        dup = next(k for k in keys if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise CorruptDataError(source, None, f"the path {dup!r} appears twice in the snapshot")
+    rest = keys[1:]
+    if not all(map(str.startswith, rest, repeat("/"))):
+        bad = next(k for k in rest if not k.startswith("/"))
+        raise CorruptDataError(source, None, f"node path {bad!r} does not start with /")
+    parents: list[str] = list(
+        map(operator.getitem, rest, map(slice, repeat(None), map(str.rfind, rest, repeat("/"))))
+    )
+    counts = Counter(parents)
+    counts["/"] = counts.pop("", 0)  # top-level nodes have parent "" in ZooKeeper's own spelling
+    missing = counts.keys() - nodes.keys()
+    if missing:
+        orphan = next(k for k, p in zip(rest, parents, strict=True) if (p or "/") in missing)
         raise CorruptDataError(
-            source, rec + 4 + exc.start, f"node path is not UTF-8 ({exc.reason})"
-        ) from None
-    if "/" not in nodes:
-        raise CorruptDataError(source, rec, "the snapshot has no root record")
-    if sum(child_counts.values()) != len(nodes) - 1:
-        raise CorruptDataError(source, rec, "the same path appears twice in the snapshot")
-    set_children = _STAT_NUM_CHILDREN.__set__
-    for parent, count in child_counts.items():
-        # Counts are known only after the children are read; the Stat is still private to this function.
-        set_children(nodes[parent].stat, count)
-    return nodes, unresolved, pos
+            source, None, f"node {orphan!r} has no parent in the snapshot (invalid DataTree)"
+        )
+    parent_stats = list(map(_node_stat, map(nodes.__getitem__, counts.keys())))
+    _consume(map(_STAT_NUM_CHILDREN.__set__, parent_stats, counts.values()))
+    if client_view:
+        client = map(operator.sub, map(_stat_cversion, parent_stats), counts.values())
+        _consume(map(_STAT_CVERSION.__set__, parent_stats, client))
+    return nodes
 
 
 def _decode_trailer(data: bytes, r: JuteReader, verify: bool) -> tuple[ZxidDigest | None, int | None, int]:
