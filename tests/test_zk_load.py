@@ -6,6 +6,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from migrate.errors import Zk2KraftError
+from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.load import LoadConflictError, load_tree
 from migrate.zk.tree import Acl, Stat, ZNode, ZTree
 
@@ -38,7 +39,7 @@ def test_load_recreates_tree_under_chroot(zk_admin: KazooClient, zk_chroot: str)
     assert report.skipped_system == 2
     data, _stat = zk_admin.get(zk_chroot + "/copy/brokers/topics/t")
     assert data.startswith(b'{"partitions"')
-    assert zk_admin.get(zk_chroot + "/copy/brokers")[0] == b""
+    assert zk_admin.get(zk_chroot + "/copy/brokers")[0] is None  # null data stays null
     assert zk_admin.get(zk_chroot + "/copy/brokers/ids/1")[1].ephemeralOwner == 0
     acl, _ = zk_admin.get_acls(zk_chroot + "/copy/secret")
     assert [(a.perms, a.id.scheme, a.id.id) for a in acl] == [(1, "world", "anyone")]
@@ -66,3 +67,18 @@ def test_failed_load_is_rolled_back(zk_admin: KazooClient, zk_chroot: str) -> No
     with pytest.raises(Zk2KraftError, match="rolled back"):
         load_tree(zk_admin, tree, chroot=zk_chroot)
     assert zk_admin.get_children(zk_chroot) == []
+
+
+def test_null_data_stays_null_and_empty_stays_empty(
+    zk_admin: KazooClient, zk_chroot: str, zk_server: EmbeddedZooKeeper
+) -> None:
+    from migrate.zk.live import read_tree
+
+    tree = ZTree(source="test")
+    tree.nodes["/"] = ZNode("/", None)
+    tree.nodes["/latest_producer_id_block"] = ZNode("/latest_producer_id_block", None)
+    tree.nodes["/empty"] = ZNode("/empty", b"")
+    load_tree(zk_admin, tree, chroot=zk_chroot)
+    back = read_tree(zk_server.connect_string, chroot=zk_chroot, acls=False)
+    assert back.data("/latest_producer_id_block") is None
+    assert back.data("/empty") == b""

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
-from kazoo.security import ACL, Id
+from kazoo.protocol.serialization import Create, SetData
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
 from migrate.errors import Zk2KraftError
 from migrate.zk.tree import ZNode, ZTree
@@ -42,6 +43,15 @@ def _target_path(chroot: str, path: str) -> str:
     if path == "/":
         return base or "/"
     return base + path
+
+
+def _create(txn: TransactionRequest, path: str, data: bytes | None) -> None:
+    """Queue a create that keeps null data null (kazoo's public API only takes bytes; Kafka tells them apart)."""
+    txn._add(Create(txn.client.chroot + path if txn.client.chroot else path, data, OPEN_ACL_UNSAFE, 0), None)
+
+
+def _set_data(txn: TransactionRequest, path: str, data: bytes | None) -> None:
+    txn._add(SetData(txn.client.chroot + path if txn.client.chroot else path, data, -1))
 
 
 def _kazoo_acl(node: ZNode) -> list[ACL]:
@@ -102,21 +112,21 @@ def load_tree(
     try:
         for node in nodes:
             target = _target_path(chroot, node.path)
-            data = node.data or b""
+            data = node.data
             if node.path == "/":
                 if target == "/":
                     continue  # never rewrite ZooKeeper's own root
-                txn.set_data(target, data)
+                _set_data(txn, target, data)
             elif node.path in existing_set:
-                txn.set_data(target, data)
+                _set_data(txn, target, data)
                 report.updated += 1
             else:
-                txn.create(target, data)
+                _create(txn, target, data)
                 created.append(target)
                 report.created += 1
                 if node.stat.ephemeral_owner:
                     report.ephemeral_as_persistent += 1
-            txn_bytes += len(data) + len(target) + 64
+            txn_bytes += len(data or b"") + len(target) + 64
             txn_ops += 1
             if txn_ops >= MAX_TXN_OPS or txn_bytes >= MAX_TXN_BYTES:
                 commit()
