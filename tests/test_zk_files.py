@@ -174,6 +174,8 @@ def test_kafka_snapshot_digest_matches_the_recomputed_tree_digest() -> None:
     snap = read_snapshot(KAFKA_DIR / "snapshot.9f00000037", client_view=False)
     assert snap.digest is not None and snap.digest.zxid == snap.zxid == 0x9F00000037
     assert snap.digest.digest == tree_digest(snap.tree) == 302594382448
+    # computed while decoding, whichever view of the stats is asked for
+    assert read_snapshot(KAFKA_DIR / "snapshot.9f00000037", with_digest=True).computed_digest == 302594382448
 
 
 def test_system_nodes_are_easy_to_leave_out() -> None:
@@ -446,9 +448,10 @@ def test_write_then_read_gives_the_same_tree(
         add_system_nodes=False,
         client_view=False,
     )
-    back = decode_snapshot(data, "x", 77, client_view=False)
+    back = decode_snapshot(data, "x", 77, client_view=False, with_digest=True)
     assert back.tree.nodes == tree.nodes
     assert back.sessions == sessions
+    assert back.computed_digest == tree_digest(tree)
     if digest:
         assert back.digest is not None and back.digest.digest == tree_digest(tree)
 
