@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from kazoo.client import KazooClient
-from kazoo.protocol.serialization import SetData
 
 from cli.main import cli
 from migrate.kraft import records as r
@@ -270,18 +269,12 @@ def rich_tree(base: ZTree) -> ZTree:
 
 
 def copy_into_zookeeper(client: KazooClient, tree: ZTree, chroot: str) -> None:
-    """Load `tree` and restore what a plain create cannot: null data and state znode versions."""
+    """Load `tree`, then give each partition-state znode its version (the partition epoch) by rewriting it."""
     load_tree(client, tree, chroot=chroot)
     for path, node in tree.nodes.items():
-        target = chroot + (path if path != "/" else "")
-        if node.data is None:
-            # kazoo's API writes bytes only; Kafka's containers hold null data, so send the raw request.
-            async_result = client.handler.async_result()
-            client._call(SetData(target, None, -1), async_result)
-            async_result.get(timeout=15)
-        elif path.endswith("/state"):
-            for _ in range(node.stat.version):  # the partition epoch is the znode version
-                client.set(target, node.data)
+        if path.endswith("/state") and node.data is not None:
+            for _ in range(node.stat.version):
+                client.set(chroot + path, node.data)
 
 
 @pytest.mark.zookeeper
