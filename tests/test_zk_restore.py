@@ -15,6 +15,7 @@ from migrate.errors import Zk2KraftError
 from migrate.zk.embedded import EmbeddedZooKeeper, super_digest
 from migrate.zk.files import (
     CONTAINER_OWNER,
+    encode_txn_log,
     is_system_path,
     read_snapshot,
     read_txn_log,
@@ -407,3 +408,50 @@ def test_zookeeper_loads_our_snapshot_and_our_restore_matches_its_live_state(tmp
     for path in expected.keys() | got.keys():
         if not path.startswith("/zookeeper"):
             assert got.get(path) == expected.get(path), path
+
+
+def _split_log(folder: Path, short_log: bytes, at_zxid: int) -> list[Path]:
+    """Write the fixture's txns as two logs, `log.1` and `log.<at_zxid>`, like a log roll would."""
+    entries = read_txn_log(TXNLOG_DIR / "log.1.gz").entries
+    first = [(e.header, e.record, e.digest) for e in entries if e.header.zxid < at_zxid]
+    second = [(e.header, e.record, e.digest) for e in entries if e.header.zxid >= at_zxid]
+    paths = [folder / "log.1", folder / f"log.{at_zxid:x}"]
+    paths[0].write_bytes(encode_txn_log(first, padding=4096))
+    paths[1].write_bytes(encode_txn_log(second, padding=4096))
+    return paths
+
+
+def test_replay_continues_across_rolled_logs(tmp_path: Path, short_log: bytes, final_tree: ZTree) -> None:
+    folder = tmp_path / "version-2"
+    folder.mkdir()
+    shutil.copy(TXNLOG_DIR / "snapshot.0", folder)
+    _split_log(folder, short_log, 0xB)
+    tree, report = load_data_dir(folder)
+    assert tree.nodes == final_tree.nodes
+    assert [Path(p).name for p in report.logs_read] == ["log.1", "log.b"]
+    assert report.digest_matches == 18 and report.warnings == []
+    # A snapshot inside the first log: that log is still read (it holds txns after the snapshot).
+    state, state_report = load_data_dir(folder, up_to_zxid=9, client_view=False)
+    later = tmp_path / "later" / "version-2"
+    later.mkdir(parents=True)
+    write_snapshot(state, later, 9, sessions=state_report.sessions, client_view=False)
+    _split_log(later, short_log, 0xB)
+    tree, report = load_data_dir(later)
+    assert tree.nodes == final_tree.nodes
+    assert [Path(p).name for p in report.logs_read] == ["log.1", "log.b"]
+    assert report.txns_in_snapshot == 9 and report.txns_applied == 10
+
+
+def test_torn_end_of_an_older_log_is_reported_and_replay_goes_on(tmp_path: Path, short_log: bytes) -> None:
+    folder = tmp_path / "version-2"
+    folder.mkdir()
+    shutil.copy(TXNLOG_DIR / "snapshot.0", folder)
+    first, _ = _split_log(folder, short_log, 0xB)
+    entries = read_txn_log(first).entries
+    first.write_bytes(first.read_bytes()[: entries[-1].offset + 20])  # zxid 0xa torn
+    tree, report = load_data_dir(folder)
+    assert "/chroot/été" in tree.nodes  # created at 0x12, in the later log
+    assert report.last_zxid == 0x13 and report.truncation is None
+    assert len(report.stops) == 1 and str(report.stops[0]).startswith("stopped at zxid 0x9: truncated entry")
+    assert any("0xa to 0xa are in no log" in w for w in report.warnings)
+    assert "stopped at zxid 0x9" in report.summary()
