@@ -296,6 +296,11 @@ class _TreeReader:
         m = self.model
         for name, node in self.topic_nodes.items():
             path = paths.topic_path(name)
+            if node.data is None:
+                # Left behind e.g. by a recursive create after a deletion; Kafka cannot read it either.
+                m.warnings.append(f"znode {path}: topic znode without data; kept as raw data")
+                self.unclaimed[path] = None
+                continue
             topic = self._decode(znodes.decode_topic, path, node.data)
             if topic is None:
                 self.unclaimed[path] = node.data
@@ -307,6 +312,16 @@ class _TreeReader:
         for path, data in self.unclaimed.items():
             if data is not None or path not in implied:
                 m.other_znodes[path] = data
+        # A null-data parent of a kept znode is recreated by to_znodes anyway.
+        ancestors: set[str] = set()
+        for path in m.other_znodes:
+            parent = path.rpartition("/")[0]
+            while parent and parent not in ancestors:
+                ancestors.add(parent)
+                parent = parent.rpartition("/")[0]
+        for path in ancestors:
+            if path in m.other_znodes and m.other_znodes[path] is None:
+                del m.other_znodes[path]
         return m
 
     def _finish_partitions(self, name: str) -> None:

@@ -231,13 +231,15 @@ class ClientQuotaConfig:
 
     `entity_path` is Kafka's sanitised entity path: `users/<u>`, `clients/<c>`, `ips/<ip>` or
     `users/<u>/clients/<c>`. `quota_text` keeps the stored text of values Kafka would print differently
-    (e.g. `"50"` for a DOUBLE quota), so re-encoding reproduces the original bytes.
+    (e.g. `"50"` for a DOUBLE quota) and `key_order` the order the znode listed quotas and credentials in,
+    so re-encoding reproduces the original bytes; `key_order` does not take part in `==`.
     """
 
     entity_path: str
     quotas: dict[str, float] = field(default_factory=dict)
     scram: dict[str, ScramCredential] = field(default_factory=dict)
     quota_text: dict[str, str] = field(default_factory=dict)
+    key_order: list[str] = field(default_factory=list, compare=False)
 
     @property
     def entity(self) -> dict[str, str | None]:

@@ -842,7 +842,7 @@ def decode_client_quota_config(path: str, data: bytes | None) -> ClientQuotaConf
     """Split a user/client/ip config like Kafka's migration: SCRAM keys (users only), the rest quotas."""
     entity_path = quota_entity_path(path)
     config = dict(decode_config_map(path, data))
-    out = ClientQuotaConfig(entity_path)
+    out = ClientQuotaConfig(entity_path, key_order=list(config))
     if entity_path.startswith("users/") and "/" not in entity_path[6:]:
         for mechanism in SCRAM_MECHANISMS:
             if mechanism in config:
@@ -877,6 +877,9 @@ def encode_client_quota_config(q: ClientQuotaConfig, java8: bool | None = None) 
         )
     for mechanism, credential in q.scram.items():
         config[mechanism] = encode_scram_credential(credential)
+    if q.key_order:
+        known = [k for k in q.key_order if k in config]
+        config = {k: config[k] for k in [*known, *(k for k in config if k not in set(known))]}
     return encode_config_map(f"{CONFIG}/{q.entity_path}", config, java8)
 
 
