@@ -38,6 +38,7 @@ from migrate.zk.files import (
     encode_txn_log,
     is_system_path,
     parse_txn_log,
+    path_problem,
     quick_check_problem,
     read_snapshot,
     read_txn_log,
@@ -591,3 +592,16 @@ def test_adler32_is_over_the_uncompressed_stream() -> None:
     seal_at = stream.index(b"\x00\x00\x00\x01/") + 5  # end marker of the tree
     (stored,) = struct.unpack_from(">q", stream, seal_at)
     assert stored == zlib.adler32(stream[:seal_at])
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=6))
+def test_writer_refuses_exactly_the_paths_zookeeper_refuses(name: str) -> None:
+    path = "/" + name
+    tree = ZTree("t", {"/": ZNode("/", b""), path: ZNode(path, None)})
+    try:
+        encode_snapshot(tree, zxid=1)
+    except Zk2KraftError as exc:
+        assert path_problem(path) is not None or "has no parent" in str(exc)
+    else:
+        assert path_problem(path) is None

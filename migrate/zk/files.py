@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
-from itertools import repeat, starmap
+from itertools import chain, repeat, starmap
 from pathlib import Path
 from typing import cast
 
@@ -66,6 +66,12 @@ _slice_start = operator.attrgetter("start")
 _slice_stop = operator.attrgetter("stop")
 _node_stat = operator.attrgetter("stat")
 _node_data = operator.attrgetter("data")
+_node_acl = operator.attrgetter("acl")
+# Sorting paths with "/" as the lowest character gives depth-first pre-order ("\x00" is never in a path).
+_PRE_ORDER = operator.methodcaller("replace", "/", "\x00")
+_STORED_FIELDS = operator.attrgetter(
+    "czxid", "mzxid", "ctime", "mtime", "version", "cversion", "aversion", "ephemeral_owner", "pzxid"
+)
 _DIGEST_FIELDS = operator.attrgetter(
     "czxid", "mzxid", "pzxid", "ctime", "mtime", "version", "cversion", "aversion", "ephemeral_owner"
 )
@@ -307,6 +313,9 @@ def without_system_nodes(tree: ZTree) -> ZTree:
 
 
 _BAD_PATH_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\uffff\U00010000-\U0010ffff]")
+
+
+_BAD_PATH_STEP = re.compile("//|/\\.{1,2}(?:/|\x00)|/\x00")  # empty, "." or ".." names; a trailing /
 
 
 def path_problem(path: str) -> str | None:
@@ -804,28 +813,58 @@ def encode_snapshot(
     0 writes ZooKeeper's empty digest); `last_zxid` adds the 3.9 lastProcessedZxid section. Both on gives
     the 3.9 layout, only `digest` the 3.6-3.8 one. With `add_system_nodes`, a missing root and `/zookeeper`
     nodes are filled in as ZooKeeper creates them. `client_view` says the tree's stats are what clients see
-    (as `read_snapshot` gives by default); with False they are written as they are.
+    (as `read_snapshot` gives by default); with False they are written as they are. ZooKeeper removes, on
+    loading, ephemeral nodes whose owner is not in `sessions` (session id -> timeout in ms).
     """
     nodes = dict(tree.nodes)
-    added: set[str] = set()
+    added: list[str] = []
     if add_system_nodes:
         for path, node in system_nodes(client_view=False).items():
             if path not in nodes:
                 nodes[path] = node
-                added.add(path)
+                added.append(path)
     if "/" not in nodes:
         raise Zk2KraftError(f"cannot write a snapshot of {tree.source}: the tree has no root node")
-    children: dict[str, list[str]] = {}
-    for path in nodes:
-        problem = path_problem(path)
-        if problem:
-            raise Zk2KraftError(f"cannot write a snapshot of {tree.source}: znode path {path!r} {problem}")
-        parent = parent_path(path)
-        if parent is None:
-            continue
-        if parent not in nodes:
-            raise Zk2KraftError(f"cannot write a snapshot of {tree.source}: {path} has no parent {parent}")
-        children.setdefault(parent, []).append(path)
+    _check_paths(nodes, tree.source)
+    order = sorted(nodes, key=_PRE_ORDER)  # depth-first pre-order, siblings by name
+    child_counts = _count_children(order, nodes, tree.source)
+
+    members = list(map(nodes.__getitem__, order))
+    czxid, mzxid, ctime, mtime, version, cversions, aversion, owner, pzxid = zip(
+        *map(_STORED_FIELDS, map(_node_stat, members)), strict=True
+    )
+    cversion = list(cversions)
+    if client_view:
+        kids = map(child_counts.get, order, repeat(0))
+        cversion = list(map(operator.floordiv, map(operator.add, cversion, map(operator.add, kids, repeat(1))),
+                            repeat(2)))  # fmt: skip  # stored_cversion, column-wise
+    for path in added:
+        i = order.index(path)
+        # A root we add counts the creates of its user children, as a real server's would.
+        user_children = child_counts.get("/", 0) - ("/zookeeper" in nodes)
+        cversion[i] = user_children if path == "/" else nodes[path].stat.cversion
+    acl_refs, acl_entries = _acl_references(order, members, nodes)
+
+    if "".join(order).isascii():
+        raw_paths = list(map(str.encode, order))
+    else:
+        raw_paths = list(map(encode_string, order))
+    raw_paths[0] = b""  # the root is written as ""
+    datas = list(map(_node_data, members))
+    present = [b"" if d is None else d for d in datas]
+    data_lengths = [-1 if d is None else len(d) for d in datas]
+    tails = map(
+        _NODE_TAIL.pack, acl_refs, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid
+    )
+    pack_int = INT.pack
+    records = zip(
+        map(pack_int, map(len, raw_paths)),
+        raw_paths,
+        map(pack_int, data_lengths),
+        present,
+        tails,
+        strict=True,
+    )
 
     out = bytearray()
     out += struct.pack(">iiq", SNAP_MAGIC, FILE_FORMAT_VERSION, SNAPSHOT_DBID)
@@ -833,53 +872,29 @@ def encode_snapshot(
     out += INT.pack(len(session_items))
     for sid, timeout in session_items:
         out += LONG_INT.pack(sid, timeout)
-
-    acl_index = _assign_acl_indexes(nodes)
     writer = JuteWriter(out)
-    writer.int32(len(acl_index))
-    for acls, index in acl_index.items():
+    writer.int32(len(acl_entries))
+    for index, acls in acl_entries:
         writer.int64(index)
         writer.acl_list(acls)
-
-    pack_int = INT.pack
-    pack_tail = _NODE_TAIL.pack
-    digest_at = zxid if digest_zxid is None else digest_zxid
-    total = 0
-    stack = ["/"]
-    while stack:
-        path = stack.pop()
-        node = nodes[path]
-        raw_path = b"" if path == "/" else encode_string(path)
-        out += pack_int(len(raw_path))
-        out += raw_path
-        if node.data is None:
-            out += pack_int(-1)
-        else:
-            out += pack_int(len(node.data))
-            out += node.data
-        s = node.stat
-        kids = children.get(path)
-        if path in added:
-            # A root we add counts the creates of its user children, as a real server's would.
-            cversion = sum(k != "/zookeeper" for k in kids or ()) if path == "/" else s.cversion
-        elif client_view:
-            cversion = stored_cversion(s.cversion, len(kids or ()))
-        else:
-            cversion = s.cversion
-        index = _acl_ref(path, node.acl, acl_index)
-        out += pack_tail(index, s.czxid, s.mzxid, s.ctime, s.mtime, s.version, cversion, s.aversion,
-                         s.ephemeral_owner, s.pzxid)  # fmt: skip
-        if digest and digest_at:
-            total += _digest(path, node.data, s.czxid, s.mzxid, s.pzxid, s.ctime, s.mtime, s.version, cversion,
-                             s.aversion, s.ephemeral_owner)  # fmt: skip
-        if kids:
-            stack.extend(sorted(kids, reverse=True))
+    out += b"".join(chain.from_iterable(records))
     out += SEAL_TAIL
 
     checksum = zlib.adler32(out)
     out += LONG.pack(checksum) + SEAL_TAIL
     if digest:
-        out += struct.pack(">qiq", digest_at, DIGEST_VERSION, to_signed64(total))
+        at = zxid if digest_zxid is None else digest_zxid
+        total = 0
+        if at:
+            crcs = map(zlib.crc32, present, map(zlib.crc32, raw_paths))
+            blobs = map(
+                _DIGEST_BLOB.pack, czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner
+            )
+            digests = list(map(zlib.crc32, blobs, crcs))
+            total = sum(digests) - sum(
+                d for d, p in zip(digests, order, strict=True) if p.startswith("/zookeeper/")
+            )
+        out += struct.pack(">qiq", at, DIGEST_VERSION, to_signed64(total))
         checksum = zlib.adler32(memoryview(out)[-(13 + 20) :], checksum)
         out += LONG.pack(checksum) + SEAL_TAIL
     if last_zxid:
@@ -889,24 +904,66 @@ def encode_snapshot(
     return bytes(out)
 
 
-def _assign_acl_indexes(nodes: dict[str, ZNode]) -> dict[tuple[Acl, ...], int]:
-    """ACL cache indexes numbered from 1 in first-use order, as ReferenceCountedACLCache does."""
-    index: dict[tuple[Acl, ...], int] = {}
-    for path, node in nodes.items():
-        if _uses_open_index(path, node.acl):
-            continue
-        if node.acl not in index:
-            index[node.acl] = len(index) + 1
-    return index
+def _check_paths(nodes: dict[str, ZNode], source: str) -> None:
+    """Refuse paths ZooKeeper would refuse; bulk checks first, the slow per-path check only to explain."""
+    paths = [p for p in nodes if p != "/"]
+    suspicious = (
+        not all(map(str.startswith, paths, repeat("/")))
+        or not _plain_characters("".join(paths))
+        or _BAD_PATH_STEP.search("\x00".join(paths) + "\x00") is not None
+    )
+    if suspicious:
+        for path in paths:
+            problem = path_problem(path)
+            if problem:
+                raise Zk2KraftError(f"cannot write a snapshot of {source}: znode path {path!r} {problem}")
 
 
-def _uses_open_index(path: str, acl: tuple[Acl, ...]) -> bool:
-    # ZooKeeper's built-in nodes carry the special -1 index rather than a cache entry.
-    return acl == OPEN_ACL_UNSAFE and path in ("/", "/zookeeper", "/zookeeper/quota")
+def _plain_characters(text: str) -> bool:
+    """Quick check that rules out every character PathUtils refuses (may refuse some it accepts)."""
+    # Controls, surrogates and private use are not printable; U+FFF0 and above are refused outright.
+    return text.isprintable() and (not text or max(text) < "\ufff0")
 
 
-def _acl_ref(path: str, acl: tuple[Acl, ...], index: dict[tuple[Acl, ...], int]) -> int:
-    return OPEN_ACL_INDEX if _uses_open_index(path, acl) else index[acl]
+def _count_children(order: list[str], nodes: dict[str, ZNode], source: str) -> Counter[str]:
+    """Children per parent path; every parent must be in the tree."""
+    rest = order[1:]
+    parents: list[str] = list(
+        map(operator.getitem, rest, map(slice, repeat(None), map(str.rfind, rest, repeat("/"))))
+    )
+    counts = Counter(parents)
+    counts["/"] = counts.pop("", 0)
+    missing = counts.keys() - nodes.keys()
+    if missing:
+        orphan = next(p for p, parent in zip(rest, parents, strict=True) if (parent or "/") in missing)
+        raise Zk2KraftError(
+            f"cannot write a snapshot of {source}: {orphan} has no parent {orphan[: orphan.rfind('/')]}"
+        )
+    return counts
+
+
+def _acl_references(
+    order: list[str], members: list[ZNode], nodes: dict[str, ZNode]
+) -> tuple[list[int], list[tuple[int, tuple[Acl, ...]]]]:
+    """Each node's ACL cache index, and the cache entries (numbered from 1 in first-use order).
+
+    ZooKeeper's built-in nodes with the open ACL carry the special index -1 instead of a cache entry.
+    """
+    acls: list[tuple[Acl, ...] | None] = list(map(_node_acl, members))
+    special = [order.index(p) for p in ("/", "/zookeeper", "/zookeeper/quota") if p in nodes]
+    for i in special:
+        if acls[i] == OPEN_ACL_UNSAFE:
+            acls[i] = None
+    ids = list(map(id, acls))
+    index_of_id: dict[int, int] = {}
+    index_of_value: dict[tuple[Acl, ...], int] = {}
+    for ident, acl in dict(zip(ids, acls, strict=True)).items():
+        if acl is None:
+            index_of_id[ident] = OPEN_ACL_INDEX
+        else:
+            index_of_id[ident] = index_of_value.setdefault(acl, len(index_of_value) + 1)
+    entries = [(index, acl) for acl, index in index_of_value.items()]
+    return list(map(index_of_id.__getitem__, ids)), entries
 
 
 def write_snapshot(
