@@ -82,3 +82,16 @@ def test_null_data_stays_null_and_empty_stays_empty(
     back = read_tree(zk_server.connect_string, chroot=zk_chroot, acls=False)
     assert back.data("/latest_producer_id_block") is None
     assert back.data("/empty") == b""
+
+
+def test_data_versions_are_reproduced(zk_admin: KazooClient, zk_chroot: str) -> None:
+    tree = kafka_like_tree()
+    state = "/brokers/topics/t/partitions/0/state"
+    for path in ("/brokers/topics/t/partitions", "/brokers/topics/t/partitions/0"):
+        tree.nodes[path] = ZNode(path, None)
+    tree.nodes[state] = ZNode(state, b'{"controller_epoch":3,"leader":1,"version":1,"leader_epoch":7,"isr":[1]}', Stat(version=7))
+    report = load_tree(zk_admin, tree, chroot=zk_chroot)
+    assert report.version_bumps == 7
+    data, stat = zk_admin.get(zk_chroot + state)
+    assert stat.version == 7
+    assert data == tree.nodes[state].data

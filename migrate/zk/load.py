@@ -1,8 +1,10 @@
 """Recreate a ZooKeeper tree (from a dump or a snapshot) in a live ZooKeeper, for rehearsals on a copy.
 
 Znodes are created parent-first in multi-op transactions; ACLs are applied last (deepest first) so that a
-restrictive ACL on a parent cannot block the creation of its children. If a transaction fails, every znode
-this load created is deleted again, so a failed load leaves the target as it found it.
+restrictive ACL on a parent cannot block the creation of its children. Each znode's data version is
+reproduced by rewriting its data that many times, because Kafka reads meaning into versions (a partition's
+KRaft epoch is its state znode's version). If a transaction fails, every znode this load created is
+deleted again, so a failed load leaves the target as it found it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class LoadReport:
     created: int = 0
     updated: int = 0
     ephemeral_as_persistent: int = 0
+    version_bumps: int = 0
     transactions: int = 0
     skipped_system: int = 0
     existing: list[str] = field(default_factory=list)
@@ -64,12 +67,14 @@ def load_tree(
     *,
     chroot: str = "/",
     force: bool = False,
+    preserve_versions: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> LoadReport:
     """Create every znode of `tree` under `chroot` in the ZooKeeper `client` is connected to.
 
     Refuses (LoadConflictError, nothing written) when any target znode exists, unless `force`, in which
-    case existing znodes get the dump's data. `/zookeeper` system znodes are never written.
+    case existing znodes get the dump's data. `/zookeeper` system znodes are never written. With
+    `preserve_versions`, new znodes end with the data version recorded in the tree.
     """
     report = LoadReport()
     nodes = sorted(
@@ -130,6 +135,15 @@ def load_tree(
             txn_ops += 1
             if txn_ops >= MAX_TXN_OPS or txn_bytes >= MAX_TXN_BYTES:
                 commit()
+            if preserve_versions and node.path not in existing_set and target != "/":
+                # Every setData bumps the version by one; later transactions see the create committed.
+                for _ in range(node.stat.version):
+                    _set_data(txn, target, data)
+                    report.version_bumps += 1
+                    txn_bytes += len(data or b"") + len(target) + 64
+                    txn_ops += 1
+                    if txn_ops >= MAX_TXN_OPS or txn_bytes >= MAX_TXN_BYTES:
+                        commit()
             done += 1
             if progress is not None:
                 progress(done)
