@@ -52,7 +52,7 @@ from migrate.zk.files import (
     xerial_snappy_decompress,
     zxid_from_name,
 )
-from migrate.zk.jute import decode_string, encode_string
+from migrate.zk.jute import JuteReader, JuteWriter, decode_string, encode_string
 from migrate.zk.tree import OPEN_ACL_UNSAFE, Acl, Stat, ZNode, ZTree
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -605,3 +605,40 @@ def test_writer_refuses_exactly_the_paths_zookeeper_refuses(name: str) -> None:
         assert path_problem(path) is not None or "has no parent" in str(exc)
     else:
         assert path_problem(path) is None
+
+
+# ------------------------------------------------------------------------------------------- jute
+
+
+def test_jute_reader_keeps_null_and_empty_apart_and_names_offsets() -> None:
+    data = struct.pack(">i", -1) + struct.pack(">i", 0) + struct.pack(">i", 3) + b"abc" + struct.pack(">i", 9)
+    r = JuteReader(data, "rec.bin")
+    assert r.buffer() is None
+    assert r.buffer() == b""
+    assert r.ustring() == "abc"
+    with pytest.raises(CorruptDataError, match=r"rec\.bin at byte 15: data: length 9 runs past the end"):
+        r.buffer("data")
+    r = JuteReader(struct.pack(">i", -5), "rec.bin")
+    with pytest.raises(CorruptDataError, match="negative length -5"):
+        r.buffer()
+    r = JuteReader(struct.pack(">i", 1_000_000), "rec.bin")
+    with pytest.raises(CorruptDataError, match="ACL list: length 1000000 runs past the end"):
+        r.acl_list()
+    with pytest.raises(CorruptDataError, match="at byte 2: long: needs 8 bytes but only 1 are left"):
+        JuteReader(b"\x00\x00\x00", "rec.bin", pos=2).int64()
+
+
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=20))), st.lists(_acls, max_size=3))
+def test_jute_writer_and_reader_round_trip(
+    buffers: list[bytes | None], acl_lists: list[tuple[Acl, ...]]
+) -> None:
+    w = JuteWriter()
+    for b in buffers:
+        w.buffer(b)
+    for acls in acl_lists:
+        w.acl_list(acls)
+    data = w.getvalue()
+    r = JuteReader(data, "x")
+    assert [r.buffer() for _ in buffers] == buffers
+    assert [r.acl_list() for _ in acl_lists] == acl_lists
+    r.expect_end("record")
