@@ -7,8 +7,10 @@ topics so orphans can be recognised. Everything the model does not interpret is 
 
 from __future__ import annotations
 
+import gc
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from migrate.errors import ZnodeFormatError
@@ -21,11 +23,29 @@ T = TypeVar("T")
 _CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
 
 
+_SMALL_INTS = {str(i): i for i in range(1 << 14)}  # partition ids: the common case, without a regex
+
+
 def _canonical_int(name: str) -> int | None:
     """`name` as an int when it is exactly how Java prints that int (so the path can be rebuilt)."""
+    value = _SMALL_INTS.get(name)
+    if value is not None:
+        return value
     if _CANONICAL_INT.fullmatch(name) and znodes.INT32_MIN <= (value := int(name)) <= znodes.INT32_MAX:
         return value
     return None
+
+
+@contextmanager
+def _no_gc_pauses() -> Iterator[None]:
+    """Millions of small acyclic objects make the cyclic GC run over and over; pause it meanwhile."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def from_tree(tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
@@ -35,9 +55,32 @@ def from_tree(tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
     legacy admin requests): those become warnings and stay raw in `other_znodes`. With `strict=False`
     every malformed znode is handled that way.
     """
+    with _no_gc_pauses():
+        return _read(tree, strict)
+
+
+def _read(tree: ZTree, strict: bool) -> ZkClusterModel:
     reader = _TreeReader(strict)
+    visit, states, dirs = reader.visit, reader.state_nodes, reader.partition_dirs
+    prefix, skip = paths.TOPICS + "/", len(paths.TOPICS) + 1
     for path, node in tree.nodes.items():
-        reader.visit(path, node)
+        # Fast path for the bulk of a big cluster: partition directories and states.
+        if path.startswith(prefix):
+            parts = path[skip:].split("/")
+            n = len(parts)
+            if n == 4 and parts[1] == "partitions" and parts[3] == "state":
+                topic_states = states.get(parts[0])
+                if topic_states is None:
+                    topic_states = states[parts[0]] = {}
+                topic_states[parts[2]] = node
+                continue
+            if n == 3 and parts[1] == "partitions":
+                topic_dirs = dirs.get(parts[0])
+                if topic_dirs is None:
+                    topic_dirs = dirs[parts[0]] = {}
+                topic_dirs[parts[2]] = node.data
+                continue
+        visit(path, node)
     return reader.finish()
 
 
@@ -327,19 +370,21 @@ class _TreeReader:
     def _finish_partitions(self, name: str) -> None:
         topic = self.model.topics.get(name)
         other = self.model.other_znodes
+        prefix = paths.partitions_path(name)
+        decode = znodes.decode_partition_state
         for p_name, node in self.state_nodes.get(name, {}).items():
-            path = f"{paths.partitions_path(name)}/{p_name}/state"
+            path = f"{prefix}/{p_name}/state"
             p = _canonical_int(p_name)
-            state = None
-            if topic is not None and p is not None:
-                state = self._decode(
-                    znodes.decode_partition_state, path, node.data, zk_version=node.stat.version
-                )
-            if state is None:
+            if topic is None or p is None:
                 other[path] = node.data
-            else:
-                assert topic is not None and p is not None
-                topic.states[p] = state
+                continue
+            try:
+                topic.states[p] = decode(path, node.data, zk_version=node.stat.version)
+            except ZnodeFormatError as e:
+                if self.strict:
+                    raise
+                self.model.warnings.append(f"{e} (kept as raw data)")
+                other[path] = node.data
         states = {} if topic is None else topic.states
         for p_name, data in self.partition_dirs.get(name, {}).items():
             p = _canonical_int(p_name)
@@ -449,6 +494,11 @@ def to_znodes(model: ZkClusterModel, *, java8: bool | None = None) -> dict[str, 
     `java8` picks the JVM whose java.util.Properties order config maps follow (None: keep a model order
     that either JVM could have written, else Java 9+). `other_znodes` are applied last, verbatim.
     """
+    with _no_gc_pauses():
+        return _all_znodes(model, java8)
+
+
+def _all_znodes(model: ZkClusterModel, java8: bool | None) -> dict[str, bytes | None]:
     z = _Znodes()
     _emit(model, z, encode=True, java8=java8)
     put = z.put
@@ -472,9 +522,14 @@ def ephemeral_paths(model: ZkClusterModel) -> set[str]:
 
 def to_tree(model: ZkClusterModel, *, source: str = "model", java8: bool | None = None) -> ZTree:
     """The model as a ZTree whose Stats carry the versions the model knows (partition epochs, fencing, czxid)."""
+    with _no_gc_pauses():
+        return _build_tree(model, source, java8)
+
+
+def _build_tree(model: ZkClusterModel, source: str, java8: bool | None) -> ZTree:
     tree = ZTree(source=source)
     nodes = tree.nodes
-    for path, data in to_znodes(model, java8=java8).items():
+    for path, data in _all_znodes(model, java8).items():
         nodes[path] = ZNode(path, data, Stat(data_length=0 if data is None else len(data)))
 
     def stat(path: str, **fields: int) -> None:
