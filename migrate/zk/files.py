@@ -54,8 +54,7 @@ XERIAL_BLOCK = 32 * 1024
 
 _NODE_TAIL = struct.Struct(">qqqqqiiiqq")  # DataNode.acl, then StatPersisted (60 bytes)
 _NODE_TAIL_SIZE = _NODE_TAIL.size
-_NODE_TAIL_NEXT = struct.Struct(">qqqqqiiiqqi")  # the same plus the next record's path length
-# Slot descriptors, to fill Stats that are still private to this module (see _decode_nodes_loop).
+# Slot descriptors, to fill Stats that are still private to this module (see _NodeDecoder).
 _STAT_NUM_CHILDREN = Stat.__dict__["num_children"]
 _STAT_CVERSION = Stat.__dict__["cversion"]
 _STAT_OWNER = Stat.__dict__["ephemeral_owner"]
@@ -82,9 +81,8 @@ assert tuple(Stat.__dataclass_fields__) == (
     "czxid", "mzxid", "ctime", "mtime", "version", "cversion", "aversion", "ephemeral_owner",
     "data_length", "num_children", "pzxid",
 )  # fmt: skip
-_DIGEST_BLOB = struct.Struct(
-    ">qqqqqiiiq"
-)  # czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner
+# czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner (DigestCalculator order)
+_DIGEST_BLOB = struct.Struct(">qqqqqiiiq")
 _TXN_HEADER = struct.Struct(">qiqqi")
 _U64 = (1 << 64) - 1
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -1152,7 +1150,6 @@ class LogEnd:
         return f"{text} ({self.detail})" if self.detail else text
 
 
-_CREATE_TYPES = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
 _MULTI_SUB_TYPES = frozenset(
     {
         OpCode.CREATE,
