@@ -75,6 +75,7 @@ _DIGEST_FIELDS = operator.attrgetter(
     "czxid", "mzxid", "pzxid", "ctime", "mtime", "version", "cversion", "aversion", "ephemeral_owner"
 )
 _stat_cversion = operator.attrgetter("cversion")
+_stat_children = operator.attrgetter("num_children")
 _consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend  # drains an iterator in C
 _STAT_SLOT_SETTERS = tuple(Stat.__dict__[name].__set__ for name in Stat.__dataclass_fields__)
 assert tuple(Stat.__dataclass_fields__) == (
@@ -290,13 +291,14 @@ def stored_cversion(client: int, num_children: int) -> int:
 
 def to_client_view_in_place(nodes: dict[str, ZNode]) -> None:
     """Turn stored stats into what clients see, in place (Stats are frozen: only for freshly decoded trees)."""
-    set_cversion, set_owner = _STAT_CVERSION.__set__, _STAT_OWNER.__set__
-    for node in nodes.values():
-        stat = node.stat
-        if stat.cversion or stat.num_children:
-            set_cversion(stat, 2 * stat.cversion - stat.num_children)
-        if stat.ephemeral_owner < 0:
-            set_owner(stat, client_owner(stat.ephemeral_owner))
+    stats = list(map(_node_stat, nodes.values()))
+    client = map(
+        operator.sub, map(operator.mul, map(_stat_cversion, stats), repeat(2)), map(_stat_children, stats)
+    )
+    _consume(map(_STAT_CVERSION.__set__, stats, client))
+    set_owner = _STAT_OWNER.__set__
+    for stat in [s for s in stats if s.ephemeral_owner < 0]:
+        set_owner(stat, client_owner(stat.ephemeral_owner))
 
 
 def is_system_path(path: str) -> bool:

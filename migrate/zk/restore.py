@@ -216,7 +216,9 @@ def load_data_dir(
     start_digest = snapshot.computed_digest if snapshot is not None else None
     replay = Replay(tree.nodes, sessions, check_digests=check, digest=start_digest)
     report.digests_checked = check
-    if check and snapshot is not None:
+    if not check:
+        report.snapshot_digest = "not checked"
+    elif snapshot is not None:
         _start_digest_checks(replay, snapshot, report)
     if (
         snapshot is not None
