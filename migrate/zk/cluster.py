@@ -169,21 +169,14 @@ class _TreeReader:
             return broker is not None
         if parts[2] != "topics":
             return False
-        topic = parts[3]
+        # Partition directories and states never get here: `_read` collects them on its fast path.
         if n == 4:
-            self.topic_nodes[topic] = node
+            self.topic_nodes[parts[3]] = node
             return True
-        if parts[4] != "partitions":
-            return False
-        if n == 5:
-            self.partition_containers[topic] = node.data
-        elif n == 6:
-            self.partition_dirs.setdefault(topic, {})[parts[5]] = node.data
-        elif n == 7 and parts[6] == "state":
-            self.state_nodes.setdefault(topic, {})[parts[5]] = node
-        else:
-            return False
-        return True
+        if n == 5 and parts[4] == "partitions":
+            self.partition_containers[parts[3]] = node.data
+            return True
+        return False
 
     def _config(self, path: str, parts: list[str], node: ZNode) -> bool:
         n, data, m = len(parts), node.data, self.model

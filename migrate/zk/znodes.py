@@ -669,8 +669,6 @@ def encode_broker(b: BrokerRegistration) -> bytes:
 
 # =================================================================== /brokers/topics/<topic>
 
-_PARTITION_KEY_RE = _JAVA_INT_RE
-
 
 def _parse_uuid(path: str, text: str) -> uuid.UUID:
     """Kafka's `Uuid.fromString`: URL-safe base64 of 16 bytes, padding optional."""
