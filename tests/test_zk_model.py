@@ -385,7 +385,7 @@ def _assert_parents_first(znodes: dict[str, bytes | None]) -> None:
 
 
 @settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 @given(model=cluster_models())
 def test_model_to_tree_and_back(model: ZkClusterModel) -> None:
