@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrate.errors import CorruptDataError, Zk2KraftError
@@ -456,12 +456,11 @@ class Replay:
 
     # ---------------------------------------------------------------- tree operations
 
-    def _replace(self, path: str, node: ZNode, **changes: int) -> None:
+    def _restat(self, path: str, node: ZNode, stat: Stat) -> None:
         """Swap in a new Stat for `node`, keeping the running digest in step."""
-        old = node_digest(path, node.data, node.stat) if self.check_digests else 0
-        node.stat = replace(node.stat, **changes)
         if self.check_digests:
-            self.digest += node_digest(path, node.data, node.stat) - old
+            self.digest += node_digest(path, node.data, stat) - node_digest(path, node.data, node.stat)
+        node.stat = stat
 
     def create(
         self,
@@ -487,11 +486,11 @@ class Replay:
         if parent_cversion == -1:
             parent_cversion = stat.cversion + 1
         if parent_cversion > stat.cversion:
-            self._replace(
-                parent_key, parent, cversion=parent_cversion, pzxid=zxid, num_children=stat.num_children + 1
+            self._restat(
+                parent_key, parent, _with_children(stat, parent_cversion, zxid, stat.num_children + 1)
             )
         else:
-            parent.stat = replace(stat, num_children=stat.num_children + 1)
+            parent.stat = _with_children(stat, stat.cversion, stat.pzxid, stat.num_children + 1)
         child = ZNode(
             path,
             data,
@@ -517,9 +516,9 @@ class Replay:
         # pzxid moves even when the child is already gone (fuzzy snapshot), but never backwards.
         children = stat.num_children - (1 if child is not None else 0)
         if zxid > stat.pzxid:
-            self._replace(parent_key, parent, pzxid=zxid, num_children=children)
+            self._restat(parent_key, parent, _with_children(stat, stat.cversion, zxid, children))
         elif child is not None:
-            parent.stat = replace(stat, num_children=children)
+            parent.stat = _with_children(stat, stat.cversion, stat.pzxid, children)
         if child is None:
             return NONODE
         del self.nodes[path]
@@ -535,10 +534,12 @@ class Replay:
         if node is None:
             return NONODE
         old = node_digest(path, node.data, node.stat) if self.check_digests else 0
+        s = node.stat
         node.data = data
-        node.stat = replace(
-            node.stat, mtime=time, mzxid=zxid, version=version, data_length=0 if data is None else len(data)
-        )
+        node.stat = Stat(
+            s.czxid, zxid, s.ctime, time, version, s.cversion, s.aversion, s.ephemeral_owner,
+            0 if data is None else len(data), s.num_children, s.pzxid,
+        )  # fmt: skip
         if self.check_digests:
             self.digest += node_digest(path, data, node.stat) - old
         return OK
@@ -547,7 +548,9 @@ class Replay:
         node = self.nodes.get(path)
         if node is None:
             return NONODE
-        self._replace(path, node, aversion=version)
+        s = node.stat
+        self._restat(path, node, Stat(s.czxid, s.mzxid, s.ctime, s.mtime, s.version, s.cversion, version,
+                                      s.ephemeral_owner, s.data_length, s.num_children, s.pzxid))  # fmt: skip
         node.acl = OPEN_ACL_UNSAFE if acl is None else acl
         return OK
 
@@ -558,7 +561,7 @@ class Replay:
         if cversion == -1:
             cversion = node.stat.cversion + 1
         if cversion > node.stat.cversion:
-            self._replace(path, node, cversion=cversion, pzxid=zxid)
+            self._restat(path, node, _with_children(node.stat, cversion, zxid, node.stat.num_children))
         return OK
 
     def kill_session(self, session: int, zxid: int, paths_in_txn: tuple[str, ...] | None = None) -> None:
@@ -578,3 +581,9 @@ class Replay:
             self.kill_session(session, zxid)
             removed.extend(paths)
         return removed
+
+
+def _with_children(s: Stat, cversion: int, pzxid: int, num_children: int) -> Stat:
+    """`s` with new child bookkeeping (a direct constructor call: dataclasses.replace is slow)."""
+    return Stat(s.czxid, s.mzxid, s.ctime, s.mtime, s.version, cversion, s.aversion, s.ephemeral_owner,
+                s.data_length, num_children, pzxid)  # fmt: skip
