@@ -17,6 +17,10 @@ class CorruptDataError(Zk2KraftError):
         where = f"{source} at byte {offset}" if offset is not None else source
         super().__init__(f"{where}: {problem}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, int | None, str]]:
+        # Rebuild from the real arguments so the error survives a trip through a process pool.
+        return (type(self), (self.source, self.offset, self.problem))
+
 
 class ZnodeFormatError(Zk2KraftError):
     """A znode whose data is not what Kafka writes there; names the path."""
@@ -25,6 +29,9 @@ class ZnodeFormatError(Zk2KraftError):
         self.path = path
         self.problem = problem
         super().__init__(f"znode {path}: {problem}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return (type(self), (self.path, self.problem))
 
 
 class UnsupportedVersionError(Zk2KraftError):

@@ -51,3 +51,14 @@ def test_torn_tail_is_ignored_like_kafka_recovery(tmp_path: Path) -> None:
     with torn.open("ab") as fh:
         fh.write(FIXTURE_LOG.read_bytes()[:40])
     assert count_records_parallel(torn, 2) == sequential_counts(FIXTURE_LOG)
+
+
+def test_errors_survive_pickling() -> None:
+    import pickle
+
+    from migrate.errors import ZnodeFormatError
+
+    err = pickle.loads(pickle.dumps(CorruptDataError("a.log", 12, "bad CRC")))
+    assert (err.source, err.offset, str(err)) == ("a.log", 12, "a.log at byte 12: bad CRC")
+    znode = pickle.loads(pickle.dumps(ZnodeFormatError("/brokers/ids/1", "not JSON")))
+    assert str(znode) == "znode /brokers/ids/1: not JSON"
