@@ -18,7 +18,6 @@ from migrate.translate import translate
 from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
-from migrate.zk.load import load_tree
 from migrate.zk.model import ZkClusterModel
 from migrate.zk.restore import load_data_dir
 
