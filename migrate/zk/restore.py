@@ -185,11 +185,11 @@ def load_data_dir(
     """The tree a ZooKeeper server would load from `data_dir` (and `log_dir`), with a report.
 
     `data_dir` / `log_dir` may be ZooKeeper's `dataDir` / `dataLogDir` or their `version-2/`. `up_to_zxid`
-    stops replay after that zxid (and only considers snapshots at or before it). `verify_digests`
-    compares tree digests with those ZooKeeper recorded (costs about 15% more time). Like the server on start-up, ephemerals of sessions
-    missing from the session table are removed (`expire_orphan_ephemerals`). Without any snapshot, logs are
-    replayed onto an empty tree only with `trust_empty_snapshot` (zookeeper.snapshot.trust.empty).
-    Stats are what clients see unless `client_view` is False (see `read_snapshot`).
+    stops replay after that zxid (and only considers snapshots at or before it). `verify_digests` compares
+    the tree digest with those ZooKeeper recorded (about 10% more time). Like the server on start-up,
+    ephemerals of sessions missing from the session table are removed (`expire_orphan_ephemerals`).
+    Without any snapshot, logs are replayed onto an empty tree only with `trust_empty_snapshot`
+    (zookeeper.snapshot.trust.empty). Stats are what clients see unless `client_view` is False.
     """
     snap_dir = version_dir(data_dir, "data directory")
     txn_dir = snap_dir if log_dir is None else version_dir(log_dir, "log directory")
@@ -201,9 +201,10 @@ def load_data_dir(
         if not logs:
             raise Zk2KraftError(f"no ZooKeeper snapshot or transaction log in {snap_dir}")
         if not trust_empty_snapshot:
+            at_or_before = "" if up_to_zxid is None else f" at or before zxid {up_to_zxid:#x}"
             raise Zk2KraftError(
-                f"no valid snapshot in {snap_dir}, but there are transaction logs in {txn_dir}: replaying them "
-                "onto an empty tree may lose data (pass trust_empty_snapshot to do it anyway)"
+                f"no valid snapshot{at_or_before} in {snap_dir}, but there are transaction logs in {txn_dir}: "
+                "replaying them onto an empty tree may lose data (pass trust_empty_snapshot to do it anyway)"
             )
         tree = ZTree(source=str(snap_dir), nodes=system_nodes(client_view=False))
         snap_zxid, sessions = 0, {}
