@@ -37,7 +37,7 @@ from kazoo.client import KazooClient
 from migrate.zk import paths
 from migrate.zk.cluster import ephemeral_paths, implied_containers
 from migrate.zk.files import write_snapshot
-from migrate.zk.load import MAX_TXN_OPS, LoadReport, load_tree
+from migrate.zk.load import LoadReport, load_tree
 from migrate.zk.model import (
     AclChangeNotification,
     AclEntry,
@@ -597,35 +597,12 @@ def write_data_dir(cluster: GeneratedCluster, data_dir: str | Path) -> Path:
 def load_into_zookeeper(
     cluster: GeneratedCluster, client: KazooClient, chroot: str = "/", *, force: bool = False
 ) -> LoadReport:
-    """Create the cluster's znodes under `chroot` with `load_tree`, then bump data versions to match.
+    """Create the cluster's znodes under `chroot` with `load_tree` (which also reproduces data versions).
 
-    Partition-state versions are partition epochs, so they are restored with repeated same-data writes
-    (in multi-op transactions). Ephemeral znodes become persistent and get new zxids: broker epochs
-    (czxid) and ephemeral owners cannot be reproduced through a client.
+    Ephemeral znodes become persistent and get new zxids: broker epochs (czxid) and ephemeral owners
+    cannot be reproduced through a client.
     """
-    tree = cluster.kafka_tree()
-    report = load_tree(client, tree, chroot=chroot, force=force)
-    base = "" if normalize_chroot(chroot) == "/" else normalize_chroot(chroot)
-    txn = client.transaction()
-    ops = 0
-    for path, node in tree.nodes.items():
-        if path == "/" or not node.stat.version or node.data is None:
-            continue
-        for _ in range(node.stat.version):
-            txn.set_data(base + path, node.data)
-            ops += 1
-            if ops >= MAX_TXN_OPS:
-                _commit(txn)
-                txn, ops = client.transaction(), 0
-    if ops:
-        _commit(txn)
-    return report
-
-
-def _commit(txn: Any) -> None:
-    failures = [r for r in txn.commit() if isinstance(r, Exception)]
-    if failures:
-        raise RuntimeError(f"restoring znode versions failed: {failures[0]!r}")
+    return load_tree(client, cluster.kafka_tree(), chroot=chroot, force=force)
 
 
 def summary(cluster: GeneratedCluster) -> dict[str, Any]:
