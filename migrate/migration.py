@@ -24,7 +24,7 @@ from migrate.atomic import fsync_directory
 from migrate.errors import InvalidRequestError, UnsupportedVersionError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
-from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch
+from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch, kraft_data_record_size
 from migrate.kraft.framing import encode_control_record, encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
@@ -161,19 +161,6 @@ def plan_writes(
     return writes
 
 
-def _zigzag_size(n: int) -> int:
-    u = (n << 1) ^ (n >> 63)
-    size = 1
-    while u >= 0x80:
-        u >>= 7
-        size += 1
-    return size
-
-
-def _record_size(offset_delta: int, value_size: int) -> int:
-    """Bytes of one data record in a batch (null key, no headers)."""
-    body = 1 + 1 + _zigzag_size(offset_delta) + 1 + _zigzag_size(value_size) + value_size + 1
-    return _zigzag_size(body) + body
 
 
 @dataclass(slots=True)
@@ -242,10 +229,10 @@ class _RaftAppender:
 
     def _append(self, records: Sequence[RecordAndVersion]) -> None:
         values = [encode_metadata_record(r, v) for r, v in records]
-        needed = sum(_record_size(len(self._pending) + i, len(v)) for i, v in enumerate(values))
+        needed = sum(kraft_data_record_size(len(self._pending) + i, len(v)) for i, v in enumerate(values))
         if self._pending and self._used + needed > self.max_batch_bytes:
             self.flush()
-            needed = sum(_record_size(i, len(v)) for i, v in enumerate(values))
+            needed = sum(kraft_data_record_size(i, len(v)) for i, v in enumerate(values))
         if not self._pending and HEADER_SIZE + needed > self.max_batch_bytes:
             raise Zk2KraftError(
                 f"{len(values)} migrated records need a {HEADER_SIZE + needed}-byte batch, more than KRaft's "

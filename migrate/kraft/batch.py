@@ -743,3 +743,18 @@ def encode_kraft_batch(
         len(records),
     )
     return _frame_batch(base_offset, leader_epoch, after_crc, b"".join(parts))
+
+
+def _zigzag_size(n: int) -> int:
+    u = (n << 1) ^ (n >> 63)
+    size = 1
+    while u >= 0x80:
+        u >>= 7
+        size += 1
+    return size
+
+
+def kraft_data_record_size(offset_delta: int, value_size: int) -> int:
+    """Bytes one KRaft data record (null key, no headers) takes in a batch at `offset_delta`."""
+    body = 1 + 1 + _zigzag_size(offset_delta) + 1 + _zigzag_size(value_size) + value_size + 1
+    return _zigzag_size(body) + body

@@ -24,7 +24,7 @@ from migrate.atomic import fsync_directory
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
-from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch
+from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch, kraft_data_record_size
 from migrate.kraft.framing import encode_control_record, encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import BOOTSTRAP_CHECKPOINT, SnapshotId, snapshot_file_name
@@ -50,19 +50,6 @@ class WrittenSnapshot:
     data_batches: int
 
 
-def _zigzag_size(n: int) -> int:
-    u = (n << 1) ^ (n >> 63)
-    size = 1
-    while u >= 0x80:
-        u >>= 7
-        size += 1
-    return size
-
-
-def _record_size(offset_delta: int, value_size: int) -> int:
-    """Bytes of one KRaft data record (null key, no headers) at `offset_delta` in its batch."""
-    body = 1 + 1 + _zigzag_size(offset_delta) + 1 + _zigzag_size(value_size) + value_size + 1
-    return _zigzag_size(body) + body
 
 
 def _system_clock() -> int:
@@ -117,7 +104,7 @@ class _BatchStream:
         self._write(encode_kraft_batch(self.next_offset, self.epoch, self.clock(), pairs, True), len(pairs))
 
     def _bytes_needed(self, values: Sequence[bytes], first_delta: int) -> int:
-        return sum(_record_size(first_delta + i, len(v)) for i, v in enumerate(values))
+        return sum(kraft_data_record_size(first_delta + i, len(v)) for i, v in enumerate(values))
 
     def _complete(self) -> None:
         if not self._values:
