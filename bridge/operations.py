@@ -35,6 +35,8 @@ OP_TYPES = (
     "DeleteDelegationToken",
 )
 
+ZERO_UUID = uuid.UUID(int=0)
+
 # ConfigRecord resource types that dual-write handles (ConfigResource.Type ids).
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -60,7 +62,7 @@ class ZkOperation:
 @dataclass(slots=True)
 class CreateTopic(ZkOperation):
     name: str = ""
-    topic_id: uuid.UUID = uuid.UUID(int=0)
+    topic_id: uuid.UUID = ZERO_UUID
     partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
 
 
@@ -69,7 +71,7 @@ class UpdateTopic(ZkOperation):
     """Rewrite the topic's assignment znode with all partitions of the new image."""
 
     name: str = ""
-    topic_id: uuid.UUID = uuid.UUID(int=0)
+    topic_id: uuid.UUID = ZERO_UUID
     partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
 
 
@@ -131,13 +133,13 @@ class WriteProducerId(ZkOperation):
 
 @dataclass(slots=True)
 class WriteResourceAcls(ZkOperation):
-    pattern: ResourcePatternKey = ResourcePatternKey(0, "", 0)
+    pattern: ResourcePatternKey = field(default_factory=lambda: ResourcePatternKey(0, "", 0))
     acls: tuple[AclBinding, ...] = ()
 
 
 @dataclass(slots=True)
 class DeleteResourceAcls(ZkOperation):
-    pattern: ResourcePatternKey = ResourcePatternKey(0, "", 0)
+    pattern: ResourcePatternKey = field(default_factory=lambda: ResourcePatternKey(0, "", 0))
 
 
 @dataclass(slots=True)
