@@ -31,7 +31,13 @@ def _progress() -> Progress:
 
 @click.group("zk")
 def zk_group() -> None:
-    """Export a ZooKeeper tree to a portable dump, or load a dump into another ZooKeeper."""
+    """Export a ZooKeeper tree to a portable dump, or load a dump into another ZooKeeper.
+
+    \b
+    Example (rehearse on a copy, never touching production):
+      zk2kraft zk export --zk-data-dir /backup/zookeeper --chroot /kafka -o kafka.jsonl
+      zk2kraft zk load kafka.jsonl --zk 127.0.0.1:2181/rehearsal
+    """
 
 
 @zk_group.command("export")

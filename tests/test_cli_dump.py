@@ -106,7 +106,15 @@ def test_snapshot_writes_a_checkpoint_dump_can_read(tmp_path: Path) -> None:
 
 
 def test_help_teaches_with_examples() -> None:
-    for command in (["--help"], ["dump", "--help"], ["snapshot", "--help"], ["zk", "export", "--help"]):
+    for command in (
+        ["--help"],
+        ["dump", "--help"],
+        ["snapshot", "--help"],
+        ["zk", "--help"],
+        ["zk", "export", "--help"],
+        ["zk", "load", "--help"],
+        ["migrate", "--help"],
+    ):
         code, out, _ = run(*command)
         assert code == 0
         assert "Example" in out
