@@ -1,0 +1,255 @@
+"""A small Kafka-protocol client: send a kio request, get the decoded kio response (async and sync forms).
+
+Also builds Kafka's EnvelopeRequest (KIP-590 forwarding): the inner request's header + body bytes, the
+principal as DefaultPrincipalData, and the client's raw IP address, and unwraps the inner response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import itertools
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final
+
+from kio.schema.envelope.v0 import EnvelopeRequest, EnvelopeResponse
+from kio.schema.errors import ErrorCode
+
+from bridge.protocol import (
+    ANONYMOUS,
+    KafkaPrincipal,
+    decode_request_header,
+    decode_response,
+    describe_api,
+    encode_principal,
+    encode_request,
+    frame,
+    read_frame,
+)
+from migrate.errors import CorruptDataError, Zk2KraftError
+
+DEFAULT_CLIENT_ID: Final = "zk2kraft"
+DEFAULT_TIMEOUT: Final = 30.0
+# A sanity bound against reading a non-Kafka server's bytes as a huge size; real responses are far smaller.
+MAX_RESPONSE_BYTES: Final = 1 << 30
+
+
+class ConnectionClosedError(Zk2KraftError):
+    """The server refused, dropped or closed the connection before answering."""
+
+
+class KafkaConnection:
+    """One TCP connection to a Kafka-protocol server; requests go one at a time with rising correlation ids."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        address: str,
+        client_id: str | None = DEFAULT_CLIENT_ID,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.address = address
+        self.client_id = client_id
+        self.max_response_bytes = max_response_bytes
+        self._reader = reader
+        self._writer = writer
+        self._correlation_ids = itertools.count()
+        self._lock = asyncio.Lock()
+        self._broken = False
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = DEFAULT_CLIENT_ID,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> KafkaConnection:
+        """Connect to host:port."""
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        except TimeoutError:
+            raise ConnectionClosedError(
+                f"cannot connect to {address}: no answer within {timeout} s"
+            ) from None
+        except OSError as exc:
+            raise ConnectionClosedError(f"cannot connect to {address}: {exc}") from exc
+        return cls(reader, writer, address, client_id, max_response_bytes)
+
+    async def send(
+        self, request: Any, *, api_version: int | None = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> Any:
+        """Send one kio request and return the decoded kio response.
+
+        `api_version` overrides the version in the header (default: the request class's); a server answers
+        an ApiVersions version it lacks with a v0 response, which is decoded as such.
+        """
+        api_key = int(request.__api_key__)
+        version = int(request.__version__) if api_version is None else api_version
+        what = f"{describe_api(api_key, version)} to {self.address}"
+        async with self._lock:
+            if self._broken:
+                raise ConnectionClosedError(f"{what}: the connection failed earlier")
+            correlation_id = next(self._correlation_ids)
+            payload = encode_request(request, correlation_id, self.client_id, api_version)
+            reply = await self._exchange(payload, what, timeout)
+        source = f"response from {self.address} to {describe_api(api_key, version)}"
+        response_id, response = decode_response(reply, api_key, version, source)
+        if response_id != correlation_id:
+            raise CorruptDataError(source, 0, f"correlation id {response_id}, expected {correlation_id}")
+        return response
+
+    async def _exchange(self, payload: bytes, what: str, timeout: float) -> bytes:
+        try:
+            self._writer.write(frame(payload))
+            await asyncio.wait_for(self._writer.drain(), timeout)
+            reply = await asyncio.wait_for(
+                read_frame(self._reader, self.max_response_bytes, f"response to {what}"), timeout
+            )
+        except TimeoutError:
+            self._broken = True
+            raise ConnectionClosedError(f"{what}: no response within {timeout} s") from None
+        except OSError as exc:
+            self._broken = True
+            raise ConnectionClosedError(f"{what}: {exc}") from exc
+        except CorruptDataError:
+            self._broken = True
+            raise
+        if reply is None:
+            self._broken = True
+            raise ConnectionClosedError(f"{what}: the server closed the connection without answering")
+        return reply
+
+    async def close(self) -> None:
+        self._broken = True
+        self._writer.close()
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+
+    async def __aenter__(self) -> KafkaConnection:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+async def send_request(
+    host: str,
+    port: int,
+    request: Any,
+    api_version: int | None = None,
+    client_id: str | None = DEFAULT_CLIENT_ID,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Any:
+    """Open a connection, send one kio request, return the decoded response, close."""
+    connection = await KafkaConnection.open(host, port, client_id=client_id, timeout=timeout)
+    async with connection:
+        return await connection.send(request, api_version=api_version, timeout=timeout)
+
+
+def send_request_sync(
+    host: str,
+    port: int,
+    request: Any,
+    api_version: int | None = None,
+    client_id: str | None = DEFAULT_CLIENT_ID,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Any:
+    """`send_request` for synchronous code (runs its own event loop)."""
+    return asyncio.run(send_request(host, port, request, api_version, client_id, timeout=timeout))
+
+
+# ---------------------------------------------------------------- EnvelopeRequest
+
+
+@dataclass(frozen=True, slots=True)
+class EnvelopeResult:
+    """An EnvelopeResponse and, when it carries one, the inner response decoded for the inner request."""
+
+    error_code: ErrorCode
+    response_data: bytes | None
+    inner_correlation_id: int | None
+    inner_response: Any | None
+
+
+def build_envelope(
+    request_data: bytes, principal: KafkaPrincipal, client_host_address: str | bytes
+) -> EnvelopeRequest:
+    """EnvelopeRequest v0 as Kafka's ForwardingManager builds it (request_data = inner header + body)."""
+    if isinstance(client_host_address, str):
+        try:
+            address = ipaddress.ip_address(client_host_address).packed
+        except ValueError as exc:
+            raise Zk2KraftError(f"envelope client address {client_host_address!r}: {exc}") from None
+    else:
+        address = client_host_address
+    if len(address) not in (4, 16):
+        raise Zk2KraftError(f"envelope client address must be 4 or 16 bytes, got {len(address)}")
+    return EnvelopeRequest(
+        request_data=request_data,
+        request_principal=encode_principal(principal),
+        client_host_address=address,
+    )
+
+
+async def send_envelope(
+    host: str,
+    port: int,
+    request_data: bytes,
+    *,
+    principal: KafkaPrincipal = ANONYMOUS,
+    client_host_address: str | bytes = "127.0.0.1",
+    client_id: str | None = DEFAULT_CLIENT_ID,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> EnvelopeResult:
+    """Forward a serialized request (header + body bytes) in an EnvelopeRequest and unwrap the answer."""
+    inner_header, _ = decode_request_header(request_data, "envelope request data")
+    inner_key = int(inner_header.request_api_key)
+    inner_version = int(inner_header.request_api_version)
+    envelope = build_envelope(request_data, principal, client_host_address)
+    response: EnvelopeResponse = await send_request(
+        host, port, envelope, client_id=client_id, timeout=timeout
+    )
+    if response.response_data is None:
+        return EnvelopeResult(response.error_code, None, None, None)
+    source = f"envelope response data from {host}:{port}"
+    correlation_id, inner = decode_response(response.response_data, inner_key, inner_version, source)
+    if correlation_id != inner_header.correlation_id:
+        raise CorruptDataError(
+            source, 0, f"inner correlation id {correlation_id}, expected {inner_header.correlation_id}"
+        )
+    return EnvelopeResult(response.error_code, response.response_data, correlation_id, inner)
+
+
+def send_envelope_sync(
+    host: str,
+    port: int,
+    request_data: bytes,
+    *,
+    principal: KafkaPrincipal = ANONYMOUS,
+    client_host_address: str | bytes = "127.0.0.1",
+    client_id: str | None = DEFAULT_CLIENT_ID,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> EnvelopeResult:
+    """`send_envelope` for synchronous code (runs its own event loop)."""
+    return asyncio.run(
+        send_envelope(
+            host,
+            port,
+            request_data,
+            principal=principal,
+            client_host_address=client_host_address,
+            client_id=client_id,
+            timeout=timeout,
+        )
+    )

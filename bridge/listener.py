@@ -1,0 +1,333 @@
+"""An asyncio Kafka-protocol server: one handler per api key, ApiVersions answered from what is registered.
+
+Per connection, requests are handled one at a time and answered in order (Kafka mutes a channel while its
+request is in flight). A connection that sends an oversized, malformed or unsupported request is logged
+and closed; other connections are not affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Final
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i64
+
+from bridge.protocol import (
+    ANONYMOUS,
+    API_VERSIONS_KEY,
+    MAX_REQUEST_BYTES,
+    DecodedRequest,
+    KafkaPrincipal,
+    decode_request,
+    describe_api,
+    encode_response,
+    frame,
+    known_versions,
+    read_frame,
+)
+from migrate.errors import Zk2KraftError
+
+log = logging.getLogger(__name__)
+
+# Kafka's connections.max.idle.ms default.
+IDLE_TIMEOUT_SECONDS: Final = 600.0
+# ApiVersionsRequest.isValid (v3+): the client software name and version must look like this.
+_SOFTWARE_PATTERN: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about a request besides its body."""
+
+    peer: tuple[str, int]
+    client_id: str | None
+    correlation_id: int
+    api_key: int
+    api_version: int
+    # Filled by authentication once SASL/TLS exist; PLAINTEXT connections are ANONYMOUS, as in Kafka.
+    principal: KafkaPrincipal = ANONYMOUS
+
+    @property
+    def peer_text(self) -> str:
+        return _peer_text(self.peer)
+
+
+# `async def handle(ctx, request) -> response` (None: send no response, like Produce with acks=0).
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsFeatures:
+    """Feature data an ApiVersions v3+ response carries (a KRaft controller's metadata.version, ...)."""
+
+    supported: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    finalized: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    finalized_epoch: int = -1
+    zk_migration_ready: bool = False
+
+
+class KafkaListener:
+    """A Kafka-protocol TCP listener dispatching decoded kio requests to async handlers by api key."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        handlers: Mapping[int, Handler] | None = None,
+        supported: Mapping[int, tuple[int, int]] | None = None,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
+        *,
+        features: Callable[[], ApiVersionsFeatures] | None = None,
+        idle_timeout: float = IDLE_TIMEOUT_SECONDS,
+        backlog: int = 1024,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.handlers = dict(handlers or {})
+        if API_VERSIONS_KEY in self.handlers:
+            raise Zk2KraftError("ApiVersions (api key 18) is answered by the listener; register no handler")
+        self.supported = _checked_ranges(self.handlers, supported)
+        self.max_request_bytes = max_request_bytes
+        self.features = features
+        self.idle_timeout = idle_timeout
+        self.backlog = backlog
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> int:
+        """Start listening; returns the bound port (useful with port 0)."""
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, backlog=self.backlog)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        log.info("Kafka listener on %s:%d (apis %s)", self.host, self.port, sorted(self.supported))
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop accepting, close every open connection and wait for their tasks to end."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> KafkaListener:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    # ------------------------------------------------------------ connections
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = _peer(writer)
+        source = f"connection from {_peer_text(peer)}"
+        try:
+            while True:
+                payload = await asyncio.wait_for(
+                    read_frame(reader, self.max_request_bytes, source), self.idle_timeout
+                )
+                if payload is None:
+                    break
+                response = await self._answer(peer, payload, source)
+                if response is not None:
+                    writer.write(frame(response))
+                    await writer.drain()
+        except Zk2KraftError as exc:
+            log.warning("closing %s: %s", source, exc)
+        except TimeoutError:
+            log.info("closing %s: idle for %.0f s", source, self.idle_timeout)
+        except (ConnectionError, OSError) as exc:
+            log.info("closing %s: %s", source, exc)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            # A handler bug must not take the listener down; the client sees a closed connection.
+            log.exception("closing %s: request handling failed", source)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _answer(self, peer: tuple[str, int], payload: bytes, source: str) -> bytes | None:
+        request = decode_request(payload, source, self.supported)
+        if request.api_key == API_VERSIONS_KEY:
+            return encode_response(request.correlation_id, self._api_versions(request))
+        context = RequestContext(
+            peer=peer,
+            client_id=request.client_id,
+            correlation_id=request.correlation_id,
+            api_key=request.api_key,
+            api_version=request.api_version,
+        )
+        response = await self.handlers[request.api_key](context, request.body)
+        if response is None:
+            return None
+        what = describe_api(request.api_key, request.api_version)
+        if (int(response.__api_key__), int(response.__version__)) != (request.api_key, request.api_version):
+            raise Zk2KraftError(
+                f"handler answered {what} from {source} with {type(response).__name__} "
+                f"v{response.__version__} (api key {response.__api_key__})"
+            )
+        return encode_response(request.correlation_id, response)
+
+    # ------------------------------------------------------------ ApiVersions
+
+    def _api_versions(self, request: DecodedRequest) -> Any:
+        low, high = self.supported[API_VERSIONS_KEY]
+        if request.body is None:
+            # Kafka answers an unsupported ApiVersions version with v0, UNSUPPORTED_VERSION and its own range.
+            return api_versions_response(0, ErrorCode.unsupported_version, {API_VERSIONS_KEY: (low, high)})
+        version = request.api_version
+        if version >= 3 and not all(
+            _SOFTWARE_PATTERN.fullmatch(text)
+            for text in (request.body.client_software_name, request.body.client_software_version)
+        ):
+            return api_versions_response(version, ErrorCode.invalid_request, {})
+        features = self.features() if self.features is not None else None
+        return api_versions_response(version, ErrorCode.none, self.supported, features)
+
+
+def api_versions_response(
+    version: int,
+    error: ErrorCode,
+    ranges: Mapping[int, tuple[int, int]],
+    features: ApiVersionsFeatures | None = None,
+) -> Any:
+    """An ApiVersionsResponse of `version` listing `ranges` by api key, with v3+ feature fields."""
+    module = load_payload_module(API_VERSIONS_KEY, version, EntityType.response)
+    values: dict[str, Any] = {
+        "error_code": error,
+        "api_keys": tuple(
+            module.ApiVersion(api_key=i16(key), min_version=i16(low), max_version=i16(high))
+            for key, (low, high) in sorted(ranges.items())
+        ),
+    }
+    if version >= 1:
+        values["throttle_time"] = timedelta(0)
+    if version >= 3 and features is not None:
+        values["supported_features"] = tuple(
+            module.SupportedFeatureKey(name=name, min_version=i16(low), max_version=i16(high))
+            for name, (low, high) in sorted(features.supported.items())
+            # Before v4 a feature whose minimum is 0 is left out (KAFKA-17011).
+            if version >= 4 or low != 0
+        )
+        values["finalized_features_epoch"] = i64(features.finalized_epoch)
+        values["finalized_features"] = tuple(
+            module.FinalizedFeatureKey(name=name, min_version_level=i16(low), max_version_level=i16(high))
+            for name, (low, high) in sorted(features.finalized.items())
+        )
+        values["zk_migration_ready"] = features.zk_migration_ready
+    return module.ApiVersionsResponse(**values)
+
+
+def _checked_ranges(
+    handlers: Mapping[int, Handler], supported: Mapping[int, tuple[int, int]] | None
+) -> dict[int, tuple[int, int]]:
+    """The version ranges to advertise: one per handler plus ApiVersions, each fully defined in kio."""
+    ranges: dict[int, tuple[int, int]] = {}
+    for api_key in [*handlers, API_VERSIONS_KEY]:
+        versions = known_versions(api_key)
+        if supported is not None and api_key in supported:
+            low, high = supported[api_key]
+        elif supported is not None and api_key != API_VERSIONS_KEY:
+            raise Zk2KraftError(f"a handler is registered for api key {api_key} but no version range is")
+        elif not versions:
+            raise Zk2KraftError(f"api key {api_key} has no schema in kio; register_api its classes first")
+        else:
+            low, high = versions[0], versions[-1]
+        missing = [v for v in range(low, high + 1) if v not in versions]
+        if low > high or missing:
+            raise Zk2KraftError(
+                f"cannot advertise {describe_api(api_key, low)}..v{high}: no schema for versions {missing}"
+            )
+        ranges[api_key] = (low, high)
+    extra = set(supported or {}) - set(ranges)
+    if extra:
+        raise Zk2KraftError(f"version ranges given for api keys without a handler: {sorted(extra)}")
+    return ranges
+
+
+def _peer(writer: asyncio.StreamWriter) -> tuple[str, int]:
+    address = writer.get_extra_info("peername")
+    if isinstance(address, tuple) and len(address) >= 2:
+        return str(address[0]), int(address[1])
+    return "unknown", 0
+
+
+def _peer_text(peer: tuple[str, int]) -> str:
+    return f"[{peer[0]}]:{peer[1]}" if ":" in peer[0] else f"{peer[0]}:{peer[1]}"
+
+
+class ListenerThread:
+    """Runs a KafkaListener on its own event loop in a background thread, for synchronous code and tests."""
+
+    def __init__(self, listener: KafkaListener, timeout: float = 60.0) -> None:
+        self.listener = listener
+        self.timeout = timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> int:
+        """Start the loop thread and the listener; returns the bound port."""
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="kafka-listener", daemon=True)
+        self._thread.start()
+        try:
+            return asyncio.run_coroutine_threadsafe(self.listener.start(), loop).result(self.timeout)
+        except BaseException:
+            self._shut_loop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the listener (closing its connections) and the loop thread."""
+        if self._loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.listener.stop(), self._loop).result(self.timeout)
+        finally:
+            self._shut_loop()
+
+    def _shut_loop(self) -> None:
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(self.timeout)
+        if not thread.is_alive():
+            loop.close()
+
+    def __enter__(self) -> int:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
