@@ -640,7 +640,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replication-factor", type=int, default=3)
     parser.add_argument("--topic-config-fraction", type=float, default=0.1)
     parser.add_argument("--users", type=int, default=8, help="SCRAM users")
-    parser.add_argument("--acl-resources", type=int, default=24)
+    parser.add_argument(
+        "--acl-resources",
+        type=int,
+        default=24,
+        help="ACL resources to draw (repeats merge, e.g. the cluster)",
+    )
     parser.add_argument("--tokens", type=int, default=2, help="delegation tokens")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
