@@ -1,0 +1,623 @@
+"""A KRaft controller's hold on ZooKeeper during a migration: `/migration`, `/controller`, fenced writes.
+
+Kafka's ZkMigrationLeadershipState and the KafkaZkClient half of its ZkMigrationClient
+(migration-protocol.md §2 and §3). Every dual-write request travels in its own multi-op guarded by the
+`/controller_epoch` and `/migration` versions this controller holds, so a deposed controller lands nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    AuthFailedError,
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+    ZookeeperError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData
+from kazoo.protocol.states import ZnodeStat
+from kazoo.security import ACL, OPEN_ACL_UNSAFE
+
+from migrate.errors import InvalidRequestError, Zk2KraftError
+from migrate.zk import paths, znodes
+from migrate.zk.model import ControllerEpoch, ControllerRegistration, MigrationState
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+UNKNOWN_ZK_VERSION = -2
+"""ZkMigrationLeadershipState.UNKNOWN_ZK_VERSION: we do not know (or do not hold) this znode's version."""
+MATCH_ANY_VERSION = -1
+"""ZooKeeper's "any version" for SetData/Delete/Check."""
+
+# ZooKeeper result codes (KeeperException.Code) that the migration protocol looks at.
+OK = 0
+RUNTIMEINCONSISTENCY = -2
+NONODE = -101
+NOAUTH = -102
+BADVERSION = -103
+NODEEXISTS = -110
+NOTEMPTY = -111
+AUTHFAILED = -115
+SESSIONCLOSEDREQUIRESASL = -124
+AUTH_CODES = frozenset({NOAUTH, AUTHFAILED, SESSIONCLOSEDREQUIRESASL})
+
+_CODE_NAMES = {
+    OK: "OK",
+    -1: "SYSTEMERROR",
+    RUNTIMEINCONSISTENCY: "RUNTIMEINCONSISTENCY",
+    -3: "DATAINCONSISTENCY",
+    -4: "CONNECTIONLOSS",
+    -5: "MARSHALLINGERROR",
+    -6: "UNIMPLEMENTED",
+    -7: "OPERATIONTIMEOUT",
+    -8: "BADARGUMENTS",
+    -100: "APIERROR",
+    NONODE: "NONODE",
+    NOAUTH: "NOAUTH",
+    BADVERSION: "BADVERSION",
+    -108: "NOCHILDRENFOREPHEMERALS",
+    NODEEXISTS: "NODEEXISTS",
+    NOTEMPTY: "NOTEMPTY",
+    -112: "SESSIONEXPIRED",
+    -114: "INVALIDACL",
+    AUTHFAILED: "AUTHFAILED",
+    -118: "SESSIONMOVED",
+    -119: "NOTREADONLY",
+    SESSIONCLOSEDREQUIRESASL: "SESSIONCLOSEDREQUIRESASL",
+    -125: "QUOTAEXCEEDED",
+}
+
+
+def code_name(code: int) -> str:
+    """ZooKeeper's name for a result code (`NODEEXISTS`), or the number when unknown."""
+    return _CODE_NAMES.get(code, str(code))
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+class MigrationClientError(Zk2KraftError):
+    """A ZooKeeper request failed (Kafka's MigrationClientException); the driver retries on its next poll."""
+
+
+class MigrationClientAuthError(MigrationClientError):
+    """ZooKeeper refused our credentials (Kafka's MigrationClientAuthException); retrying will not help."""
+
+
+class ControllerMovedError(Zk2KraftError):
+    """`/controller_epoch` moved on: another controller (ZK or KRaft) took over; this one must stop writing."""
+
+
+class FencedError(Zk2KraftError):
+    """`/migration` changed under us: another KRaft controller is making writes to ZooKeeper."""
+
+
+# ---------------------------------------------------------------------------------------------- state
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationLeadershipState:
+    """Kafka's ZkMigrationLeadershipState; the defaults are its EMPTY value.
+
+    The first four fields are what `/migration` stores; `migration_zk_version` is the `/migration` version
+    the next write expects, `zk_controller_epoch(_zk_version)` what this controller wrote to
+    `/controller_epoch` when it claimed leadership.
+    """
+
+    kraft_controller_id: int = -1
+    kraft_controller_epoch: int = -1
+    kraft_metadata_offset: int = -1
+    kraft_metadata_epoch: int = -1
+    last_updated_time_ms: int = -1
+    migration_zk_version: int = UNKNOWN_ZK_VERSION
+    zk_controller_epoch: int = -1
+    zk_controller_epoch_zk_version: int = UNKNOWN_ZK_VERSION
+
+    @property
+    def initial_zk_migration_complete(self) -> bool:
+        return self.kraft_metadata_offset > 0
+
+    @property
+    def holds_zk_controller(self) -> bool:
+        """True after a successful claim of `/controller` (fenced writes are possible)."""
+        return self.zk_controller_epoch_zk_version >= 0
+
+    def with_migration_zk_version(self, version: int) -> MigrationLeadershipState:
+        return replace(self, migration_zk_version=version)
+
+    def with_zk_controller(self, epoch: int, epoch_zk_version: int) -> MigrationLeadershipState:
+        return replace(self, zk_controller_epoch=epoch, zk_controller_epoch_zk_version=epoch_zk_version)
+
+    def with_unknown_zk_controller(self) -> MigrationLeadershipState:
+        return self.with_zk_controller(-1, UNKNOWN_ZK_VERSION)
+
+    def with_new_kraft_controller(self, controller_id: int, epoch: int) -> MigrationLeadershipState:
+        return replace(self, kraft_controller_id=controller_id, kraft_controller_epoch=epoch)
+
+    def with_kraft_metadata_offset_and_epoch(self, offset: int, epoch: int) -> MigrationLeadershipState:
+        return replace(self, kraft_metadata_offset=offset, kraft_metadata_epoch=epoch)
+
+    def to_znode(self) -> MigrationState:
+        """The part `/migration` stores."""
+        return MigrationState(
+            kraft_controller_id=self.kraft_controller_id,
+            kraft_controller_epoch=self.kraft_controller_epoch,
+            kraft_metadata_offset=self.kraft_metadata_offset,
+            kraft_metadata_epoch=self.kraft_metadata_epoch,
+        )
+
+    @classmethod
+    def from_znode(cls, znode: MigrationState) -> MigrationLeadershipState:
+        """State read back from `/migration`: its data version and mtime, ZK controller unknown."""
+        return cls(
+            kraft_controller_id=znode.kraft_controller_id,
+            kraft_controller_epoch=znode.kraft_controller_epoch,
+            kraft_metadata_offset=znode.kraft_metadata_offset,
+            kraft_metadata_epoch=znode.kraft_metadata_epoch,
+            last_updated_time_ms=znode.last_updated_ms,
+            migration_zk_version=znode.zk_version,
+        )
+
+
+EMPTY_STATE = MigrationLeadershipState()
+
+
+# ---------------------------------------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRequest:
+    """Create a PERSISTENT znode; `data=None` is ZooKeeper's null data (what Kafka's containers hold)."""
+
+    path: str
+    data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetDataRequest:
+    path: str
+    data: bytes
+    version: int = MATCH_ANY_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRequest:
+    path: str
+    version: int = MATCH_ANY_VERSION
+
+
+ZkRequest = CreateRequest | SetDataRequest | DeleteRequest
+
+
+def describe(request: ZkRequest) -> str:
+    kind = {CreateRequest: "Create", SetDataRequest: "SetData", DeleteRequest: "Delete"}[type(request)]
+    return f"{kind} {request.path}"
+
+
+@dataclass(frozen=True, slots=True)
+class ZkResult:
+    """How one request ended; `stat` is set for a successful SetData, `created_path` for a sequential create."""
+
+    request: ZkRequest
+    code: int
+    stat: ZnodeStat | None = None
+    created_path: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code == OK
+
+    @property
+    def path(self) -> str:
+        return self.request.path
+
+    def __str__(self) -> str:
+        return f"{describe(self.request)}: {code_name(self.code)}"
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    """A fenced write's new state (bumped `/migration` version only if the last request landed) and results."""
+
+    state: MigrationLeadershipState
+    results: tuple[ZkResult, ...]
+
+    def codes_by_path(self) -> dict[str, int]:
+        return {r.path: r.code for r in self.results}
+
+
+def raise_for_codes(what: str, outcomes: Sequence[tuple[str, int]]) -> NoReturn:
+    """Raise MigrationClientError (the auth flavour when ZooKeeper refused credentials) for failed ops."""
+    failed = [(label, code) for label, code in outcomes if code != OK] or list(outcomes)
+    detail = "; ".join(f"{label}: {code_name(code)}" for label, code in failed)
+    if any(code in AUTH_CODES for _, code in outcomes):
+        raise MigrationClientAuthError(f"{what}: ZooKeeper refused the request ({detail})")
+    raise MigrationClientError(f"{what}: ZooKeeper results {detail}")
+
+
+def raise_for_results(what: str, results: Sequence[ZkResult]) -> NoReturn:
+    raise_for_codes(what, [(describe(r.request), r.code) for r in results])
+
+
+def _code(result: Any) -> int:
+    """The code of one op inside a multi reply (kazoo gives exception instances for failed multis)."""
+    return result.code if isinstance(result, ZookeeperError) else OK
+
+
+def _multi_code(results: Sequence[Any]) -> int:
+    """The multi's overall code: the failing op's (others report OK or RUNTIMEINCONSISTENCY)."""
+    for r in results:
+        code = _code(r)
+        if code not in (OK, RUNTIMEINCONSISTENCY):
+            return code
+    return OK
+
+
+_RETRYABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
+
+
+# ---------------------------------------------------------------------------------------------- client
+
+
+class ZkLeadershipClient:
+    """The leadership half of Kafka's ZkMigrationClient over a started kazoo client (chroot included).
+
+    `acl_provider(path)` gives the ACL of each znode we create (Kafka's `defaultAcls`); without it the kazoo
+    client's default ACL (else world-open) is used. `clock()` gives epoch milliseconds for `/controller`.
+    A lost connection is waited out for up to `retry_timeout_s`, then the unanswered requests are resent
+    (as Kafka's retryRequestsUntilConnected does).
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        acl_provider: Callable[[str], list[ACL]] | None = None,
+        clock: Callable[[], int] | None = None,
+        retry_timeout_s: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.acl_provider = acl_provider
+        self.clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self.retry_timeout_s = retry_timeout_s
+
+    # ------------------------------------------------------------------ raw ZooKeeper access
+
+    def _server_path(self, path: str) -> str:
+        return (self.client.chroot or "") + path
+
+    def _acl(self, path: str) -> list[ACL]:
+        if self.acl_provider is not None:
+            return self.acl_provider(path)
+        return list(self.client.default_acl or OPEN_ACL_UNSAFE)
+
+    def _op(self, request: ZkRequest, *, sequential: bool = False) -> Any:
+        server_path = self._server_path(request.path)
+        if isinstance(request, CreateRequest):
+            return Create(server_path, request.data, self._acl(request.path), 2 if sequential else 0)
+        if isinstance(request, SetDataRequest):
+            return SetData(server_path, request.data, request.version)
+        return Delete(server_path, request.version)
+
+    def _check_op(self, path: str, version: int) -> Any:
+        return CheckVersion(self._server_path(path), version)
+
+    def _wait_connected(self, deadline: float, what: str) -> None:
+        while not self.client.connected:
+            if time.monotonic() >= deadline:
+                raise MigrationClientError(
+                    f"{what}: lost the ZooKeeper connection and it did not come back within "
+                    f"{self.retry_timeout_s:g} s"
+                )
+            time.sleep(0.05)
+
+    def _wrap(self, what: str, error: KazooException) -> NoReturn:
+        if isinstance(error, AuthFailedError | NoAuthError):
+            raise MigrationClientAuthError(f"{what}: ZooKeeper refused the request ({error!r})") from error
+        raise MigrationClientError(f"{what}: ZooKeeper error {error!r}") from error
+
+    def _multi(self, batches: Sequence[Sequence[Any]], what: str) -> list[list[Any]]:
+        """Send every batch as its own multi, pipelined; resend those a lost connection left unanswered."""
+        results: list[list[Any]] = [[] for _ in batches]
+        pending = list(range(len(batches)))
+        deadline = time.monotonic() + self.retry_timeout_s
+        while pending:
+            sent = []
+            for i in pending:
+                transaction = self.client.transaction()
+                # kazoo's builder refuses null data, which Kafka's containers need; the ops are its own types.
+                transaction.operations.extend(batches[i])
+                sent.append((i, transaction.commit_async()))
+            retry = []
+            for i, reply in sent:
+                try:
+                    results[i] = list(reply.get(timeout=self.retry_timeout_s))
+                except _RETRYABLE:
+                    retry.append(i)
+                except KazooException as e:
+                    self._wrap(what, e)
+            if retry:
+                self._wait_connected(deadline, what)
+            pending = retry
+        return results
+
+    def _read(self, what: str, call: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.retry_timeout_s
+        while True:
+            try:
+                return call()
+            except _RETRYABLE:
+                self._wait_connected(deadline, what)
+            except KazooException as e:
+                self._wrap(what, e)
+
+    def get(self, path: str) -> tuple[bytes | None, ZnodeStat] | None:
+        """Data and stat of `path`, or None when it does not exist."""
+
+        def call() -> tuple[bytes | None, ZnodeStat] | None:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                return None
+            return data, stat
+
+        return self._read(f"GetData {path}", call)
+
+    def get_children(self, path: str) -> list[str] | None:
+        """Children of `path`, or None when it does not exist."""
+
+        def call() -> list[str] | None:
+            try:
+                return list(self.client.get_children(path))
+            except NoNodeError:
+                return None
+
+        return self._read(f"GetChildren {path}", call)
+
+    def request(self, request: ZkRequest, *, sequential: bool = False) -> ZkResult:
+        """One *unfenced* request (Kafka's retryRequestUntilConnected); a sequential create's name is in `path`."""
+        reply = self._multi([[self._op(request, sequential=sequential)]], describe(request))[0][0]
+        return ZkResult(
+            request,
+            _code(reply),
+            reply if isinstance(reply, ZnodeStat) else None,
+            reply if isinstance(reply, str) else None,
+        )
+
+    def create_recursive(
+        self, path: str, data: bytes | None = None, *, throw_if_exists: bool = False
+    ) -> None:
+        """Kafka's createRecursive: create `path`, creating missing parents with null data (unfenced)."""
+        result = self.request(CreateRequest(path, data))
+        if result.code == NONODE:
+            self._create_parents(path.rpartition("/")[0])
+            result = self.request(CreateRequest(path, data))
+        if result.code == NODEEXISTS and not throw_if_exists:
+            return
+        if not result.ok:
+            raise_for_results(f"createRecursive {path}", [result])
+
+    def _create_parents(self, path: str) -> None:
+        if not path:
+            return
+        result = self.request(CreateRequest(path))
+        if result.code == NONODE:
+            self._create_parents(path.rpartition("/")[0])
+            result = self.request(CreateRequest(path))
+        if result.code not in (OK, NODEEXISTS):
+            raise_for_results(f"createRecursive {path}", [result])
+
+    # ------------------------------------------------------------------ /migration
+
+    def create_top_level_paths(self) -> None:
+        """Kafka's createTopLevelPaths: every persistent base path, null data, existing ones left alone."""
+        for path in paths.PERSISTENT_PATHS:
+            self.create_recursive(path)
+
+    def get_or_create_migration_state(
+        self, initial: MigrationLeadershipState = EMPTY_STATE
+    ) -> MigrationLeadershipState:
+        """Read `/migration` (creating the base paths first), or create it from `initial` at version 0."""
+        self.create_top_level_paths()
+        while True:
+            found = self.get(paths.MIGRATION)
+            if found is not None:
+                data, stat = found
+                znode = znodes.decode_migration(
+                    paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime
+                )
+                return MigrationLeadershipState.from_znode(znode)
+            encoded = znodes.encode_migration(initial.to_znode())
+            result = self.request(CreateRequest(paths.MIGRATION, encoded))
+            if result.ok:
+                return initial.with_migration_zk_version(0)
+            if result.code != NODEEXISTS:  # NODEEXISTS: another controller created it meanwhile; read it
+                raise_for_results(f"creating {paths.MIGRATION}", [result])
+
+    def set_migration_state(
+        self, state: MigrationLeadershipState, expected_version: int | None = None
+    ) -> MigrationLeadershipState:
+        """SetData `/migration` to `state`, expecting `expected_version` (default: the state's; -1 = any)."""
+        version = state.migration_zk_version if expected_version is None else expected_version
+        if version < MATCH_ANY_VERSION:
+            raise InvalidRequestError(
+                f"SetData {paths.MIGRATION}: expected version {version} is unknown; pass -1 to overwrite "
+                f"whatever is there, once per leadership"
+            )
+        data = znodes.encode_migration(state.to_znode())
+        result = self.request(SetDataRequest(paths.MIGRATION, data, version))
+        if result.ok and result.stat is not None:
+            return replace(
+                state, migration_zk_version=result.stat.version, last_updated_time_ms=result.stat.mtime
+            )
+        if result.code == BADVERSION:
+            raise FencedError(
+                f"SetData {paths.MIGRATION} expected version {version} but found "
+                f"{self._version_of(paths.MIGRATION)}: another KRaft controller is making writes to ZooKeeper"
+            )
+        raise_for_results(f"updating {paths.MIGRATION}", [result])
+
+    def _version_of(self, path: str) -> str:
+        """The current version of `path` for an error message (best effort)."""
+        try:
+            found = self.get(path)
+        except Zk2KraftError:
+            return "an unreadable version"
+        return "no znode" if found is None else f"version {found[1].version}"
+
+    # ------------------------------------------------------------------ /controller
+
+    def claim_controller_leadership(
+        self,
+        state: MigrationLeadershipState,
+        controller_id: int | None = None,
+        controller_epoch: int | None = None,
+    ) -> MigrationLeadershipState:
+        """Make this KRaft controller the one `/controller` names and bump `/controller_epoch` (§3).
+
+        `controller_id`/`controller_epoch` (both or neither) replace the state's KRaft controller first.
+        Returns the state holding the new `/controller_epoch` version, or, when another writer raced us,
+        the state with an unknown ZK controller (`holds_zk_controller` False) so the caller retries.
+        """
+        if (controller_id is None) != (controller_epoch is None):
+            raise InvalidRequestError(
+                "claim_controller_leadership: give both controller_id and controller_epoch"
+            )
+        if controller_id is not None and controller_epoch is not None:
+            state = state.with_new_kraft_controller(controller_id, controller_epoch)
+        kraft_id, kraft_epoch = state.kraft_controller_id, state.kraft_controller_epoch
+        epoch_node = self.get(paths.CONTROLLER_EPOCH)
+        controller_node = self.get(paths.CONTROLLER)
+        controller = None
+        if controller_node is not None:
+            data, stat = controller_node
+            controller = znodes.decode_controller(paths.CONTROLLER, data, zk_version=stat.version)
+            if controller.is_kraft_controller and (controller.kraft_controller_epoch or 0) >= kraft_epoch:
+                raise ControllerMovedError(
+                    f"Cannot register KRaft controller {kraft_id} with epoch {kraft_epoch} as the current "
+                    f"controller register in ZK has the same or newer epoch {controller.kraft_controller_epoch}."
+                )
+        if epoch_node is None:
+            raise MigrationClientError(
+                f"Cannot register KRaft controller {kraft_id} as the active controller since there is no "
+                f"ZK controller epoch present ({paths.CONTROLLER_EPOCH} is missing)."
+            )
+        data, stat = epoch_node
+        current = znodes.decode_controller_epoch(paths.CONTROLLER_EPOCH, data, zk_version=stat.version)
+        new_epoch = current.epoch + 1
+        registration = ControllerRegistration(
+            broker_id=kraft_id, timestamp=self.clock(), kraft_controller_epoch=kraft_epoch, version=2
+        )
+        ops = [
+            self._op(
+                SetDataRequest(
+                    paths.CONTROLLER_EPOCH,
+                    znodes.encode_controller_epoch(ControllerEpoch(new_epoch)),
+                    current.zk_version,
+                )
+            )
+        ]
+        if controller is not None:
+            ops.append(self._op(DeleteRequest(paths.CONTROLLER, controller.zk_version)))
+        ops.append(self._op(CreateRequest(paths.CONTROLLER, znodes.encode_controller(registration))))
+        what = f"registering KRaft controller {kraft_id} with ZK epoch {new_epoch}"
+        results = self._multi([ops], what)[0]
+        code = _multi_code(results)
+        if code == OK:
+            log.info("Successfully registered KRaft controller %d with ZK epoch %d", kraft_id, new_epoch)
+            return state.with_zk_controller(new_epoch, results[0].version)
+        if code in (BADVERSION, NONODE, NODEEXISTS):
+            log.info("%s while %s; KRaft controller was not registered", code_name(code), what)
+            return state.with_unknown_zk_controller()
+        labels = [f"SetData {paths.CONTROLLER_EPOCH}", f"Create {paths.CONTROLLER}"]
+        if controller is not None:
+            labels.insert(1, f"Delete {paths.CONTROLLER}")
+        raise_for_codes(what, [(label, _code(r)) for label, r in zip(labels, results, strict=True)])
+
+    def release_controller_leadership(self, state: MigrationLeadershipState) -> MigrationLeadershipState:
+        """Delete `/controller` if `/controller_epoch` is still ours (Kafka has it; its 3.9 driver never calls it)."""
+        if state.holds_zk_controller:
+            ops = [
+                self._check_op(paths.CONTROLLER_EPOCH, state.zk_controller_epoch_zk_version),
+                self._op(DeleteRequest(paths.CONTROLLER)),
+            ]
+            results = self._multi([ops], f"releasing {paths.CONTROLLER}")[0]
+            code = _multi_code(results)
+            if code not in (OK, NONODE, BADVERSION):  # BADVERSION: the controller moved, nothing to release
+                raise_for_codes(f"releasing {paths.CONTROLLER}", [(f"Delete {paths.CONTROLLER}", code)])
+        return state.with_unknown_zk_controller()
+
+    # ------------------------------------------------------------------ fenced writes
+
+    def fenced_write(self, requests: Sequence[ZkRequest], state: MigrationLeadershipState) -> WriteOutcome:
+        """Send each request in its own multi guarded by `/controller_epoch` and `/migration` (§2.4).
+
+        The last multi also writes `state` to `/migration`, so the returned state's version moves on only
+        when that one lands. A moved `/controller_epoch` raises ControllerMovedError, a moved `/migration`
+        FencedError; any other failure of a request is left in its result for the caller to judge.
+        """
+        if not requests:
+            return WriteOutcome(state, ())
+        epoch_version, migration_version = state.zk_controller_epoch_zk_version, state.migration_zk_version
+        if epoch_version < 0:
+            raise InvalidRequestError(
+                f"fenced write of {describe(requests[0])}: this controller holds no {paths.CONTROLLER_EPOCH} "
+                f"version (zkControllerEpochZkVersion {epoch_version}); claim leadership first"
+            )
+        if migration_version < 0:
+            raise InvalidRequestError(
+                f"fenced write of {describe(requests[0])}: {paths.MIGRATION} version {migration_version} "
+                f"cannot fence; read or write {paths.MIGRATION} first"
+            )
+        migration_data = znodes.encode_migration(state.to_znode())
+        last = len(requests) - 1
+        batches = []
+        for i, request in enumerate(requests):
+            guard = (
+                self._check_op(paths.MIGRATION, migration_version)
+                if i < last
+                else self._op(SetDataRequest(paths.MIGRATION, migration_data, migration_version))
+            )
+            batches.append([self._check_op(paths.CONTROLLER_EPOCH, epoch_version), guard, self._op(request)])
+        replies = self._multi(batches, f"fenced write of {len(requests)} request(s)")
+        results = []
+        new_version = migration_version
+        for i, (request, reply) in enumerate(zip(requests, replies, strict=True)):
+            epoch_reply, migration_reply, request_reply = reply
+            self._check_guard(paths.CONTROLLER_EPOCH, epoch_version, _code(epoch_reply), request)
+            self._check_guard(paths.MIGRATION, migration_version, _code(migration_reply), request)
+            code = _code(request_reply)
+            stat = request_reply if isinstance(request_reply, ZnodeStat) else None
+            results.append(ZkResult(request, code, stat))
+            if i == last and code == OK:
+                new_version = migration_reply.version
+        return WriteOutcome(state.with_migration_zk_version(new_version), tuple(results))
+
+    def _check_guard(self, path: str, expected: int, code: int, request: ZkRequest) -> None:
+        if code == OK:
+            return
+        found = self._version_of(path)
+        if code == BADVERSION and path == paths.CONTROLLER_EPOCH:
+            raise ControllerMovedError(
+                f"Controller epoch zkVersion check fails. Expected zkVersion = {expected} for {path}, found "
+                f"{found}: another controller took over; {describe(request)} was not applied"
+            )
+        if code == BADVERSION:
+            raise FencedError(
+                f"{path} expected version {expected}, found {found}: another KRaft controller is making "
+                f"writes to ZooKeeper; {describe(request)} was not applied"
+            )
+        raise_for_codes(f"fenced write of {describe(request)}", [(f"Check {path}", code)])
