@@ -96,3 +96,16 @@ def test_garbage_raises_only_our_error(tmp_path_factory: pytest.TempPathFactory,
     out.write_bytes(b'{"format":"zk2kraft-zk-dump","version":1,"source":"x"}\n' + garbage)
     with contextlib.suppress(CorruptDataError):
         read_dump(out)
+
+
+@pytest.mark.parametrize("consume", [False, True])
+def test_with_chroot_makes_paths_relative(consume: bool) -> None:
+    tree = ZTree(source="t")
+    for path in ["/", "/kafka", "/kafka/brokers", "/kafka/brokers/ids", "/kafkaesque", "/other"]:
+        tree.nodes[path] = ZNode(path, path.encode())
+    sub = tree.with_chroot("/kafka", consume=consume)
+    assert sorted(sub.nodes) == ["/", "/brokers", "/brokers/ids"]
+    assert all(node.path == path for path, node in sub.nodes.items())
+    assert sub.data("/brokers") == b"/kafka/brokers"
+    assert sub.children("/") == ["brokers"]
+    assert (len(tree) == 0) is consume

@@ -105,7 +105,7 @@ def read_source(
     )
     if chroot != "/" and full.get(chroot) is None:
         raise Zk2KraftError(f"{source.describe()}: the chroot {chroot} does not exist in that tree")
-    return ZTreeWithOrigin(full.with_chroot(chroot), source.describe(), chroot)
+    return ZTreeWithOrigin(full.with_chroot(chroot, consume=True), source.describe(), chroot)
 
 
 @dataclass(frozen=True, slots=True)

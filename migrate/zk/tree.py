@@ -87,16 +87,32 @@ class ZTree:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def with_chroot(self, chroot: str) -> ZTree:
-        """The subtree under `chroot`, with paths made relative to it (`/chroot/a` → `/a`)."""
+    def with_chroot(self, chroot: str, *, consume: bool = False) -> ZTree:
+        """The subtree under `chroot`, with paths made relative to it (`/chroot/a` → `/a`).
+
+        With `consume` the znode objects move into the result (their paths rewritten) and this tree is
+        emptied: no copy of millions of znodes when the caller drops the full tree anyway.
+        """
         chroot = "/" + chroot.strip("/") if chroot.strip("/") else ""
         if not chroot:
             return self
         out = ZTree(source=f"{self.source} (chroot {chroot})", last_zxid=self.last_zxid)
+        prefix = chroot + "/"
+        cut = len(chroot)
+        nodes = out.nodes
         for path, node in self.nodes.items():
             if path == chroot:
-                out.nodes["/"] = ZNode("/", node.data, node.stat, node.acl)
-            elif path.startswith(chroot + "/"):
-                rel = path[len(chroot) :]
-                out.nodes[rel] = ZNode(rel, node.data, node.stat, node.acl)
+                rel = "/"
+            elif path.startswith(prefix):
+                rel = path[cut:]
+            else:
+                continue
+            if consume:
+                node.path = rel
+                nodes[rel] = node
+            else:
+                nodes[rel] = ZNode(rel, node.data, node.stat, node.acl)
+        if consume:
+            self.nodes = {}
+            self._children = None
         return out
