@@ -16,6 +16,7 @@ from migrate.kraft import metadata_version as mvs
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.manifest import ManifestModel, MigrationReportModel
 from migrate.migration import DEFAULT_CONTROLLER_ID, MigrationResult, migrate_to_metadata_dir
+from migrate.zk.cluster import from_tree
 from migrate.zk.sources import read_source
 
 _MIN = mvs.IBP_3_4_IV0
@@ -120,9 +121,14 @@ def migrate_cmd(
     with _progress() as bar:
         task = bar.add_task("reading ZooKeeper", total=None)
         origin = read_source(source, progress=lambda n: bar.update(task, description=f"reading znodes ({n})"))
+        origin_name = origin.origin
+        bar.update(task, description="building the cluster model")
+        # Keep only the model: the raw tree of a large cluster is gigabytes nobody needs from here on.
+        model = from_tree(origin.tree)
+        del origin
         bar.update(task, description="translating and writing the metadata directory")
         result = migrate_to_metadata_dir(
-            origin.tree,
+            model,
             out_dir,
             metadata_version=metadata_version,
             controller_id=controller_id,
@@ -130,9 +136,9 @@ def migrate_cmd(
             force=force,
         )
     if fmt == "json":
-        click.echo(_report(result, origin.origin).model_dump_json(indent=2))
+        click.echo(_report(result, origin_name).model_dump_json(indent=2))
         return
-    _print_text(result, origin.origin)
+    _print_text(result, origin_name)
 
 
 def _report(result: MigrationResult, origin: str) -> MigrationReportModel:
