@@ -28,8 +28,9 @@ from kio.schema.metadata.v0.request import MetadataRequestTopic as MetadataReque
 from kio.schema.metadata.v12 import MetadataRequest, MetadataResponse
 from kio.schema.request_header.v2 import RequestHeader
 from kio.schema.response_header.v1 import ResponseHeader
+from kio.schema.types import TopicName
 from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from bridge import protocol
 from bridge.protocol import (
@@ -43,6 +44,8 @@ from bridge.protocol import (
     read_frame,
 )
 from migrate.errors import CorruptDataError, UnsupportedVersionError, Zk2KraftError
+
+ZERO_MS = i32Timedelta.parse(datetime.timedelta(0))
 
 # ---------------------------------------------------------------- byte layout (Kafka's protocol guide)
 
@@ -59,21 +62,19 @@ def test_flexible_request_uses_header_v2_with_a_legacy_client_id() -> None:
 
 
 def test_non_flexible_request_uses_header_v1() -> None:
-    request = MetadataRequestV0(topics=(MetadataRequestTopicV0(name="t"),))
+    request = MetadataRequestV0(topics=(MetadataRequestTopicV0(name=TopicName("t")),))
     data = encode_request(request, correlation_id=7, client_id=None)
     assert data == bytes.fromhex("0003 0000 00000007 ffff 00000001 0001 74")
 
 
 def test_api_versions_response_keeps_header_v0_even_when_flexible() -> None:
-    response = ApiVersionsResponse(
-        error_code=ErrorCode.none, api_keys=(), throttle_time=datetime.timedelta(0)
-    )
+    response = ApiVersionsResponse(error_code=ErrorCode.none, api_keys=(), throttle_time=ZERO_MS)
     assert encode_response(5, response) == bytes.fromhex("00000005 0000 01 00000000 00")
 
 
 def test_other_flexible_responses_use_header_v1() -> None:
     response = DescribeClusterResponse(
-        throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, cluster_id="c", brokers=()
+        throttle_time=ZERO_MS, error_code=ErrorCode.none, cluster_id="c", brokers=()
     )
     data = encode_response(5, response)
     assert data.startswith(bytes.fromhex("00000005 00"))
@@ -196,9 +197,7 @@ def test_unknown_tagged_field_is_named() -> None:
 
 
 def test_truncated_request_names_the_offset() -> None:
-    data = encode_request(
-        CreateTopicsRequest(topics=(), timeout=datetime.timedelta(0), validate_only=False), 1, "c"
-    )
+    data = encode_request(CreateTopicsRequest(topics=(), timeout=ZERO_MS, validate_only=False), 1, "c")
     with pytest.raises(CorruptDataError) as info:
         decode_request(data[:-3], "test")
     assert info.value.offset is not None
