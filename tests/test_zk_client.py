@@ -56,7 +56,7 @@ from migrate.kraft.image import (
     ScramCredential,
 )
 from migrate.zk import paths, znodes
-from migrate.zk.cluster import from_tree
+from migrate.zk.cluster import from_tree, to_znodes
 from migrate.zk.live import read_tree
 from migrate.zk.model import (
     AclEntry,
@@ -1037,3 +1037,88 @@ def test_fenced_errors_name_the_request(
     kafka_zk.set(paths.CONTROLLER_EPOCH, b"9")
     with pytest.raises(ControllerMovedError, match="Create /x was not applied"):
         client.fenced_write([CreateRequest("/x")], state)
+
+
+def test_everything_written_reencodes_to_the_same_bytes(
+    client: ZkMigrationClient, kafka_zk: KazooClient, state: MigrationLeadershipState
+) -> None:
+    """Parse what one operation of each writing kind left, re-encode the model: every znode's bytes match."""
+    for store in ("/kafka-acl/Topic", "/kafka-acl-extended/prefixed/Group", paths.DELEGATION_TOKENS):
+        kafka_zk.ensure_path(store)
+    state = client.claim_controller_leadership(state)
+    state, topic_id = create_test_topic(client, state)
+    scram = ScramCredential(b"salt", b"stored", b"server", 4096)
+    group = ResourcePatternKey(3, "app-", 4)
+    cluster = ResourcePatternKey(4, "kafka-cluster", 3)
+    ops: list[ZkOperation] = [
+        CreateTopic(
+            "CreateTopic",
+            "",
+            name="many",
+            topic_id=uuid.uuid4(),
+            partitions={p: partition([p % 3, 5]) for p in range(40)},
+        ),
+        UpdateTopic(
+            "UpdateTopic",
+            "",
+            name="test",
+            topic_id=topic_id,
+            partitions={0: partition([1, 2], adding=[2]), 1: partition([2, 3], removing=[4])},
+        ),
+        CreateTopicPartitions("UpdatePartition", "", partitions={"test": {2: partition([3], recovery=1)}}),
+        UpdateTopicPartitions("UpdatePartition", "", partitions={"test": {0: partition([1, 2], [1], 1, 4)}}),
+        WriteConfigs(
+            "UpdateConfig",
+            "",
+            resource_type=TOPIC_RESOURCE,
+            resource_name="test",
+            configs={f"k{i}": f"v{i}" for i in range(12)},
+        ),
+        WriteConfigs(
+            "UpdateConfig",
+            "",
+            resource_type=BROKER_RESOURCE,
+            resource_name="",
+            configs={"log.retention.ms": "1", "num.io.threads": "8"},
+        ),
+        quotas(
+            (("user", "alice"),),
+            {"producer_byte_rate": 1e6, "request_percentage": 12.5},
+            {1: scram, 2: scram},
+        ),
+        quotas((("client-id", "app 1"), ("user", None)), {"controller_mutation_rate": 3.0}),
+        quotas((("client-id", "c~1"),), {"consumer_byte_rate": 7.0}),
+        quotas((("ip", "::1"),), {"connection_creation_rate": 2.0}),
+        WriteProducerId("UpdateProducerId", "", next_producer_id=123456),
+        WriteResourceAcls(
+            "UpdateAcl",
+            "",
+            pattern=group,
+            acls=(acl(group, "User:a", 3), acl(group, "User:b", 8, "10.0.0.1")),
+        ),
+        WriteResourceAcls("UpdateAcl", "", pattern=cluster, acls=(acl(cluster, "User:admin", 2),)),
+        WriteDelegationToken("UpdateDelegationToken", "", token=TOKEN),
+    ]
+    with pytest.raises(MigrationClientError, match="Create /kafka-acl/Cluster/kafka-cluster: NONODE"):
+        for op in ops:
+            state = client.apply(op, state)
+    kafka_zk.ensure_path("/kafka-acl/Cluster")
+    state = client.apply(ops[-2], state)
+    state = client.apply(ops[-1], state)
+    assert state.migration_zk_version == len(ops) + 1 == version(kafka_zk, paths.MIGRATION)
+
+    tree = read_tree(kafka_zk, acls=False)
+    written = from_tree(tree)
+    assert set(written.client_quotas) == {
+        "users/alice",
+        "users/<default>/clients/app%201",
+        "clients/c%7E1",
+        "ips/%3A%3A1",
+    }
+    assert len(written.topics["many"].states) == 40
+    assert written.topics["test"].adding_replicas == {0: [2]}
+    assert written.broker_configs["<default>"].config == {"log.retention.ms": "1", "num.io.threads": "8"}
+    reencoded = to_znodes(written, java8=False)
+    for path, node in tree.nodes.items():
+        if path != "/":
+            assert reencoded.get(path, b"<missing>") == node.data, path
