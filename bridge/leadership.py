@@ -388,7 +388,7 @@ class ZkLeadershipClient:
         return self._read(f"GetChildren {path}", call)
 
     def request(self, request: ZkRequest, *, sequential: bool = False) -> ZkResult:
-        """One *unfenced* request (Kafka's retryRequestUntilConnected); a sequential create's name is in `path`."""
+        """One *unfenced* request (Kafka's retryRequestUntilConnected); a sequential create's name: `created_path`."""
         reply = self._multi([[self._op(request, sequential=sequential)]], describe(request))[0][0]
         return ZkResult(
             request,

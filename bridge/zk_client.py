@@ -324,8 +324,11 @@ class ZkMigrationClient(ZkLeadershipClient):
     def _write_configs(self, op: WriteConfigs, state: MigrationLeadershipState) -> MigrationLeadershipState:
         entity_type = _CONFIG_TYPES.get(op.resource_type)
         if entity_type is None:
-            log.error("Not updating ZK for config resource type %d %r: not a broker or topic", op.resource_type,
-                      op.resource_name)  # fmt: skip
+            log.error(
+                "Not updating ZK for config resource %d/%r: not a broker or topic",
+                op.resource_type,
+                op.resource_name,
+            )
             return state
         entity = op.resource_name or paths.DEFAULT_ENTITY
         encode = self.password_encoder
@@ -339,8 +342,11 @@ class ZkMigrationClient(ZkLeadershipClient):
     def _delete_configs(self, op: DeleteConfigs, state: MigrationLeadershipState) -> MigrationLeadershipState:
         entity_type = _CONFIG_TYPES.get(op.resource_type)
         if entity_type is None:
-            log.error("Not deleting ZK configs of resource type %d %r: not a broker or topic", op.resource_type,
-                      op.resource_name)  # fmt: skip
+            log.error(
+                "Not deleting ZK configs of resource %d/%r: not a broker or topic",
+                op.resource_type,
+                op.resource_name,
+            )
             return state
         entity = op.resource_name or paths.DEFAULT_ENTITY
         outcome = self.fenced_write([DeleteRequest(paths.config_path(f"{entity_type}/{entity}"))], state)
