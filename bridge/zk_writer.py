@@ -251,8 +251,12 @@ def _acls_delta(previous: MetadataImage, current: MetadataImage, ops: list[ZkOpe
         old, new = previous.acls.get(acl_id), current.acls.get(acl_id)
         if old == new:
             continue
-        # Added or changed ids count under their new pattern, removed ones under the old pattern.
-        patterns.add(pattern_of(new if new is not None else old))  # type: ignore[arg-type]
+        # Kafka takes added ids under their new pattern and removed ones under their old pattern. An id
+        # whose binding changed (which KRaft never does) would leave its old pattern stale there: take both.
+        if new is not None:
+            patterns.add(pattern_of(new))
+        if old is not None and (new is None or pattern_of(old) != pattern_of(new)):
+            patterns.add(pattern_of(old))
     grouped = _acls_by_pattern(current, patterns)
     for pattern in sorted(patterns, key=_pattern_sort_key):
         acls = grouped.get(pattern, [])
