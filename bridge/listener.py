@@ -116,14 +116,16 @@ class KafkaListener:
 
     async def stop(self) -> None:
         """Stop accepting, close every open connection and wait for their tasks to end."""
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
         tasks = list(self._connections)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # Only after the connections end: from Python 3.12 on, wait_closed also waits for them.
+        if server is not None:
+            await server.wait_closed()
 
     async def __aenter__(self) -> KafkaListener:
         await self.start()
@@ -148,9 +150,8 @@ class KafkaListener:
         source = f"connection from {_peer_text(peer)}"
         try:
             while True:
-                payload = await asyncio.wait_for(
-                    read_frame(reader, self.max_request_bytes, source), self.idle_timeout
-                )
+                async with asyncio.timeout(self.idle_timeout):
+                    payload = await read_frame(reader, self.max_request_bytes, source)
                 if payload is None:
                     break
                 response = await self._answer(peer, payload, source)
@@ -158,7 +159,8 @@ class KafkaListener:
                     writer.write(frame(response))
                     await writer.drain()
         except Zk2KraftError as exc:
-            log.warning("closing %s: %s", source, exc)
+            # Decode errors already start with `source`; say it once.
+            log.warning("closing %s: %s", source, str(exc).removeprefix(source).lstrip(": "))
         except TimeoutError:
             log.info("closing %s: idle for %.0f s", source, self.idle_timeout)
         except (ConnectionError, OSError) as exc:
@@ -191,7 +193,7 @@ class KafkaListener:
         what = describe_api(request.api_key, request.api_version)
         if (int(response.__api_key__), int(response.__version__)) != (request.api_key, request.api_version):
             raise Zk2KraftError(
-                f"handler answered {what} from {source} with {type(response).__name__} "
+                f"the {what} handler answered with {type(response).__name__} "
                 f"v{response.__version__} (api key {response.__api_key__})"
             )
         return encode_response(request.correlation_id, response)

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import datetime
 import ipaddress
+import logging
 import socket
 import struct
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.index import load_payload_module
 from kio.schema.api_versions.v0 import ApiVersionsRequest as ApiVersionsRequestV0
 from kio.schema.api_versions.v3 import ApiVersionsRequest
@@ -220,7 +223,7 @@ def test_registered_handler_answers_with_its_request_context(cluster: FakeCluste
 
 def test_librdkafka_admin_client_reads_the_metadata_we_serve(cluster: FakeCluster) -> None:
     admin = AdminClient({"bootstrap.servers": f"{HOST}:{cluster.port}", "client.id": "rdkafka-test"})
-    metadata = admin.list_topics(timeout=10)
+    metadata = admin.list_topics(timeout=TIMEOUT)
     assert metadata.cluster_id == CLUSTER_ID
     assert metadata.controller_id == 1
     assert {node: (b.host, b.port) for node, b in metadata.brokers.items()} == {1: (HOST, cluster.port)}
@@ -303,8 +306,12 @@ def test_oversized_frame_closes_the_connection_without_waiting_for_its_body(clus
             wait_until_closed_by_server(sock)
 
 
-def test_garbage_frames_close_only_that_connection(cluster: FakeCluster) -> None:
+def test_garbage_frames_close_only_that_connection(
+    cluster: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="bridge.listener")
     request = DescribeClusterRequest(include_cluster_authorized_operations=False)
+    garbage_peers: list[str] = []
 
     async def scenario() -> None:
         good = await KafkaConnection.open(HOST, cluster.port, client_id="steady", timeout=TIMEOUT)
@@ -312,12 +319,33 @@ def test_garbage_frames_close_only_that_connection(cluster: FakeCluster) -> None
             assert (await good.send(request, timeout=TIMEOUT)).cluster_id == CLUSTER_ID
             for garbage in (b"", b"\x00\x3c", b"\x00\x3c\x00\x01\xff\xff\xff\xff\xff\xff", bytes(range(256))):
                 reader, writer = await asyncio.open_connection(HOST, cluster.port)
+                garbage_peers.append("{}:{}".format(*writer.get_extra_info("sockname")[:2]))
                 writer.write(frame(garbage))
                 assert await asyncio.wait_for(reader.read(), TIMEOUT) == b""
                 writer.close()
                 assert (await good.send(request, timeout=TIMEOUT)).cluster_id == CLUSTER_ID
 
     asyncio.run(scenario())
+    messages = [record.getMessage() for record in caplog.records]
+    for peer in garbage_peers:
+        assert any(message.startswith(f"closing connection from {peer}: ") for message in messages), peer
+
+
+_SERVED_APIS = (
+    [(3, v) for v in range(13)] + [(18, v) for v in range(6)] + [(58, 0), (60, 0), (60, 1), (60, 2)]
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(api=st.sampled_from(_SERVED_APIS), rest=st.binary(max_size=120))
+def test_arbitrary_frames_never_disturb_the_listener(
+    cluster: FakeCluster, api: tuple[int, int], rest: bytes
+) -> None:
+    with raw_connection(cluster.port) as sock:
+        sock.sendall(frame(struct.pack(">hh", *api) + rest))
+        sock.shutdown(socket.SHUT_WR)  # the server answers or refuses, then sees the end of the stream
+        wait_until_closed_by_server(sock)
+    assert send_request_sync(HOST, cluster.port, CLIENT_REQUEST, timeout=TIMEOUT).error_code == ErrorCode.none
 
 
 # ---------------------------------------------------------------- scale and lifecycle
