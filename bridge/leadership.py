@@ -20,7 +20,6 @@ from kazoo.exceptions import (
     KazooException,
     NoAuthError,
     NoNodeError,
-    OperationTimeoutError,
     SessionExpiredError,
     ZookeeperError,
 )
@@ -266,7 +265,8 @@ def _multi_code(results: Sequence[Any]) -> int:
     return OK
 
 
-_RETRYABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
+# Kazoo fails a request with these only when it went unanswered; it is safe to send it again.
+_UNANSWERED = (ConnectionLoss, SessionExpiredError)
 
 
 # ---------------------------------------------------------------------------------------------- client
@@ -277,8 +277,9 @@ class ZkLeadershipClient:
 
     `acl_provider(path)` gives the ACL of each znode we create (Kafka's `defaultAcls`); without it the kazoo
     client's default ACL (else world-open) is used. `clock()` gives epoch milliseconds for `/controller`.
-    A lost connection is waited out for up to `retry_timeout_s`, then the unanswered requests are resent
-    (as Kafka's retryRequestsUntilConnected does).
+    Requests a lost connection left unanswered are resent once it is back (Kafka's
+    retryRequestsUntilConnected); if it is not back within `retry_timeout_s`, or a reply takes longer than
+    that, MigrationClientError says so (the request may then still be applied later: it stays fenced).
     """
 
     def __init__(
@@ -344,48 +345,48 @@ class ZkLeadershipClient:
             retry = []
             for i, reply in sent:
                 try:
-                    results[i] = list(reply.get(timeout=self.retry_timeout_s))
-                except _RETRYABLE:
+                    results[i] = list(self._await(reply, what))
+                except _UNANSWERED:
                     retry.append(i)
-                except KazooException as e:
-                    self._wrap(what, e)
             if retry:
                 self._wait_connected(deadline, what)
             pending = retry
         return results
 
-    def _read(self, what: str, call: Callable[[], T]) -> T:
+    def _await(self, reply: Any, what: str) -> Any:
+        """The reply's value; unanswered-request and NONODE errors propagate, others become our errors."""
+        try:
+            return reply.get(timeout=self.retry_timeout_s)
+        except (*_UNANSWERED, NoNodeError):
+            raise
+        except KazooTimeoutError:
+            raise MigrationClientError(
+                f"{what}: no reply from ZooKeeper within {self.retry_timeout_s:g} s (the request is still "
+                f"queued and may be applied later)"
+            ) from None
+        except KazooException as e:
+            self._wrap(what, e)
+
+    def _read(self, what: str, send: Callable[[], Any]) -> Any:
+        """Send a read, resending it while the connection comes back; NONODE gives None."""
         deadline = time.monotonic() + self.retry_timeout_s
         while True:
             try:
-                return call()
-            except _RETRYABLE:
+                return self._await(send(), what)
+            except NoNodeError:
+                return None
+            except _UNANSWERED:
                 self._wait_connected(deadline, what)
-            except KazooException as e:
-                self._wrap(what, e)
 
     def get(self, path: str) -> tuple[bytes | None, ZnodeStat] | None:
         """Data and stat of `path`, or None when it does not exist."""
-
-        def call() -> tuple[bytes | None, ZnodeStat] | None:
-            try:
-                data, stat = self.client.get(path)
-            except NoNodeError:
-                return None
-            return data, stat
-
-        return self._read(f"GetData {path}", call)
+        found = self._read(f"GetData {path}", lambda: self.client.get_async(path))
+        return None if found is None else (found[0], found[1])
 
     def get_children(self, path: str) -> list[str] | None:
         """Children of `path`, or None when it does not exist."""
-
-        def call() -> list[str] | None:
-            try:
-                return list(self.client.get_children(path))
-            except NoNodeError:
-                return None
-
-        return self._read(f"GetChildren {path}", call)
+        found = self._read(f"GetChildren {path}", lambda: self.client.get_children_async(path))
+        return None if found is None else list(found)
 
     def request(self, request: ZkRequest, *, sequential: bool = False) -> ZkResult:
         """One *unfenced* request (Kafka's retryRequestUntilConnected); a sequential create's name: `created_path`."""

@@ -11,6 +11,7 @@ import itertools
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -57,6 +58,7 @@ from migrate.kraft.image import (
 )
 from migrate.zk import paths, znodes
 from migrate.zk.cluster import from_tree, to_znodes
+from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
 from migrate.zk.model import (
     AclEntry,
@@ -67,6 +69,7 @@ from migrate.zk.model import (
     MigrationState,
     PartitionState,
     PatternType,
+    ProducerIdBlock,
     ResourcePattern,
     ResourceType,
     Topic,
@@ -1122,3 +1125,43 @@ def test_everything_written_reencodes_to_the_same_bytes(
     for path, node in tree.nodes.items():
         if path != "/":
             assert reencoded.get(path, b"<missing>") == node.data, path
+
+
+# ---------------------------------------------------------------- lost connections
+
+
+@pytest.fixture
+def private_zk(tmp_path: Path) -> Iterator[EmbeddedZooKeeper]:
+    """A server of this test's own, so it can be stopped without disturbing the others."""
+    server = EmbeddedZooKeeper(tmp_path / "zk")
+    server.start()
+    yield server
+    server.close()
+
+
+def test_writes_survive_a_server_restart_and_give_up_after_the_retry_timeout(
+    private_zk: EmbeddedZooKeeper,
+) -> None:
+    session = KazooClient(hosts=private_zk.connect_string, timeout=30.0)
+    session.start(timeout=15)
+    try:
+        session.create(paths.CONTROLLER_EPOCH, b"1")
+        client = ZkMigrationClient(session, retry_timeout_s=60.0)
+        state = client.claim_controller_leadership(client.get_or_create_migration_state(), 3000, 1)
+        private_zk.stop()
+        restarter = threading.Timer(0.5, private_zk.start)
+        restarter.start()
+        try:
+            state = client.apply(WriteProducerId("UpdateProducerId", "", next_producer_id=1000), state)
+        finally:
+            restarter.join()
+        assert state.migration_zk_version == 1 == version(session, paths.MIGRATION)
+        assert model(session).producer_id_block == ProducerIdBlock(-1, 1000, 1999)
+
+        private_zk.stop()
+        impatient = ZkMigrationClient(session, retry_timeout_s=1.0)
+        with pytest.raises(MigrationClientError, match=r"(did not come back|no reply from ZooKeeper) within 1 s"):
+            impatient.apply(WriteProducerId("UpdateProducerId", "", next_producer_id=2000), state)
+    finally:
+        session.stop()
+        session.close()
