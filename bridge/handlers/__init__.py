@@ -1,0 +1,1 @@
+"""Controller request handlers: kio request + current image -> records + response (see bridge.api)."""
