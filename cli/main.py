@@ -19,12 +19,14 @@ def cli() -> None:
 
 def _register() -> None:
     from cli.audit_cmd import audit_cmd
+    from cli.bridge_cmd import bridge_group
     from cli.dump_cmd import dump_cmd
     from cli.migrate_cmd import migrate_cmd
     from cli.snapshot_cmd import snapshot_cmd
     from cli.zk_cmd import zk_group
 
     cli.add_command(audit_cmd)
+    cli.add_command(bridge_group)
     cli.add_command(dump_cmd)
     cli.add_command(migrate_cmd)
     cli.add_command(snapshot_cmd)
