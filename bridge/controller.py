@@ -1,0 +1,630 @@
+"""The bridge controller: listener, request pipeline, durable log, migration driver, metrics, in one object.
+
+`BridgeController(config).run()` is `zk2kraft bridge run`; tests and tools use `start()` / `stop()`, which
+run the same thing on a background thread. Requests are handled one at a time on the event loop against
+the log's image (Kafka's controller event thread); a handler's records are appended as one batch, the
+ZooKeeper operations they need are planned at once from a slice of the image before and after, and a
+single writer thread applies them in log order once the batch is durable. The response goes out after
+ZooKeeper has the change, so a ZooKeeper-mode broker reading after the answer sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import importlib
+import logging
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from kazoo.client import KazooClient
+from kio.schema.envelope.v0 import EnvelopeResponse
+from kio.schema.errors import ErrorCode
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
+from bridge.driver import FencedOut, MetadataLogLike, MigrationDriver, MigrationMismatchError, plan_dry_run
+from bridge.error_responses import error_response
+from bridge.image_slice import cut, touched_keys
+from bridge.listener import KafkaListener, RequestContext
+from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
+from bridge.protocol import (
+    ANONYMOUS,
+    KafkaPrincipal,
+    decode_principal,
+    decode_request,
+    describe_api,
+    encode_response,
+)
+from bridge.zk_client import ZkMigrationClient
+from bridge.zk_writer import plan_delta
+from migrate.errors import UnsupportedVersionError, Zk2KraftError
+from migrate.kraft import metadata_version as mvs
+from migrate.kraft.image import MetadataImage
+from migrate.kraft.reader import load_image
+from migrate.zk import paths, znodes
+from migrate.zk.live import ZkConnectOptions
+
+log = logging.getLogger(__name__)
+
+ENVELOPE_KEY = 58
+# Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
+FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 44, 49, 51})
+HANDLER_MODULES = (
+    "bridge.handlers.topics",
+    "bridge.handlers.alter_partition",
+    "bridge.handlers.producer_ids",
+    "bridge.handlers.configs",
+    "bridge.handlers.quotas",
+    "bridge.handlers.scram",
+    "bridge.handlers.acls",
+)
+
+EXIT_OK = 0
+EXIT_REFUSED = 2
+EXIT_FENCED = 3
+EXIT_FAILED = 4
+
+ForeignWrites = Literal["import", "revert", "report"]
+
+
+class BridgeConfig(BaseModel):
+    """Everything `zk2kraft bridge run` is told (the `--...` options)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    zk_connect: str = Field(description="Kafka's zookeeper.connect, chroot included")
+    metadata_dir: Path
+    node_id: int = Field(ge=0, le=2**31 - 1)
+    listen_host: str = "127.0.0.1"
+    listen_port: int = Field(0, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(0, ge=0, le=65535, description="None: no metrics/status server")
+    metadata_version: str | None = None
+    standby: bool = False
+    dry_run: bool = False
+    adopt_existing_migration: bool = False
+    foreign_zk_writes: ForeignWrites = "report"
+    fsync: bool = True
+    min_batch_size: int = Field(200, ge=1)
+    zk_session_timeout_s: float = 18.0
+
+
+def load_handlers() -> tuple[dict[int, ControllerHandler], dict[int, tuple[int, int]]]:
+    """Every handler module's HANDLERS and SUPPORTED, merged (a module not written yet is skipped)."""
+    handlers: dict[int, ControllerHandler] = {}
+    supported: dict[int, tuple[int, int]] = {}
+    for name in HANDLER_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            log.warning("handler module %s is missing; its requests are not served", name)
+            continue
+        handlers.update(module.HANDLERS)
+        supported.update(module.SUPPORTED)
+    return handlers, supported
+
+
+def response_error_code(response: Any) -> int:
+    """The error a response reports for metrics: its top-level code, else the first failing item's."""
+    code = getattr(response, "error_code", None)
+    if code is not None and int(code) != 0:
+        return int(code)
+    for value in vars(response).values() if hasattr(response, "__dict__") else _slot_values(response):
+        if isinstance(value, tuple):
+            for item in value:
+                item_code = getattr(item, "error_code", None)
+                if item_code is not None and int(item_code) != 0:
+                    return int(item_code)
+    return int(code) if code is not None else 0
+
+
+def _slot_values(obj: Any) -> list[Any]:
+    import dataclasses
+
+    return [getattr(obj, f.name) for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj) else []
+
+
+class BridgeController:
+    """One bridge-mode KRaft controller; see the module docstring."""
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        handlers: Mapping[int, ControllerHandler] | None = None,
+        supported: Mapping[int, tuple[int, int]] | None = None,
+        open_log: Callable[[BridgeConfig, str], MetadataLogLike] | None = None,
+        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+    ) -> None:
+        self.config = config
+        if handlers is None:
+            loaded, loaded_supported = load_handlers()
+            self.handlers: dict[int, ControllerHandler] = loaded
+            self.supported: dict[int, tuple[int, int]] = dict(supported or loaded_supported)
+        else:
+            self.handlers = dict(handlers)
+            self.supported = dict(supported or {})
+        self._open_log = open_log or _open_metadata_log
+        self.new_uuid = new_uuid
+        self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
+        self.exit_code: int | None = None
+        self.dry_run_lines: list[str] = []
+        self.error: str | None = None
+        self.kazoo: KazooClient | None = None
+        self.zk: ZkMigrationClient | None = None
+        self.log: MetadataLogLike | None = None
+        self.driver: MigrationDriver | None = None
+        self.listener: KafkaListener | None = None
+        self.status_server: StatusServer | None = None
+        self._zk_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zk-writer")
+        self._queued_zk_writes = 0
+        self._queue_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._changed = threading.Condition()
+
+    # ------------------------------------------------------------------ public face
+
+    @property
+    def state(self) -> DriverState:
+        return self.driver.state if self.driver is not None else DriverState.UNINITIALIZED
+
+    @property
+    def fenced(self) -> bool:
+        return self.driver is not None and self.driver.fenced_reason is not None
+
+    @property
+    def listen_port(self) -> int:
+        if self.listener is None:
+            raise Zk2KraftError("the bridge controller is not listening yet")
+        return self.listener.port
+
+    @property
+    def metrics_port(self) -> int:
+        if self.status_server is None:
+            raise Zk2KraftError("the bridge controller serves no metrics/status endpoint")
+        return self.status_server.port
+
+    def status(self) -> BridgeStatus:
+        """The `/status` document; `state` reads FENCED once this controller lost leadership."""
+        status = self.metrics.status()
+        if self.fenced:
+            status = status.model_copy(update={"state": "FENCED", "fenced": True})
+        return status
+
+    def run(self) -> int:
+        """Run in the foreground until SIGTERM/SIGINT, a lost fence or a refusal; returns the exit code."""
+        return asyncio.run(self._main(install_signals=True))
+
+    def start(self, timeout: float = 60.0) -> BridgeController:
+        """Run on a background thread; returns once the listener and the status server are up."""
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._main(install_signals=False)), name="bridge-controller", daemon=True
+        )
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise Zk2KraftError(f"the bridge controller did not start within {timeout} s")
+        if self.exit_code is not None and self.listener is None:
+            raise Zk2KraftError(f"the bridge controller stopped while starting: {self.error}")
+        return self
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """Shut down cleanly (as on SIGTERM) and wait; returns the exit code."""
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.exit_code
+
+    def wait_for_state(self, state: DriverState, timeout: float = 60.0) -> bool:
+        """Block until the driver is in `state` (True) or the controller stopped / time ran out (False)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self.state != state:
+                if self.exit_code is not None:
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 0.5))
+        return True
+
+    # ------------------------------------------------------------------ the main coroutine
+
+    async def _main(self, *, install_signals: bool) -> int:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        if install_signals:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self._loop.add_signal_handler(signum, self._on_signal, signum)
+        code = EXIT_FAILED
+        try:
+            code = await self._serve()
+        except MigrationMismatchError as exc:
+            self._fail(str(exc))
+            code = EXIT_REFUSED
+        except FencedOut as exc:
+            self._fail(f"fenced: {exc}")
+            code = EXIT_FENCED
+        except Zk2KraftError as exc:
+            self._fail(str(exc))
+            code = EXIT_REFUSED if self.listener is None else EXIT_FAILED
+        except Exception as exc:
+            log.exception("the bridge controller failed")
+            self._fail(f"{type(exc).__name__}: {exc}")
+            code = EXIT_FAILED
+        finally:
+            await self._shutdown()
+            self.exit_code = code
+            self._notify()
+            self._ready.set()
+        log.info("event=stopped exit_code=%d", code)
+        return code
+
+    def _on_signal(self, signum: int) -> None:
+        log.info("event=signal signal=%s; shutting down", signal.Signals(signum).name)
+        assert self._stop is not None
+        self._stop.set()
+
+    def _fail(self, message: str) -> None:
+        self.error = message
+        self.metrics.set_last_error(message)
+        log.error("event=error %s", message)
+
+    async def _serve(self) -> int:
+        config = self.config
+        loop = asyncio.get_running_loop()
+        self.kazoo = ZkConnectOptions(connect=config.zk_connect, session_timeout_ms=int(config.zk_session_timeout_s * 1000)).kazoo_client()  # fmt: skip
+        await loop.run_in_executor(None, lambda: self.kazoo.start(timeout=config.zk_session_timeout_s))  # type: ignore[union-attr]
+        self.zk = ZkMigrationClient(self.kazoo)
+        cluster_id = await loop.run_in_executor(None, self._zk_cluster_id)
+        if config.dry_run:
+            return await self._dry_run()
+        self.log = await loop.run_in_executor(None, self._open_log, config, cluster_id)
+        if self.log.cluster_id not in (None, cluster_id):
+            raise MigrationMismatchError(
+                f"{config.metadata_dir} belongs to cluster {self.log.cluster_id}, but ZooKeeper "
+                f"{config.zk_connect} holds cluster {cluster_id}"
+            )
+        self.driver = self._new_driver(self.log)
+        self.listener = KafkaListener(
+            config.listen_host,
+            config.listen_port,
+            {key: self._on_request for key in [*self.handlers, ENVELOPE_KEY]},
+            {**self.supported, ENVELOPE_KEY: (0, 0)},
+        )
+        await self.listener.start()
+        if config.metrics_port is not None:
+            self.status_server = StatusServer(
+                self.metrics, config.metrics_host, config.metrics_port, status=self.status
+            ).start()
+        self._sync_metrics()
+        log.info(
+            "event=listening listen=%s:%d metrics=%s node_id=%d cluster_id=%s",
+            config.listen_host, self.listener.port,
+            self.status_server.url if self.status_server else "off", config.node_id, cluster_id,
+        )  # fmt: skip
+        self._ready.set()
+        return await self._lead()
+
+    async def _lead(self) -> int:
+        """Reach DUAL_WRITE and stay there until told to stop; standby waits out lost leadership."""
+        assert self.driver is not None and self._stop is not None
+        while True:
+            try:
+                await self._until_stopped(self.driver.run())
+                if self._stop.is_set():
+                    return EXIT_OK
+                self._sync_metrics()
+                await self._until_stopped(self._watch_fence())
+            except FencedOut as exc:
+                self._on_fenced(str(exc))
+                if not self.config.standby:
+                    return EXIT_FENCED
+            if self._stop.is_set():
+                return EXIT_OK if not self.fenced else EXIT_FENCED
+            await self._until_stopped(self._await_takeover())
+            if self._stop.is_set():
+                return EXIT_OK
+            await self._reopen_for_takeover()
+
+    async def _until_stopped(self, work: Any) -> None:
+        """Run `work` unless the stop event comes first (then it is cancelled)."""
+        assert self._stop is not None
+        task = asyncio.ensure_future(work)
+        stopper = asyncio.ensure_future(self._stop.wait())
+        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            stopper.cancel()
+            task.result()
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, FencedOut, Zk2KraftError):
+            await task
+
+    async def _watch_fence(self) -> None:
+        """Return (by raising FencedOut) when a dual write found this controller fenced."""
+        assert self.driver is not None
+        while self.driver.fenced_reason is None:
+            await asyncio.sleep(0.1)
+        raise FencedOut(self.driver.fenced_reason)
+
+    def _on_fenced(self, reason: str) -> None:
+        assert self.driver is not None
+        if self.driver.fenced_reason is None:
+            self.driver.fenced_reason = reason
+        self.metrics.set_fenced(True)
+        self.metrics.set_last_error(reason)
+        if self.driver.state != DriverState.INACTIVE and DriverState.INACTIVE in _valid_from(self.driver.state):
+            self.driver.transition(DriverState.INACTIVE, reason="fenced")
+        log.error("event=fenced standby=%s reason=%r", self.config.standby, reason)
+        self._notify()
+
+    async def _await_takeover(self) -> None:
+        """Standby: wait until `/controller` is gone (the other controller released it or was removed)."""
+        assert self.kazoo is not None
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+        log.info("event=standby waiting_for=%s", paths.CONTROLLER)
+        while True:
+            changed.clear()
+
+            def watch(_event: Any) -> None:
+                loop.call_soon_threadsafe(changed.set)
+
+            exists = await loop.run_in_executor(None, lambda: self.kazoo.exists(paths.CONTROLLER, watch=watch))  # type: ignore[union-attr]
+            if exists is None:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), 5.0)
+
+    async def _reopen_for_takeover(self) -> None:
+        """Re-open the log (a new leader epoch, and whatever another writer appended) and start again."""
+        assert self.log is not None
+        loop = asyncio.get_running_loop()
+        old = self.log
+        await loop.run_in_executor(None, old.close)
+        self.log = await loop.run_in_executor(None, self._open_log, self.config, old.cluster_id or "")
+        self.driver = self._new_driver(self.log, state=DriverState.UNINITIALIZED)
+        self.metrics.set_fenced(False)
+        self._notify()
+
+    def _new_driver(self, metadata_log: MetadataLogLike, state: DriverState | None = None) -> MigrationDriver:
+        assert self.zk is not None
+        mv = mvs.parse(self.config.metadata_version) if self.config.metadata_version else None
+        driver = MigrationDriver(
+            self.zk,
+            metadata_log,
+            node_id=self.config.node_id,
+            zk_executor=self._zk_executor,
+            metadata_version=mv,
+            adopt_existing_migration=self.config.adopt_existing_migration,
+            min_batch_size=self.config.min_batch_size,
+            on_transition=self._on_transition,
+            on_zk_write=self._on_zk_write,
+            on_fenced=self._on_fence_lost,
+        )
+        if state is not None:
+            driver.state = state
+        return driver
+
+    def _zk_cluster_id(self) -> str:
+        assert self.zk is not None
+        found = self.zk.get(paths.CLUSTER_ID)
+        if found is None:
+            raise MigrationMismatchError(
+                f"ZooKeeper {self.config.zk_connect} has no {paths.CLUSTER_ID}: no Kafka broker ever started "
+                f"there (wrong chroot?), so there is no cluster to migrate"
+            )
+        return znodes.decode_cluster_id(paths.CLUSTER_ID, found[0])
+
+    async def _dry_run(self) -> int:
+        """Print the ZooKeeper writes a reconciliation of the existing log would make; write nothing."""
+        assert self.zk is not None
+        loop = asyncio.get_running_loop()
+        pdir = self.config.metadata_dir / "__cluster_metadata-0"
+        image = MetadataImage()
+        if pdir.is_dir():
+            image, _report = await loop.run_in_executor(None, load_image, self.config.metadata_dir)
+        if image.features.zk_migration_state != 1:
+            self.dry_run_lines = [
+                f"# {self.config.metadata_dir} holds no completed migration: a real run would first migrate "
+                f"ZooKeeper into the log; reconciling the empty image would plan these writes:"
+            ]
+        zk = self.zk
+
+        async def in_thread(fn: Callable[[], Any]) -> Any:
+            return await loop.run_in_executor(None, fn)
+
+        self.dry_run_lines += await plan_dry_run(zk, image, in_thread)
+        return EXIT_OK
+
+    async def _shutdown(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.listener is not None:
+            with contextlib.suppress(Exception):
+                await self.listener.stop()
+        # Let queued ZooKeeper writes finish (they belong to acknowledged or answered requests).
+        await loop.run_in_executor(None, self._zk_executor.shutdown, True)
+        if self.log is not None:
+            with contextlib.suppress(Exception):
+                await loop.run_in_executor(None, self.log.close)
+        if self.status_server is not None:
+            self.status_server.stop()
+        if self.kazoo is not None:
+            kazoo = self.kazoo
+            with contextlib.suppress(Exception):
+                await loop.run_in_executor(None, kazoo.stop)
+                await loop.run_in_executor(None, kazoo.close)
+
+    # ------------------------------------------------------------------ metrics and status
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def _on_transition(self, _old: DriverState, new: DriverState) -> None:
+        self.metrics.set_state(new)
+        self._sync_metrics()
+        self._notify()
+
+    def _on_fence_lost(self, reason: str) -> None:
+        """Any thread: a write found the fence gone; report it at once (the event loop then goes INACTIVE)."""
+        self.metrics.set_fenced(True)
+        self.metrics.set_last_error(reason)
+        self._notify()
+
+    def _on_zk_write(self, kind: str, seconds: float, ops: int) -> None:
+        self.metrics.observe_zk_write(kind, seconds)
+
+    def _sync_metrics(self) -> None:
+        driver, metadata_log = self.driver, self.log
+        if driver is None or metadata_log is None:
+            return
+        image = metadata_log.image
+        self.metrics.set_zk_migration_state(image.features.zk_migration_state)
+        leadership = driver.leadership
+        self.metrics.set_leadership(metadata_log.leader_epoch, leadership.zk_controller_epoch)
+        self.metrics.set_offsets(
+            log_end_offset=metadata_log.end_offset - 1,
+            durable_offset=getattr(metadata_log, "durable_offset", metadata_log.end_offset - 1),
+            zk_offset=leadership.kraft_metadata_offset,
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    async def _on_request(self, ctx: RequestContext, body: Any) -> Any:
+        if ctx.api_key == ENVELOPE_KEY:
+            return await self._on_envelope(ctx, body)
+        return await self._process(ctx.api_key, ctx.api_version, body, ctx.principal, ctx.client_id)
+
+    async def _on_envelope(self, ctx: RequestContext, envelope: Any) -> Any:
+        """Unwrap a forwarded request, process it as its principal, wrap the inner response (KIP-590)."""
+        source = f"EnvelopeRequest from {ctx.peer_text}"
+        started = time.monotonic()
+        try:
+            inner = decode_request(envelope.request_data, source, self.supported)
+            principal = decode_principal(envelope.request_principal, source)
+        except UnsupportedVersionError as exc:
+            log.warning("%s", exc)
+            return self._envelope_error(ErrorCode.unsupported_version, started)
+        except Zk2KraftError as exc:
+            log.warning("%s: %s", source, exc)
+            return self._envelope_error(ErrorCode.invalid_request, started)
+        if inner.api_key not in FORWARDABLE:
+            log.warning("%s: %s cannot be forwarded", source, describe_api(inner.api_key, inner.api_version))
+            return self._envelope_error(ErrorCode.invalid_request, started)
+        if not self._serving():
+            # The forwarding broker retries an envelope answered NOT_CONTROLLER (NodeToControllerChannelManager).
+            return self._envelope_error(ErrorCode.not_controller, started)
+        response = await self._process(inner.api_key, inner.api_version, inner.body, principal, inner.client_id)
+        return EnvelopeResponse(
+            response_data=encode_response(inner.correlation_id, response), error_code=ErrorCode.none
+        )
+
+    def _envelope_error(self, error: ErrorCode, started: float) -> Any:
+        self.metrics.observe_request(ENVELOPE_KEY, int(error), time.monotonic() - started)
+        return EnvelopeResponse(response_data=None, error_code=error)
+
+    def _serving(self) -> bool:
+        return self.driver is not None and self.driver.dual_write
+
+    async def _process(
+        self, api_key: int, api_version: int, body: Any, principal: KafkaPrincipal | None, client_id: str | None
+    ) -> Any:
+        started = time.monotonic()
+        response = await self._answer(api_key, api_version, body, principal or ANONYMOUS, client_id)
+        self.metrics.observe_request(api_key, response_error_code(response), time.monotonic() - started)
+        return response
+
+    async def _answer(
+        self, api_key: int, api_version: int, body: Any, principal: KafkaPrincipal, client_id: str | None
+    ) -> Any:
+        if not self._serving():
+            return error_response(api_key, api_version, body, ErrorCode.not_controller)
+        assert self.log is not None
+        handler = self.handlers[api_key]
+        context = HandlerContext(
+            image=self.log.image,
+            api_version=api_version,
+            node_id=self.config.node_id,
+            now_ms=time.time_ns() // 1_000_000,
+            principal=principal,
+            client_id=client_id,
+            new_uuid=self.new_uuid,
+        )
+        try:
+            result: ControllerResult = handler(context, body)
+        except Zk2KraftError as exc:
+            log.warning("%s: %s", describe_api(api_key, api_version), exc)
+            return error_response(api_key, api_version, body, ErrorCode.invalid_request, str(exc))
+        except Exception:
+            log.exception("%s handler failed", describe_api(api_key, api_version))
+            return error_response(api_key, api_version, body, ErrorCode.unknown_server_error)
+        if result.records:
+            try:
+                await self.commit(result.records)
+            except FencedOut:
+                return error_response(api_key, api_version, body, ErrorCode.not_controller)
+        return result.response
+
+    async def commit(self, records: list[RecordAndVersion]) -> int:
+        """Append `records` as one batch, then (durable) write what they change to ZooKeeper; their last offset."""
+        metadata_log, driver = self.log, self.driver
+        assert metadata_log is not None and driver is not None
+        # Planned now, on the event loop: the image moves on with the next request.
+        keys = touched_keys(records, metadata_log.image)
+        before = cut(metadata_log.image, keys)
+        appended = metadata_log.append(records)
+        after = cut(metadata_log.image, keys)
+        ops = plan_delta(before, after)
+        self.metrics.set_offsets(log_end_offset=appended.last_offset)
+        with self._queue_lock:
+            self._queued_zk_writes += 1
+        epoch = metadata_log.leader_epoch
+        future = self._zk_executor.submit(self._write_through, appended, ops, epoch)
+        await asyncio.wrap_future(future)
+        return int(appended.last_offset)
+
+    def _write_through(self, appended: Any, ops: list[Any], epoch: int) -> None:
+        """Writer thread: wait for the batch to be durable, then apply its ZooKeeper operations in order."""
+        assert self.driver is not None
+        with self._queue_lock:
+            self._queued_zk_writes -= 1
+        appended.durable.result()
+        self.metrics.set_offsets(durable_offset=appended.last_offset)
+        # Another batch right behind this one will record a later offset in /migration anyway.
+        record_offset = self._queued_zk_writes == 0
+        self.driver.apply_ops(ops, appended.last_offset, epoch, "delta", record_offset=record_offset)
+        self.metrics.set_offsets(zk_offset=self.driver.leadership.kraft_metadata_offset)
+
+
+def _valid_from(state: DriverState) -> frozenset[DriverState]:
+    from bridge.driver import VALID_TRANSITIONS
+
+    return VALID_TRANSITIONS[state]
+
+
+def _open_metadata_log(config: BridgeConfig, cluster_id: str) -> MetadataLogLike:
+    from bridge.metadata_log import MetadataLog
+
+    return MetadataLog.open(  # type: ignore[return-value]
+        config.metadata_dir,
+        node_id=config.node_id,
+        cluster_id=cluster_id or None,
+        metadata_version=config.metadata_version,
+        fsync=config.fsync,
+    )

@@ -1,0 +1,472 @@
+"""Kafka's KRaftMigrationDriver for one bridge controller: claim ZooKeeper, migrate once, reconcile, dual-write.
+
+States and transitions follow migration-protocol.md §5: UNINITIALIZED → INACTIVE (read `/migration`) →
+WAIT_FOR_CONTROLLER_QUORUM (check the log against `/migration`) → BECOME_CONTROLLER (claim `/controller`,
+bump `/controller_epoch`, unconditional `/migration` write) → ZK_MIGRATION (only when the log holds no
+completed migration) → SYNC_KRAFT_TO_ZK (write only the differences) → KRAFT_CONTROLLER_TO_BROKER_COMM
+(we send no broker RPCs; passed through) → DUAL_WRITE. Blocking ZooKeeper calls run on the caller's single
+writer thread so every ZooKeeper write keeps log order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from bridge.api import DriverState
+from bridge.leadership import (
+    MATCH_ANY_VERSION,
+    ControllerMovedError,
+    FencedError,
+    MigrationLeadershipState,
+)
+from bridge.operations import ZkOperation
+from bridge.zk_client import ZkMigrationClient
+from bridge.zk_writer import count_op_types, describe, format_op_counts, plan_reconciliation
+from migrate.errors import InvalidRequestError, Zk2KraftError
+from migrate.kraft import metadata_version as mvs
+from migrate.kraft import records as rec
+from migrate.kraft.image import MetadataImage
+from migrate.manifest import ManifestBuilder, MigrationManifest
+from migrate.migration import (
+    BOOTSTRAP_TRANSACTION_NAME,
+    DEFAULT_MIN_BATCH_SIZE,
+    MAX_RECORDS_PER_APPEND,
+    MIGRATION_TRANSACTION_NAME,
+    ZK_MIGRATION_STATE_MIGRATION,
+    ZK_MIGRATION_STATE_PRE_MIGRATION,
+    coalesce,
+)
+from migrate.translate import RecordAndVersion, translate
+from migrate.zk import paths, znodes
+from migrate.zk.cluster import from_tree
+from migrate.zk.live import ZkConnectOptions, read_tree
+from migrate.zk.model import ZkClusterModel
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+ZK_MIGRATION_STATE_NONE = 0
+ZK_MIGRATION_STATE_POST_MIGRATION = 3
+
+# Kafka's isValidStateChange (migration-protocol.md §5.1); anything may also "move" to itself.
+VALID_TRANSITIONS: dict[DriverState, frozenset[DriverState]] = {
+    DriverState.UNINITIALIZED: frozenset({DriverState.INACTIVE}),
+    DriverState.INACTIVE: frozenset({DriverState.WAIT_FOR_CONTROLLER_QUORUM}),
+    DriverState.WAIT_FOR_CONTROLLER_QUORUM: frozenset(
+        {DriverState.INACTIVE, DriverState.WAIT_FOR_BROKERS, DriverState.BECOME_CONTROLLER}
+    ),
+    DriverState.WAIT_FOR_BROKERS: frozenset({DriverState.INACTIVE, DriverState.BECOME_CONTROLLER}),
+    DriverState.BECOME_CONTROLLER: frozenset(
+        {DriverState.INACTIVE, DriverState.ZK_MIGRATION, DriverState.SYNC_KRAFT_TO_ZK}
+    ),
+    DriverState.ZK_MIGRATION: frozenset({DriverState.INACTIVE, DriverState.SYNC_KRAFT_TO_ZK}),
+    DriverState.SYNC_KRAFT_TO_ZK: frozenset({DriverState.INACTIVE, DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM}),
+    DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM: frozenset({DriverState.INACTIVE, DriverState.DUAL_WRITE}),
+    DriverState.DUAL_WRITE: frozenset({DriverState.INACTIVE}),
+}
+
+
+class MigrationMismatchError(Zk2KraftError):
+    """ZooKeeper's `/migration` does not describe this metadata log; starting would corrupt one of them."""
+
+
+class FencedOut(Zk2KraftError):
+    """This controller lost ZooKeeper leadership (another controller wrote); it must stop writing."""
+
+
+class AppendResultLike(Protocol):
+    base_offset: int
+    last_offset: int
+    durable: Future[Any]
+
+
+class MetadataLogLike(Protocol):
+    """What the driver needs from bridge.metadata_log.MetadataLog."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+    @property
+    def end_offset(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def cluster_id(self) -> str | None: ...
+    def append(self, records: Sequence[RecordAndVersion]) -> Any: ...
+    def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class MigrationOutcome:
+    """What the initial load wrote: the manifest, the last offset/epoch and the brokers seen."""
+
+    manifest: MigrationManifest
+    last_offset: int
+    last_epoch: int
+    broker_ids: list[int]
+    warnings: list[str] = field(default_factory=list)
+
+    def completion_message(self) -> str:
+        """Kafka's success log line (KRaftMigrationDriver.MigrateMetadataEvent)."""
+        ids = ", ".join(str(b) for b in self.broker_ids)
+        return (
+            f"Completed migration of metadata from ZooKeeper to KRaft. {self.manifest}. "
+            f"The current metadata offset is now {self.last_offset} with an epoch of {self.last_epoch}. "
+            f"Saw {len(self.broker_ids)} brokers in the migrated metadata [{ids}]."
+        )
+
+
+TransitionListener = Callable[[DriverState, DriverState], None]
+
+
+def check_log_matches_migration(
+    image: MetadataImage, end_offset: int, log_epoch: int, znode: MigrationLeadershipState
+) -> str | None:
+    """Why ZooKeeper's `/migration` cannot belong to this metadata log, or None when it can.
+
+    `end_offset` is the log's next offset, `log_epoch` its current leader epoch. Kafka's driver would
+    stall (offset beyond the log), re-migrate over a live cluster (ZooKeeper migrated, log empty) or refuse
+    to start (log migrated, `/migration` empty); each is reported instead.
+    """
+    zk_offset = znode.kraft_metadata_offset
+    log_migrated = image.features.zk_migration_state == ZK_MIGRATION_STATE_MIGRATION
+    who = f"KRaft controller {znode.kraft_controller_id} (epoch {znode.kraft_controller_epoch})"
+    if zk_offset > 0 and not log_migrated:
+        return (
+            f"ZooKeeper's {paths.MIGRATION} says {who} already migrated this cluster and reflected the "
+            f"metadata log up to offset {zk_offset}, but this metadata log holds no completed migration. "
+            f"A new migration would replace the cluster's KRaft metadata with a fresh copy of ZooKeeper "
+            f"(a leftover {paths.MIGRATION} from an earlier attempt is the classic way clusters get wiped)"
+        )
+    if log_migrated and zk_offset <= 0:
+        return (
+            f"this metadata log holds a completed migration, but ZooKeeper's {paths.MIGRATION} records none "
+            f"(offset {zk_offset}): ZooKeeper was reset or replaced since, or this log belongs to another "
+            f"cluster; reconciling would overwrite ZooKeeper with this log"
+        )
+    if zk_offset >= end_offset and zk_offset > 0:
+        return (
+            f"ZooKeeper's {paths.MIGRATION} says {who} reflected metadata up to offset {zk_offset}, beyond "
+            f"the end of this metadata log (next offset {end_offset}): another controller's log is ahead of "
+            f"this one, whose changes would be rolled back in ZooKeeper"
+        )
+    if zk_offset > 0 and znode.kraft_metadata_epoch >= log_epoch:
+        return (
+            f"ZooKeeper's {paths.MIGRATION} names metadata epoch {znode.kraft_metadata_epoch} at offset "
+            f"{zk_offset}, but this log has only reached epoch {log_epoch - 1}: it was written by another log"
+        )
+    return None
+
+
+class MigrationDriver:
+    """One controller's migration state machine over a ZkMigrationClient and a durable metadata log.
+
+    `run_zk(fn, *args)` must run `fn` on the single ZooKeeper writer thread (the controller's), so that
+    driver writes and dual-write writes never interleave out of log order.
+    """
+
+    def __init__(
+        self,
+        zk: ZkMigrationClient,
+        metadata_log: MetadataLogLike,
+        *,
+        node_id: int,
+        zk_executor: Executor,
+        metadata_version: mvs.MetadataVersion | None = None,
+        adopt_existing_migration: bool = False,
+        min_batch_size: int = DEFAULT_MIN_BATCH_SIZE,
+        on_transition: TransitionListener | None = None,
+        on_zk_write: Callable[[str, float, int], None] | None = None,
+        on_fenced: Callable[[str], None] | None = None,
+    ) -> None:
+        self.zk = zk
+        self.log = metadata_log
+        self.node_id = node_id
+        self.zk_executor = zk_executor
+        self.metadata_version = metadata_version
+        self.adopt_existing_migration = adopt_existing_migration
+        self.min_batch_size = min_batch_size
+        self.on_transition = on_transition
+        self.on_zk_write = on_zk_write
+        self.on_fenced = on_fenced
+        self.state = DriverState.UNINITIALIZED
+        self.leadership = MigrationLeadershipState()
+        self.fenced_reason: str | None = None
+        self.migration: MigrationOutcome | None = None
+        self.reconciliation_ops: list[ZkOperation] = []
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def run_zk(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking ZooKeeper call on the writer thread."""
+        return await asyncio.get_running_loop().run_in_executor(self.zk_executor, fn, *args)
+
+    def transition(self, new: DriverState, **fields: Any) -> None:
+        """Move to `new` (Kafka's valid transitions only) and log one structured line."""
+        old = self.state
+        if new != old and new not in VALID_TRANSITIONS[old]:
+            raise Zk2KraftError(f"invalid migration driver transition {old.name} -> {new.name}")
+        self.state = new
+        parts = " ".join(f"{k}={v}" for k, v in fields.items())
+        log.info(
+            "event=state_transition from=%s to=%s node_id=%d %s", old.name, new.name, self.node_id, parts,
+            extra={"event": "state_transition", "from_state": old.name, "to_state": new.name, **fields},
+        )  # fmt: skip
+        if self.on_transition is not None:
+            self.on_transition(old, new)
+
+    @property
+    def dual_write(self) -> bool:
+        return self.state == DriverState.DUAL_WRITE and self.fenced_reason is None
+
+    # ------------------------------------------------------------------ the way to DUAL_WRITE
+
+    async def run(self) -> None:
+        """Drive from UNINITIALIZED/INACTIVE to DUAL_WRITE; raises MigrationMismatchError or FencedOut."""
+        if self.state == DriverState.UNINITIALIZED:
+            self.leadership = await self.run_zk(self.zk.get_or_create_migration_state)
+            self.transition(
+                DriverState.INACTIVE,
+                migration_offset=self.leadership.kraft_metadata_offset,
+                migration_zk_version=self.leadership.migration_zk_version,
+            )
+        await self.ensure_bootstrapped()
+        self.transition(DriverState.WAIT_FOR_CONTROLLER_QUORUM, log_end_offset=self.log.end_offset)
+        self.check_against_zookeeper()
+        self.transition(DriverState.BECOME_CONTROLLER, leader_epoch=self.log.leader_epoch)
+        await self.become_controller()
+        if self.log.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
+            self.transition(DriverState.ZK_MIGRATION)
+            await self.migrate()
+        self.transition(
+            DriverState.SYNC_KRAFT_TO_ZK,
+            metadata_offset=self.leadership.kraft_metadata_offset,
+        )
+        await self.reconcile()
+        self.transition(DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM)
+        self.transition(
+            DriverState.DUAL_WRITE,
+            metadata_offset=self.leadership.kraft_metadata_offset,
+            migration_zk_version=self.leadership.migration_zk_version,
+        )
+
+    async def ensure_bootstrapped(self) -> None:
+        """An empty log gets Kafka's bootstrap transaction (metadata.version, PRE_MIGRATION) first."""
+        image = self.log.image
+        state = image.features.zk_migration_state
+        if state in (ZK_MIGRATION_STATE_PRE_MIGRATION, ZK_MIGRATION_STATE_MIGRATION):
+            return
+        if state == ZK_MIGRATION_STATE_POST_MIGRATION:
+            raise MigrationMismatchError(
+                "this metadata log says the migration was finalised (ZkMigrationState POST_MIGRATION); a "
+                "finalised cluster is not written to ZooKeeper any more"
+            )
+        only_features = MetadataImage(features=image.features, provenance=image.provenance)
+        if image != only_features:
+            raise MigrationMismatchError(
+                "this metadata log belongs to a cluster created in KRaft mode (ZkMigrationState NONE with "
+                "metadata in it); Kafka refuses ZooKeeper migration on such a cluster, and so do we"
+            )
+        mv = self.metadata_version or mvs.LATEST_PRODUCTION
+        if not mv.is_migration_supported():
+            raise MigrationMismatchError(f"metadata.version {mv.name} cannot hold a ZooKeeper migration")
+        records: list[RecordAndVersion] = []
+        transactional = mv.is_metadata_transaction_supported()
+        if transactional:
+            records.append((rec.BeginTransactionRecord(name=BOOTSTRAP_TRANSACTION_NAME), 0))
+        if image.features.metadata_version != mv.feature_level:
+            records.append((rec.FeatureLevelRecord(name=mvs.FEATURE_NAME, feature_level=mv.feature_level), 0))
+        records.append((rec.ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_STATE_PRE_MIGRATION), 0))
+        if transactional:
+            records.append((rec.EndTransactionRecord(), 0))
+        await self._append_durably([records])
+        log.info("event=bootstrap metadata_version=%s log_end_offset=%d", mv.name, self.log.end_offset)
+
+    def check_against_zookeeper(self) -> None:
+        """Refuse a `/migration` that does not describe this log, unless told to adopt it."""
+        problem = check_log_matches_migration(
+            self.log.image, self.log.end_offset, self.log.leader_epoch, self.leadership
+        )
+        if problem is None:
+            return
+        if not self.adopt_existing_migration:
+            raise MigrationMismatchError(
+                f"refusing to start: {problem}. If you are sure ZooKeeper should follow this metadata log, "
+                f"start with --adopt-existing-migration"
+            )
+        log.warning("event=adopt_existing_migration problem=%r", problem)
+        if self.log.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
+            # Adopting means: migrate ZooKeeper's current state into our log as if /migration were empty.
+            self.leadership = self.leadership.with_kraft_metadata_offset_and_epoch(-1, -1)
+
+    async def become_controller(self) -> None:
+        """Claim `/controller` + `/controller_epoch`, then write `/migration` unconditionally (§3, §2.3)."""
+        backoff = 0.1
+        while True:
+            try:
+                claimed = await self.run_zk(
+                    self.zk.claim_controller_leadership, self.leadership, self.node_id, self.log.leader_epoch
+                )
+            except ControllerMovedError as exc:
+                raise FencedOut(str(exc)) from exc
+            if claimed.holds_zk_controller:
+                break
+            log.info("event=claim_retry reason=raced backoff_s=%.1f", backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+        self.leadership = await self.run_zk(self.zk.set_migration_state, claimed, MATCH_ANY_VERSION)
+        log.info(
+            "event=controller_claimed zk_controller_epoch=%d kraft_controller_epoch=%d migration_zk_version=%d",
+            self.leadership.zk_controller_epoch,
+            self.leadership.kraft_controller_epoch,
+            self.leadership.migration_zk_version,
+        )
+
+    async def migrate(self) -> MigrationOutcome:
+        """Copy ZooKeeper into the log in one metadata transaction, then record its end in `/migration`."""
+        started = time.monotonic_ns()
+        options = ZkConnectOptions.from_kazoo(self.zk.client)
+        tree = await asyncio.get_running_loop().run_in_executor(None, lambda: read_tree(options, acls=False))
+        model = from_tree(tree)
+        del tree
+        mv = self.log.image.metadata_version
+        translation = translate(model, metadata_version=mv)
+        manifest = ManifestBuilder()
+        transactional = mv.is_metadata_transaction_supported()
+        writes: list[list[RecordAndVersion]] = []
+        if transactional:
+            writes.append([(rec.BeginTransactionRecord(name=MIGRATION_TRANSACTION_NAME), 0)])
+        batches = coalesce(translation.record_lists, self.min_batch_size)
+        completion: list[RecordAndVersion] = [
+            (rec.ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_STATE_MIGRATION), 0)
+        ]
+        if transactional:
+            completion.append((rec.EndTransactionRecord(), 0))
+        else:
+            log.warning("metadata.version %s has no metadata transactions: the migration is not atomic", mv)
+        last = None
+        for records in writes:
+            last = self.log.append(records)
+        for batch in batches:
+            batch_started = time.monotonic_ns()
+            for start in range(0, len(batch), MAX_RECORDS_PER_APPEND):
+                last = self._append_split(batch[start : start + MAX_RECORDS_PER_APPEND])
+            manifest.accept_batch(batch, time.monotonic_ns() - batch_started)
+        last = self.log.append(completion)
+        await asyncio.wrap_future(last.durable)
+        built = manifest.build()
+        outcome = MigrationOutcome(
+            manifest=MigrationManifest(
+                total_records=built.total_records,
+                total_batches=built.total_batches,
+                total_batch_duration_ns=built.total_batch_duration_ns,
+                duration_ns=time.monotonic_ns() - started,
+                record_type_counts=built.record_type_counts,
+            ),
+            last_offset=last.last_offset,
+            last_epoch=self.log.leader_epoch,
+            broker_ids=sorted(translation.broker_ids),
+            warnings=[*model.warnings, *translation.warnings],
+        )
+        for warning in outcome.warnings:
+            log.warning("event=migration_warning %s", warning)
+        self.leadership = await self.run_zk(
+            self.zk.set_migration_state,
+            self.leadership.with_kraft_metadata_offset_and_epoch(outcome.last_offset, outcome.last_epoch),
+        )
+        self.migration = outcome
+        log.info(outcome.completion_message(), extra={"event": "migration_complete"})
+        return outcome
+
+    async def reconcile(self) -> list[ZkOperation]:
+        """SYNC_KRAFT_TO_ZK: write to ZooKeeper only what differs from the log's image (§7.5)."""
+        options = ZkConnectOptions.from_kazoo(self.zk.client)
+        loop = asyncio.get_running_loop()
+        model: ZkClusterModel = await loop.run_in_executor(
+            None, lambda: from_tree(read_tree(options, acls=False), strict=False)
+        )
+        ops = plan_reconciliation(self.log.image, model)
+        self.reconciliation_ops = ops
+        offset = self.log.image.provenance.last_contained_offset
+        await self.run_zk(self.apply_ops, ops, offset, self.log.leader_epoch, "snapshot")
+        log.info(
+            "event=reconciliation ops=%d %s", len(ops), format_op_counts(count_op_types(ops)),
+            extra={"event": "reconciliation", "ops": len(ops)},
+        )  # fmt: skip
+        return ops
+
+    # ------------------------------------------------------------------ writes (on the writer thread)
+
+    def apply_ops(
+        self, ops: Sequence[ZkOperation], offset: int, epoch: int, kind: str, *, record_offset: bool = True
+    ) -> None:
+        """Apply `ops` in order, then record `offset`/`epoch` in `/migration` (Kafka's §7.4 steps 2-3).
+
+        Runs on the ZooKeeper writer thread. `record_offset=False` leaves `/migration`'s offset to a write
+        queued right behind (saving a round trip). A lost fence marks the driver fenced and raises FencedOut.
+        """
+        if self.fenced_reason is not None:
+            raise FencedOut(f"not writing to ZooKeeper: {self.fenced_reason}")
+        started = time.monotonic()
+        try:
+            state = self.leadership
+            for op in ops:
+                state = self.zk.apply(op, state)
+            if record_offset and (offset > state.kraft_metadata_offset or ops):
+                state = self.zk.set_migration_state(state.with_kraft_metadata_offset_and_epoch(offset, epoch))
+            self.leadership = state
+        except (FencedError, ControllerMovedError) as exc:
+            self.fenced_reason = str(exc)
+            log.error("event=fenced reason=%r", str(exc), extra={"event": "fenced"})
+            if self.on_fenced is not None:
+                self.on_fenced(str(exc))
+            raise FencedOut(str(exc)) from exc
+        if self.on_zk_write is not None and ops:
+            self.on_zk_write(kind, time.monotonic() - started, len(ops))
+
+    def _append_split(self, records: list[RecordAndVersion]) -> Any:
+        """Append a non-atomic controller write, halving it while a batch would exceed KRaft's size limit."""
+        try:
+            return self.log.append(records)
+        except InvalidRequestError:
+            if len(records) < 2:
+                raise
+            middle = len(records) // 2
+            self._append_split(records[:middle])
+            return self._append_split(records[middle:])
+
+    async def _append_durably(self, batches: list[list[RecordAndVersion]]) -> Any:
+        last = None
+        for records in batches:
+            last = self.log.append(records)
+        assert last is not None
+        await asyncio.wrap_future(last.durable)
+        return last
+
+
+async def plan_dry_run(
+    zk: ZkMigrationClient,
+    image: MetadataImage,
+    run_in_thread: Callable[[Callable[[], ZkClusterModel]], Awaitable[ZkClusterModel]],
+) -> list[str]:
+    """The lines `--dry-run` prints: the reconciliation SYNC_KRAFT_TO_ZK would write for `image`."""
+    options = ZkConnectOptions.from_kazoo(zk.client)
+    model = await run_in_thread(lambda: from_tree(read_tree(options, acls=False), strict=False))
+    return describe(plan_reconciliation(image, model))
+
+
+def read_migration_znode(zk: ZkMigrationClient) -> MigrationLeadershipState | None:
+    """`/migration` as it is, without creating it (for read-only runs)."""
+    found = zk.get(paths.MIGRATION)
+    if found is None:
+        return None
+    data, stat = found
+    return MigrationLeadershipState.from_znode(
+        znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
+    )

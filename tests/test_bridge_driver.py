@@ -1,0 +1,239 @@
+"""Bridge driver on a real ZooKeeper seeded with Kafka 3.5's real cluster: claim, migrate once, reconcile,
+refuse a `/migration` that does not belong to the log, redo an interrupted migration, dry-run, fencing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from bridge.api import DriverState
+from bridge.controller import EXIT_FENCED, EXIT_OK, EXIT_REFUSED, BridgeConfig, BridgeController
+from bridge.driver import MetadataLogLike
+from bridge.metadata_log import MetadataLog
+from bridge.zk_client import ZkMigrationClient
+from migrate.kraft import records as rec
+from migrate.kraft.reader import iter_log_dir
+from migrate.zk.cluster import from_tree
+from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.live import read_tree
+from migrate.zk.load import load_tree
+from migrate.zk.restore import load_data_dir
+from migrate.zk.tree import ZTree
+
+pytestmark = pytest.mark.zookeeper
+
+FIXTURE = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
+CHROOT = "/de-4-3-kafka-cluster"
+NODE_ID = 3000
+
+
+@pytest.fixture(scope="module")
+def real_tree() -> ZTree:
+    tree, _report = load_data_dir(FIXTURE)
+    return tree.with_chroot(CHROOT)
+
+
+@pytest.fixture
+def seeded(zk_client: KazooClient, real_tree: ZTree) -> KazooClient:
+    """The test's chroot holds the real Kafka 3.5 cluster's znodes."""
+    load_tree(zk_client, real_tree)
+    return zk_client
+
+
+def config(zk_connect: str, metadata_dir: Path, **overrides: object) -> BridgeConfig:
+    values: dict[str, object] = {
+        "zk_connect": zk_connect,
+        "metadata_dir": metadata_dir,
+        "node_id": NODE_ID,
+        "metrics_port": 0,
+        "fsync": False,
+    }
+    values.update(overrides)
+    return BridgeConfig.model_validate(values)
+
+
+@pytest.fixture
+def bridges() -> Iterator[list[BridgeController]]:
+    """Started controllers, stopped at the end of the test whatever happened."""
+    started: list[BridgeController] = []
+    yield started
+    for bridge in started:
+        bridge.stop()
+
+
+def start(bridges: list[BridgeController], cfg: BridgeConfig) -> BridgeController:
+    bridge = BridgeController(cfg, handlers={}, supported={})
+    bridges.append(bridge)
+    return bridge.start()
+
+
+def mlog(bridge: BridgeController) -> MetadataLogLike:
+    assert bridge.log is not None
+    return bridge.log
+
+
+def migration_znode(client: KazooClient) -> dict[str, int]:
+    data, _stat = client.get("/migration")
+    return json.loads(data)  # type: ignore[no-any-return]
+
+
+def log_records(metadata_dir: Path) -> list[rec.Any]:  # type: ignore[name-defined]
+    return [e.record for e in iter_log_dir(metadata_dir) if not e.is_control]
+
+
+def test_claims_migrates_once_and_reaches_dual_write(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    before = from_tree(read_tree(zk_connect, acls=False))
+    bridge = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+    status = bridge.status()
+    assert status.state == "DUAL_WRITE" and status.migration_state == "MIGRATION"
+
+    # /controller names us with the log's epoch; /controller_epoch moved on; /migration has our offset.
+    controller = json.loads(seeded.get("/controller")[0])
+    assert controller["brokerid"] == NODE_ID and controller["kraftControllerEpoch"] == mlog(bridge).leader_epoch
+    assert int(seeded.get("/controller_epoch")[0]) == before.controller_epoch.epoch + 1  # type: ignore[union-attr]
+    znode = migration_znode(seeded)
+    assert znode["kraft_controller_id"] == NODE_ID
+    assert znode["kraft_metadata_offset"] == bridge.driver.migration.last_offset  # type: ignore[union-attr]
+    assert status.zk_metadata_offset == znode["kraft_metadata_offset"]
+
+    # The log holds one "ZK Migration" transaction with the whole cluster, ending with MIGRATION.
+    records = log_records(tmp_path / "meta")
+    begins = [r for r in records if isinstance(r, rec.BeginTransactionRecord) and r.name == "ZK Migration"]
+    assert len(begins) == 1
+    image = mlog(bridge).image
+    assert sorted(image.topics_by_name) == ["__consumer_offsets", "current_stock"]
+    assert image.partition_count() == 53
+    manifest = bridge.driver.migration.manifest  # type: ignore[union-attr]
+    assert manifest.record_type_names()["PARTITION_RECORD"] == 53
+    # ZooKeeper's Kafka data is unchanged by the reconciliation that follows a fresh migration.
+    after = from_tree(read_tree(zk_connect, acls=False))
+    assert after.topics == before.topics and after.topic_configs == before.topic_configs
+    assert after.broker_configs == before.broker_configs and after.config_changes == before.config_changes
+    assert bridge.stop() == EXIT_OK
+
+
+def test_restart_does_not_migrate_again_and_finds_nothing_to_reconcile(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    first = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert first.wait_for_state(DriverState.DUAL_WRITE), first.error
+    first_epoch = mlog(first).leader_epoch
+    assert first.stop() == EXIT_OK
+
+    second = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert second.wait_for_state(DriverState.DUAL_WRITE), second.error
+    assert second.driver.migration is None  # type: ignore[union-attr]
+    assert second.driver.reconciliation_ops == []  # type: ignore[union-attr]
+    assert mlog(second).leader_epoch == first_epoch + 1
+    records = log_records(tmp_path / "meta")
+    assert sum(isinstance(r, rec.BeginTransactionRecord) and r.name == "ZK Migration" for r in records) == 1
+    assert migration_znode(seeded)["kraft_controller_epoch"] == first_epoch + 1
+
+
+def test_refuses_a_migration_znode_from_another_log_unless_adopted(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    # The leftover-znode trap: ZooKeeper says a controller migrated up to offset 5000; our log is empty.
+    leftover = {"version": 0, "kraft_controller_id": 3001, "kraft_controller_epoch": 7,
+                "kraft_metadata_offset": 5000, "kraft_metadata_epoch": 7}  # fmt: skip
+    seeded.create("/migration", json.dumps(leftover).encode())
+    bridge = BridgeController(config(zk_connect, tmp_path / "meta"), handlers={}, supported={})
+    assert bridge.run() == EXIT_REFUSED
+    assert bridge.error is not None and "refusing to start" in bridge.error
+    assert "--adopt-existing-migration" in bridge.error and "5000" in bridge.error
+    assert migration_znode(seeded) == leftover  # nothing written
+    assert not seeded.exists("/controller") or json.loads(seeded.get("/controller")[0]).get("brokerid") != NODE_ID
+
+    adopted = start(bridges, config(zk_connect, tmp_path / "meta", adopt_existing_migration=True))
+    assert adopted.wait_for_state(DriverState.DUAL_WRITE), adopted.error
+    assert migration_znode(seeded)["kraft_metadata_offset"] == adopted.driver.migration.last_offset  # type: ignore[union-attr]
+
+
+def test_refuses_when_zookeeper_is_ahead_of_the_log(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    first = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert first.wait_for_state(DriverState.DUAL_WRITE), first.error
+    first.stop()
+    znode = migration_znode(seeded)
+    znode["kraft_metadata_offset"] += 1000  # another (longer) log reflected in ZooKeeper
+    seeded.set("/migration", json.dumps(znode).encode())
+    bridge = BridgeController(config(zk_connect, tmp_path / "meta"), handlers={}, supported={})
+    assert bridge.run() == EXIT_REFUSED
+    assert bridge.error is not None and "beyond the end of this metadata log" in bridge.error
+
+
+def test_an_interrupted_migration_is_aborted_and_redone(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    # A crash in the middle: the log has begun the migration transaction and written part of it.
+    cluster_id = json.loads(seeded.get("/cluster/id")[0])["id"]
+    partial = MetadataLog.open(tmp_path / "meta", node_id=NODE_ID, cluster_id=cluster_id, fsync=False)
+    ghost = uuid.uuid4()
+    partial.append([(rec.BeginTransactionRecord(name="ZK Migration"), 0)])
+    partial.append([(rec.TopicRecord(name="ghost", topic_id=ghost), 0)])
+    partial.close()
+
+    bridge = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+    assert "ghost" not in mlog(bridge).image.topics_by_name
+    assert sorted(mlog(bridge).image.topics_by_name) == ["__consumer_offsets", "current_stock"]
+    records = log_records(tmp_path / "meta")
+    assert any(isinstance(r, rec.AbortTransactionRecord) for r in records)
+    assert not seeded.exists("/brokers/topics/ghost")
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    first = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert first.wait_for_state(DriverState.DUAL_WRITE), first.error
+    first.stop()
+    # Someone deletes a topic's config znode behind our back; the dry run plans to put it back.
+    seeded.delete("/config/topics/current_stock")
+    before = read_tree(zk_connect, acls=False)
+    dry = BridgeController(config(zk_connect, tmp_path / "meta", dry_run=True), handlers={}, supported={})
+    assert dry.run() == EXIT_OK
+    assert any("current_stock" in line for line in dry.dry_run_lines), dry.dry_run_lines
+    after = read_tree(zk_connect, acls=False)
+    assert {n.path: (n.data, n.stat.version) for n in after} == {n.path: (n.data, n.stat.version) for n in before}
+
+
+def test_fenced_controller_stops_writing_and_exits_non_zero(
+    seeded: KazooClient, zk_connect: str, zk_server: EmbeddedZooKeeper, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    bridge = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+    # Another KRaft controller takes over ZooKeeper with a newer epoch.
+    other = KazooClient(hosts=zk_connect)
+    other.start(timeout=15)
+    try:
+        rival = ZkMigrationClient(other)
+        state = rival.get_or_create_migration_state()
+        state = rival.claim_controller_leadership(state, 3001, mlog(bridge).leader_epoch + 5)
+        rival.set_migration_state(state, -1)
+    finally:
+        other.stop()
+        other.close()
+    topic_id = uuid.uuid4()
+    records = [
+        (rec.TopicRecord(name="late", topic_id=topic_id), 0),
+        (rec.PartitionRecord(partition_id=0, topic_id=topic_id, replicas=[1], isr=[1], leader=1), 0),
+    ]
+    assert bridge._loop is not None
+    future = asyncio.run_coroutine_threadsafe(bridge.commit(records), bridge._loop)
+    with pytest.raises(Exception, match=r"another KRaft controller|Controller epoch"):
+        future.result(30)
+    assert not seeded.exists("/brokers/topics/late")
+    assert bridge.status().state == "FENCED"
+    assert bridge.stop() == EXIT_FENCED
+    assert b"zk2kraft_fenced 1.0" in bridge.metrics.exposition()
