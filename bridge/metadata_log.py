@@ -217,7 +217,9 @@ def _walk_batches(scan: _SegmentScan, view: memoryview, expected_offset: int) ->
             # A torn batch is at most KRaft's largest batch; more bytes than that are not one batch.
             reaches_end = length >= _MIN_BATCH_LENGTH and batch_size >= remaining <= MAX_BATCH_SIZE_BYTES
             zero_fill = remaining <= 2 * MAX_BATCH_SIZE_BYTES and view[pos:size].tobytes() == bytes(remaining)
-            scan.tail_like = reaches_end or zero_fill
+            scan.tail_like = (reaches_end or zero_fill) and not _valid_batch_after(
+                view, pos, size, expected_offset
+            )
             break
         _attributes, last_delta, _base_ts, max_ts = _AFTER_CRC.unpack_from(view, pos + CRC_START)
         if base < expected_offset or last_delta < 0:
@@ -230,6 +232,28 @@ def _walk_batches(scan: _SegmentScan, view: memoryview, expected_offset: int) ->
         expected_offset = base + last_delta + 1
         pos += batch_size
         scan.valid_bytes = pos
+
+
+def _valid_batch_after(view: memoryview, pos: int, size: int, expected_offset: int) -> bool:
+    """Whether an intact batch starts after `pos`: then the damage at `pos` (say a corrupt length
+    field) is in the middle of the log, not a torn final write, whose bytes hold no complete batch."""
+    data = view[pos + 1 : size].tobytes()
+    start = pos + 1
+    magic_at = data.find(b"\x02", 16)
+    while magic_at >= 0:
+        q = start + magic_at - 16
+        if q + HEADER_SIZE <= size:
+            base, length, _epoch, _magic, crc = _PREFIX.unpack_from(view, q)
+            end = q + length + _LOG_OVERHEAD
+            if (
+                length >= _MIN_BATCH_LENGTH
+                and end <= size
+                and expected_offset <= base < expected_offset + 2**31
+                and crc32c(view[q + CRC_START : end]) == crc
+            ):
+                return True
+        magic_at = data.find(b"\x02", magic_at + 1)
+    return False
 
 
 @dataclass(slots=True)
@@ -744,6 +768,9 @@ class MetadataLog:
 
     def _run_writer(self) -> None:
         while True:
+            # Let appenders woken by the previous round's futures run first, so this round takes them
+            # all (a GIL handoff costs microseconds; an extra fsync costs a millisecond).
+            time.sleep(0)
             with self.lock:
                 while not self._queue and not self._closing:
                     self.lock.wait()
