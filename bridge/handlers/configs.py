@@ -37,10 +37,6 @@ _OP_NAMES: Final = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_
 
 TOPIC_NAME_MAX_LENGTH: Final = 249
 _TOPIC_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-# ApiError.fromThrowable gives an unexpected exception this message, not the exception's own.
-UNKNOWN_SERVER_ERROR_MESSAGE: Final = (
-    "The server experienced an unexpected error when processing the request."
-)
 
 
 @dataclass(frozen=True, slots=True)
