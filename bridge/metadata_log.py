@@ -408,6 +408,15 @@ def _check_meta(directory: Path, node_id: int, cluster_id: str | None) -> MetaPr
     return meta
 
 
+def _remove_stale_temp_files(*directories: Path) -> None:
+    """Temp files of atomic writes a crash interrupted (`.<name>.<random>.tmp`); the real files are intact."""
+    for directory in directories:
+        for entry in directory.iterdir():
+            if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file():
+                log.info("removing %s, left by an interrupted write", entry)
+                entry.unlink(missing_ok=True)
+
+
 def _check_partition_metadata(pdir: Path) -> None:
     path = pdir / PARTITION_METADATA
     if not path.exists():
@@ -596,6 +605,7 @@ class MetadataLog:
         assert meta.cluster_id is not None
         pdir = root / METADATA_PARTITION_DIR
         pdir.mkdir(exist_ok=True)
+        _remove_stale_temp_files(root, pdir)
         _check_partition_metadata(pdir)
         quorum = _read_quorum(pdir, node_id)
         recovered = _recover_segments(pdir)

@@ -174,7 +174,10 @@ def test_reopen_bumps_the_epoch_and_keeps_the_image(tmp_path: Path) -> None:
         log.append([config("a", None)], now_ms=6).durable.result()
         before = without_provenance(log.image)
         end = log.end_offset
+    leftover = root / PDIR / ".quorum-state.x1y2z3.tmp"  # an atomic write a crash interrupted
+    leftover.write_bytes(b"{")
     with MetadataLog.open(root, node_id=NODE, now_ms=7) as log:
+        assert not leftover.exists()
         assert log.leader_epoch == 2 and log.cluster_id == CLUSTER
         assert without_provenance(log.image) == before
         assert log.image.configs[(4, "")] == {"b": "v"}
