@@ -210,7 +210,9 @@ class BridgeController:
     def start(self, timeout: float = 60.0) -> BridgeController:
         """Run on a background thread; returns once the listener and the status server are up."""
         self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._main(install_signals=False)), name="bridge-controller", daemon=True
+            target=lambda: asyncio.run(self._main(install_signals=False)),
+            name="bridge-controller",
+            daemon=True,
         )
         self._thread.start()
         if not self._ready.wait(timeout):
@@ -368,14 +370,17 @@ class BridgeController:
             self.driver.fenced_reason = reason
         self.metrics.set_fenced(True)
         self.metrics.set_last_error(reason)
-        if self.driver.state != DriverState.INACTIVE and DriverState.INACTIVE in _valid_from(self.driver.state):
+        if self.driver.state != DriverState.INACTIVE and DriverState.INACTIVE in _valid_from(
+            self.driver.state
+        ):
             self.driver.transition(DriverState.INACTIVE, reason="fenced")
         log.error("event=fenced standby=%s reason=%r", self.config.standby, reason)
         self._notify()
 
     async def _await_takeover(self) -> None:
         """Standby: wait until `/controller` is gone (the other controller released it or was removed)."""
-        assert self.kazoo is not None
+        kazoo = self.kazoo
+        assert kazoo is not None
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
         log.info("event=standby waiting_for=%s", paths.CONTROLLER)
@@ -385,7 +390,7 @@ class BridgeController:
             def watch(_event: Any) -> None:
                 loop.call_soon_threadsafe(changed.set)
 
-            exists = await loop.run_in_executor(None, lambda: self.kazoo.exists(paths.CONTROLLER, watch=watch))  # type: ignore[union-attr]
+            exists = await loop.run_in_executor(None, lambda: kazoo.exists(paths.CONTROLLER, watch=watch))
             if exists is None:
                 return
             with contextlib.suppress(TimeoutError):
@@ -530,7 +535,9 @@ class BridgeController:
         if not self._serving():
             # The forwarding broker retries an envelope answered NOT_CONTROLLER (NodeToControllerChannelManager).
             return self._envelope_error(ErrorCode.not_controller, started)
-        response = await self._process(inner.api_key, inner.api_version, inner.body, principal, inner.client_id)
+        response = await self._process(
+            inner.api_key, inner.api_version, inner.body, principal, inner.client_id
+        )
         return EnvelopeResponse(
             response_data=encode_response(inner.correlation_id, response), error_code=ErrorCode.none
         )
@@ -543,7 +550,12 @@ class BridgeController:
         return self.driver is not None and self.driver.dual_write
 
     async def _process(
-        self, api_key: int, api_version: int, body: Any, principal: KafkaPrincipal | None, client_id: str | None
+        self,
+        api_key: int,
+        api_version: int,
+        body: Any,
+        principal: KafkaPrincipal | None,
+        client_id: str | None,
     ) -> Any:
         started = time.monotonic()
         response = await self._answer(api_key, api_version, body, principal or ANONYMOUS, client_id)

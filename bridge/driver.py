@@ -67,7 +67,9 @@ VALID_TRANSITIONS: dict[DriverState, frozenset[DriverState]] = {
         {DriverState.INACTIVE, DriverState.ZK_MIGRATION, DriverState.SYNC_KRAFT_TO_ZK}
     ),
     DriverState.ZK_MIGRATION: frozenset({DriverState.INACTIVE, DriverState.SYNC_KRAFT_TO_ZK}),
-    DriverState.SYNC_KRAFT_TO_ZK: frozenset({DriverState.INACTIVE, DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM}),
+    DriverState.SYNC_KRAFT_TO_ZK: frozenset(
+        {DriverState.INACTIVE, DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM}
+    ),
     DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM: frozenset({DriverState.INACTIVE, DriverState.DUAL_WRITE}),
     DriverState.DUAL_WRITE: frozenset({DriverState.INACTIVE}),
 }

@@ -33,7 +33,9 @@ _ITEM_LISTS: dict[int, tuple[str, tuple[str, ...]]] = {
 _ALL_OF = {51}  # items of every listed request field are answered, not only of the first non-empty one
 
 
-def error_response(api_key: int, api_version: int, request: Any, error: ErrorCode, message: str | None = None) -> Any:
+def error_response(
+    api_key: int, api_version: int, request: Any, error: ErrorCode, message: str | None = None
+) -> Any:
     """The kio response of `api_key`/`api_version` that fails every item of `request` with `error`."""
     cls = response_class(api_key, api_version)
     items: list[Any] = []
@@ -58,7 +60,9 @@ def _hints(cls: type[Any]) -> dict[str, Any]:
     return hints
 
 
-def _build(cls: type[Any], source: Any, error: ErrorCode, message: str | None, lists: dict[str, list[Any]]) -> Any:
+def _build(
+    cls: type[Any], source: Any, error: ErrorCode, message: str | None, lists: dict[str, list[Any]]
+) -> Any:
     hints = _hints(cls)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):

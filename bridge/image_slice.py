@@ -58,14 +58,18 @@ def touched_keys(records: Iterable[tuple[Any, int]], image: MetadataImage) -> To
         elif kind is rec.ConfigRecord:
             keys.configs.add((record.resource_type, record.resource_name))
         elif kind is rec.ClientQuotaRecord:
-            entity: QuotaEntity = tuple(sorted(((d.entity_type, d.entity_name) for d in record.entity), key=_first))
+            entity: QuotaEntity = tuple(
+                sorted(((d.entity_type, d.entity_name) for d in record.entity), key=_first)
+            )
             keys.quota_entities.add(entity)
             if len(entity) == 1 and entity[0][0] == USER and entity[0][1] is not None:
                 keys.scram_users.add(entity[0][1])
         elif kind is rec.UserScramCredentialRecord or kind is rec.RemoveUserScramCredentialRecord:
             keys.scram_users.add(record.name)
         elif kind is rec.AccessControlEntryRecord:
-            keys.acl_patterns.add(ResourcePatternKey(record.resource_type, record.resource_name, record.pattern_type))
+            keys.acl_patterns.add(
+                ResourcePatternKey(record.resource_type, record.resource_name, record.pattern_type)
+            )
             old = image.acls.get(record.id)
             if old is not None:
                 keys.acl_patterns.add(pattern_of(old))

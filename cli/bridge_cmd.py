@@ -2,9 +2,155 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+from pathlib import Path
+
 import click
+
+from cli.common import handles_errors
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 @click.group("bridge")
 def bridge_group() -> None:
     """Run zk2kraft as the KRaft controller of a cluster in ZooKeeper → KRaft migration."""
+
+
+def _host_port(value: str, option: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint=option)
+    return host.strip("[]"), int(port)
+
+
+@bridge_group.command("run")
+@click.option(
+    "--zk",
+    "zk_connect",
+    required=True,
+    metavar="HOST:PORT[,HOST:PORT...][/chroot]",
+    help="The cluster's ZooKeeper, written as Kafka's zookeeper.connect (chroot included).",
+)
+@click.option(
+    "--metadata-dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The controller's metadata.log.dir (created and formatted when empty).",
+)
+@click.option(
+    "--node-id",
+    required=True,
+    type=click.IntRange(0, 2**31 - 1),
+    help="This controller's node.id; must differ from every broker id.",
+)
+@click.option(
+    "--listen",
+    default="127.0.0.1:9093",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Kafka-protocol listener for forwarded admin requests, AlterPartition, AllocateProducerIds.",
+)
+@click.option(
+    "--metrics",
+    default="127.0.0.1:9404",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="HTTP endpoint serving Prometheus /metrics and the JSON /status.",
+)
+@click.option("--metadata-version", metavar="V", help="metadata.version for a new log (default: 3.9-IV0).")
+@click.option(
+    "--standby",
+    is_flag=True,
+    help="When another controller holds /controller (or takes it over), wait and claim it again once "
+    "it is gone instead of exiting.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the ZooKeeper writes reconciliation would make for the existing log, then exit; "
+    "nothing is written anywhere.",
+)
+@click.option(
+    "--adopt-existing-migration",
+    is_flag=True,
+    help="Start even though ZooKeeper's /migration does not match this metadata log (ZooKeeper will "
+    "be made to follow this log). Only after checking why they differ.",
+)
+@click.option(
+    "--foreign-zk-writes",
+    type=click.Choice(["import", "revert", "report"]),
+    default="report",
+    show_default=True,
+    help="What to do with ZooKeeper changes made by others during dual-write.",
+)
+@click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@handles_errors
+def run_cmd(
+    zk_connect: str,
+    metadata_dir: Path,
+    node_id: int,
+    listen: str,
+    metrics: str,
+    metadata_version: str | None,
+    standby: bool,
+    dry_run: bool,
+    adopt_existing_migration: bool,
+    foreign_zk_writes: str,
+    no_fsync: bool,
+    verbose: bool,
+) -> None:
+    """Be the KRaft controller of a cluster being migrated off ZooKeeper.
+
+    The bridge claims controllership in ZooKeeper (/controller, /controller_epoch, /migration), copies
+    all of ZooKeeper into its KRaft metadata log once (one metadata transaction), makes ZooKeeper equal
+    to the log, and then serves metadata changes: each is fsynced to the log, then written to ZooKeeper
+    exactly as Kafka 3.9 writes it, so ZooKeeper-mode brokers and tools keep working. Progress is in the
+    log lines (one per state: INACTIVE, BECOME_CONTROLLER, ZK_MIGRATION, SYNC_KRAFT_TO_ZK, DUAL_WRITE)
+    and on http://METRICS/status.
+
+    It refuses to start when ZooKeeper's /migration belongs to another metadata log. SIGTERM or SIGINT
+    stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another controller fenced this one.
+
+    \b
+    Example:
+      zk2kraft bridge run --zk zk1:2181,zk2:2181/kafka --metadata-dir /var/lib/zk2kraft/meta \\
+          --node-id 3000 --listen 0.0.0.0:9093 --metrics 0.0.0.0:9404
+      curl -s localhost:9404/status      # {"state": "DUAL_WRITE", ...}
+    """
+    from bridge.controller import BridgeConfig, BridgeController
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format=_LOG_FORMAT, stream=sys.stderr
+    )
+    listen_host, listen_port = _host_port(listen, "--listen")
+    metrics_host, metrics_port = _host_port(metrics, "--metrics")
+    config = BridgeConfig.model_validate(
+        dict(
+            zk_connect=zk_connect,
+            metadata_dir=metadata_dir,
+            node_id=node_id,
+            listen_host=listen_host,
+            listen_port=listen_port,
+            metrics_host=metrics_host,
+            metrics_port=metrics_port,
+            metadata_version=metadata_version,
+            standby=standby,
+            dry_run=dry_run,
+            adopt_existing_migration=adopt_existing_migration,
+            foreign_zk_writes=foreign_zk_writes,
+            fsync=not no_fsync,
+        )
+    )
+    controller = BridgeController(config)
+    code = controller.run()
+    if dry_run and code == 0:
+        for line in controller.dry_run_lines:
+            click.echo(line)
+        if not controller.dry_run_lines:
+            click.echo("# ZooKeeper already matches the metadata log: nothing to write")
+    if code != 0:
+        click.echo(f"error: {controller.error}", err=True)
+    sys.exit(code)

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
@@ -17,6 +24,7 @@ from bridge.controller import EXIT_FENCED, EXIT_OK, EXIT_REFUSED, BridgeConfig, 
 from bridge.driver import MetadataLogLike
 from bridge.metadata_log import MetadataLog
 from bridge.zk_client import ZkMigrationClient
+from cli.main import cli
 from migrate.kraft import records as rec
 from migrate.kraft.reader import iter_log_dir
 from migrate.zk.cluster import from_tree
@@ -98,7 +106,9 @@ def test_claims_migrates_once_and_reaches_dual_write(
 
     # /controller names us with the log's epoch; /controller_epoch moved on; /migration has our offset.
     controller = json.loads(seeded.get("/controller")[0])
-    assert controller["brokerid"] == NODE_ID and controller["kraftControllerEpoch"] == mlog(bridge).leader_epoch
+    assert (
+        controller["brokerid"] == NODE_ID and controller["kraftControllerEpoch"] == mlog(bridge).leader_epoch
+    )
     assert int(seeded.get("/controller_epoch")[0]) == before.controller_epoch.epoch + 1  # type: ignore[union-attr]
     znode = migration_znode(seeded)
     assert znode["kraft_controller_id"] == NODE_ID
@@ -151,7 +161,10 @@ def test_refuses_a_migration_znode_from_another_log_unless_adopted(
     assert bridge.error is not None and "refusing to start" in bridge.error
     assert "--adopt-existing-migration" in bridge.error and "5000" in bridge.error
     assert migration_znode(seeded) == leftover  # nothing written
-    assert not seeded.exists("/controller") or json.loads(seeded.get("/controller")[0]).get("brokerid") != NODE_ID
+    assert (
+        not seeded.exists("/controller")
+        or json.loads(seeded.get("/controller")[0]).get("brokerid") != NODE_ID
+    )
 
     adopted = start(bridges, config(zk_connect, tmp_path / "meta", adopt_existing_migration=True))
     assert adopted.wait_for_state(DriverState.DUAL_WRITE), adopted.error
@@ -205,11 +218,17 @@ def test_dry_run_prints_the_plan_and_writes_nothing(
     assert dry.run() == EXIT_OK
     assert any("current_stock" in line for line in dry.dry_run_lines), dry.dry_run_lines
     after = read_tree(zk_connect, acls=False)
-    assert {n.path: (n.data, n.stat.version) for n in after} == {n.path: (n.data, n.stat.version) for n in before}
+    assert {n.path: (n.data, n.stat.version) for n in after} == {
+        n.path: (n.data, n.stat.version) for n in before
+    }
 
 
 def test_fenced_controller_stops_writing_and_exits_non_zero(
-    seeded: KazooClient, zk_connect: str, zk_server: EmbeddedZooKeeper, tmp_path: Path, bridges: list[BridgeController]
+    seeded: KazooClient,
+    zk_connect: str,
+    zk_server: EmbeddedZooKeeper,
+    tmp_path: Path,
+    bridges: list[BridgeController],
 ) -> None:
     bridge = start(bridges, config(zk_connect, tmp_path / "meta"))
     assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
@@ -237,3 +256,57 @@ def test_fenced_controller_stops_writing_and_exits_non_zero(
     assert bridge.status().state == "FENCED"
     assert bridge.stop() == EXIT_FENCED
     assert b"zk2kraft_fenced 1.0" in bridge.metrics.exposition()
+
+
+def test_cli_runs_until_dual_write_and_exits_zero_on_sigterm(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path
+) -> None:
+    command = [
+        sys.executable, "-m", "cli.main", "bridge", "run", "--zk", zk_connect,
+        "--metadata-dir", str(tmp_path / "meta"), "--node-id", str(NODE_ID),
+        "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--no-fsync",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        assert process.stderr is not None
+        url = None
+        for line in process.stderr:
+            lines.append(line)
+            found = re.search(r"metrics=(http://\S+)", line)
+            if found:
+                url = found.group(1)
+                break
+        assert url is not None, "".join(lines)
+        deadline = time.monotonic() + 60
+        status: dict[str, object] = {}
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"{url}/status", timeout=5) as reply:
+                status = json.loads(reply.read())
+            if status["state"] == "DUAL_WRITE":
+                break
+            time.sleep(0.1)
+        assert status["state"] == "DUAL_WRITE", status
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=60)
+        lines.append(rest)
+        assert process.returncode == 0, "".join(lines)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = "".join(lines)
+    # One structured line per transition, in Kafka's order.
+    transitions = re.findall(r"event=state_transition from=(\w+) to=(\w+)", text)
+    assert [to for _from, to in transitions] == [
+        "INACTIVE", "WAIT_FOR_CONTROLLER_QUORUM", "BECOME_CONTROLLER", "ZK_MIGRATION", "SYNC_KRAFT_TO_ZK",
+        "KRAFT_CONTROLLER_TO_BROKER_COMM", "DUAL_WRITE",
+    ]  # fmt: skip
+    assert "Completed migration of metadata from ZooKeeper to KRaft. " in text
+    assert "The record types were {TOPIC_RECORD=2, PARTITION_RECORD=53" in text
+
+
+def test_cli_help_teaches_with_an_example() -> None:
+    result = CliRunner().invoke(cli, ["bridge", "run", "--help"])
+    assert result.exit_code == 0
+    assert "Example:" in result.output and "--adopt-existing-migration" in result.output
