@@ -75,7 +75,6 @@ WATCHED_ROOTS = (
 """The znodes dual-write owns (and the legacy admin requests), watched with everything below them."""
 
 CREATED, CHANGED, DELETED = "created", "changed", "deleted"
-_QUOTA_TYPES = (paths.CONFIG_USERS, paths.CONFIG_CLIENTS, paths.CONFIG_IPS)
 _LEGACY_ADMIN = (paths.REASSIGN_PARTITIONS, paths.PREFERRED_REPLICA_ELECTION)
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
@@ -261,7 +260,8 @@ def _kind(in_image: bool, in_zk: bool) -> str:
 def _classify_one(image: MetadataImage, zk: ZkClusterModel, path: str) -> ForeignWrite | None:
     parts = path.split("/")
     raw = zk.other_znodes.get(path)
-    if raw is not None and path not in (paths.DELETE_TOPICS + "/" + parts[-1], *_LEGACY_ADMIN):
+    # Null or empty data is "nothing stored" to Kafka's readers; other unparsed data is unreadable.
+    if raw and path not in (paths.DELETE_TOPICS + "/" + parts[-1], *_LEGACY_ADMIN):
         return ForeignWrite(path, CHANGED, _entity_name(path), "data Kafka cannot read")
     if path.startswith(paths.TOPICS + "/"):
         return _classify_topic(image, zk, path, parts[3])
@@ -502,7 +502,10 @@ def records_to_import(image: MetadataImage, zk: ZkClusterModel, writes: Iterable
     for write in writes:
         path = write.path
         parts = path.split("/")
-        if path.startswith(paths.CONFIG + "/") and parts[2] == paths.CONFIG_TOPICS:
+        if zk.other_znodes.get(path):
+            # Importing what cannot be read would wipe the entity's settings from the log.
+            plan.not_imported.append((write, "ZooKeeper holds data Kafka cannot read"))
+        elif path.startswith(paths.CONFIG + "/") and parts[2] == paths.CONFIG_TOPICS:
             if parts[3] not in image.topics_by_name:
                 plan.not_imported.append((write, f"topic {parts[3]} does not exist in the metadata log"))
                 continue
@@ -934,12 +937,7 @@ class ForeignWriteWatcher:
         entity = entity_path(path)
         if entity is not None and event_type != str(EventType.CHILD):
             affected.add(entity)  # a new child (users/<u>/clients) leaves the parent's data as it was
-        children, _data = _watch_kinds(path)
-        if event_type == str(EventType.CHILD) or children:
-            affected |= self._arm(path)
-        else:
-            self._arm(path)
-        return affected
+        return affected | self._arm(path)
 
     # ------------------------------------------------------------------ arming
 

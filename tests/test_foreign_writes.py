@@ -497,3 +497,21 @@ def test_watches_are_rearmed_after_a_server_restart(tmp_path: Path) -> None:
             session.stop()
             session.close()
             writer.close()
+
+
+def test_empty_znodes_mean_no_configs_and_garbage_is_reported_unreadable() -> None:
+    base = cluster()
+    base.topic_configs.clear()
+    image = image_of(base)
+    zk = cluster()
+    del zk.topic_configs["foo"]
+    zk.other_znodes["/config/topics/foo"] = b""
+    zk.other_znodes["/config/brokers/1"] = b"{not json"
+    del zk.broker_configs["1"]
+    writes = classify(image, zk, ["/config/topics/foo", "/config/brokers/1"])
+    assert writes == [ForeignWrite("/config/brokers/1", CHANGED, "broker config", "data Kafka cannot read")]
+    plan = records_to_import(image, zk, writes)
+    assert plan.records == []
+    assert plan.not_imported == [(writes[0], "ZooKeeper holds data Kafka cannot read")]
+    [op] = revert_operations(image, zk, writes)
+    assert isinstance(op, WriteConfigs) and op.configs == {"log.cleaner.threads": "2"}
