@@ -1,0 +1,121 @@
+"""Pieces the controller handlers share: Kafka's ApiError, its default messages, broker checks, kio builders."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import datetime
+import functools
+import inspect
+import itertools
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import kio.schema.errors
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32Timedelta
+
+from migrate.kraft.image import MetadataImage
+
+ZERO_UUID = uuid.UUID(int=0)
+# Kafka's Uuid.METADATA_TOPIC_ID (Uuid(0, 1)): never handed out as a topic id.
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+# QuorumController.MAX_RECORDS_PER_USER_OP: a user operation producing more records fails as a whole.
+MAX_RECORDS_PER_USER_OP = 10_000
+
+
+@functools.cache
+def _default_messages() -> dict[str, str]:
+    """Kafka's Errors messages, which kio keeps as the docstrings of its ErrorCode members."""
+    tree = ast.parse(inspect.getsource(kio.schema.errors))
+    messages: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "ErrorCode":
+            for stmt, following in itertools.pairwise(node.body):
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(following, ast.Expr)
+                    and isinstance(following.value, ast.Constant)
+                    and isinstance(following.value.value, str)
+                ):
+                    messages[stmt.targets[0].id] = following.value.value
+    return messages
+
+
+def default_message(code: ErrorCode) -> str:
+    """Kafka's Errors.message() of an error code (the exception's default message)."""
+    return _default_messages().get(code.name, code.name.upper())
+
+
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    """Kafka's ApiError: an error code and an optional message."""
+
+    code: ErrorCode
+    message: str | None = None
+
+    @classmethod
+    def of(cls, code: ErrorCode) -> ApiError:
+        """`new ApiError(Errors.X)`: the message is the error's default message."""
+        return cls(code, default_message(code))
+
+    @classmethod
+    def from_exception(cls, code: ErrorCode, message: str | None) -> ApiError:
+        """ApiError.fromThrowable: no message for UNKNOWN_SERVER_ERROR or when it is the default one."""
+        if code == ErrorCode.unknown_server_error or message == default_message(code):
+            return cls(code, None)
+        return cls(code, message)
+
+    @property
+    def is_failure(self) -> bool:
+        return self.code != ErrorCode.none
+
+
+NONE = ApiError(ErrorCode.none, None)
+
+
+class KafkaApiException(Exception):
+    """Raised inside a handler where Kafka throws an ApiException; turned into an ApiError by the caller."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.error = ApiError.from_exception(code, message)
+
+
+def build(cls: type[Any], **values: Any) -> Any:
+    """Instantiate a kio entity with the values its version has fields for; others are dropped."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def nested(parent: type[Any], name: str) -> type[Any]:
+    """The class of a nested entity declared in the same kio module as `parent`."""
+    module = inspect.getmodule(parent)
+    found = getattr(module, name, None)
+    if found is None:
+        raise LookupError(f"{parent.__module__} has no entity {name}")
+    return found  # type: ignore[no-any-return]
+
+
+def is_active(image: MetadataImage, broker_id: int) -> bool:
+    """ClusterControlManager.isActive: registered, unfenced and not in controlled shutdown."""
+    broker = image.cluster.brokers.get(broker_id)
+    return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+
+
+def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> ApiError | None:
+    """ClusterControlManager.checkBrokerEpoch: STALE_BROKER_EPOCH unless registered with that epoch."""
+    broker = image.cluster.brokers.get(broker_id)
+    if broker is None:
+        return ApiError(
+            ErrorCode.stale_broker_epoch, f"No broker registration found for broker id {broker_id}"
+        )
+    if broker.epoch != broker_epoch:
+        return ApiError(
+            ErrorCode.stale_broker_epoch,
+            f"Expected broker epoch {broker.epoch}, but got broker epoch {broker_epoch}",
+        )
+    return None
