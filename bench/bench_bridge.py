@@ -1,0 +1,604 @@
+"""Benchmark: the bridge controller's request latency and throughput against a floor measured in the same run.
+
+    python -m bench.bench_bridge [--requests 1000] [--clients 16] [--in-process] [--profile FILE]
+
+A private embedded ZooKeeper is seeded with a small synthetic Kafka cluster (`bench.generate_cluster`),
+and a BridgeController runs over it until DUAL_WRITE, by default in a child process (so the client side
+here does not share its GIL). The child then registers the cluster's ZooKeeper brokers in the log, as
+Kafka's migrating brokers would with BrokerRegistration (the bridge serves no BrokerRegistration), so
+CreateTopics can place replicas. Measured:
+
+- the FLOOR: one fsynced append to a MetadataLog plus one ZooKeeper multi (check + setData), one after the
+  other: what any durable, fenced dual-write must pay at least;
+- p50/p99 of one IncrementalAlterConfigs (SET a topic config) and one CreateTopics through the listener,
+  one client, sequentially;
+- config changes/s with `--clients` concurrent clients, each on its own connection (group commit at work).
+
+Prints a JSON result, then the ratios against the targets (p50 <= 2x the floor; >= 1,000 changes/s).
+`--profile FILE` runs the controller under cProfile (every thread; figures are inflated by it) and prints
+where its time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import datetime
+import json
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from kazoo.client import KazooClient
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i16, i32, i32Timedelta
+
+from bench.generate_cluster import ClusterSpec, generate, load_into_zookeeper
+from bridge.api import DriverState
+from bridge.client import KafkaConnection
+from bridge.controller import BridgeConfig, BridgeController
+from bridge.metadata_log import MetadataLog
+from migrate.errors import Zk2KraftError
+from migrate.kraft import records as rec
+from migrate.zk.cluster import from_tree
+from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.live import read_tree
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_ID = 3000
+CHROOT = "/kafka"
+FLOOR_PATH = "/zk2kraft-bench-floor"
+TOPIC_RESOURCE = 2
+SET = 0
+TARGET_RATIO = 2.0
+TARGET_CHANGES_PER_S = 1000
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) by nearest rank, as latency reports usually give it."""
+    ordered = sorted(samples)
+    rank = max(0, min(len(ordered) - 1, round(q * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
+    """p50/p99/mean in milliseconds."""
+    return {
+        "count": len(seconds),
+        "p50_ms": round(percentile(seconds, 0.50) * 1000, 3),
+        "p99_ms": round(percentile(seconds, 0.99) * 1000, 3),
+        "mean_ms": round(statistics.fmean(seconds) * 1000, 3),
+    }
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+# ---------------------------------------------------------------- the controller side
+
+
+def broker_registrations(zk_connect: str, version: int) -> list[tuple[Any, int]]:
+    """RegisterBrokerRecords (unfenced, migrating) for every broker in ZooKeeper's /brokers/ids."""
+    model = from_tree(read_tree(zk_connect, acls=False), strict=False)
+    records: list[tuple[Any, int]] = []
+    for broker in sorted(model.brokers.values(), key=lambda b: b.broker_id):
+        endpoints = [
+            rec.RegisterBrokerRecord.BrokerEndpoint(
+                name=e.listener,
+                host=e.host or "",
+                port=e.port,
+                security_protocol=SECURITY_PROTOCOLS.get(e.security_protocol, 0),
+            )
+            for e in broker.endpoints
+        ]
+        record = rec.RegisterBrokerRecord(
+            broker_id=broker.broker_id,
+            is_migrating_zk_broker=True,
+            incarnation_id=uuid.uuid4(),
+            broker_epoch=broker.broker_epoch,
+            end_points=endpoints,
+            rack=broker.rack,
+            fenced=False,
+        )
+        records.append((record, version))
+    return records
+
+
+def start_controller(zk_connect: str, metadata_dir: Path) -> BridgeController:
+    """A BridgeController in DUAL_WRITE over `zk_connect`, with the ZooKeeper brokers registered."""
+    config = BridgeConfig.model_validate(
+        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": True}
+    )
+    controller = BridgeController(config).start()
+    if not controller.wait_for_state(DriverState.DUAL_WRITE, timeout=120):
+        controller.stop()
+        raise Zk2KraftError(f"the bridge controller did not reach DUAL_WRITE: {controller.error}")
+    assert controller.log is not None and controller._loop is not None  # set once started
+    version = controller.log.image.metadata_version.register_broker_record_version()
+    records = broker_registrations(zk_connect, version)
+    if records:
+        asyncio.run_coroutine_threadsafe(controller.commit(records), controller._loop).result(60)
+    return controller
+
+
+class ThreadProfiles:
+    """cProfile of every thread started after `install()` (cProfile itself only sees its own thread)."""
+
+    def __init__(self) -> None:
+        self.profiles: list[cProfile.Profile] = []
+        self._lock = threading.Lock()
+
+    def install(self) -> None:
+        main = cProfile.Profile()
+        self.profiles.append(main)
+        threading.setprofile(self._start_in_thread)
+        main.enable()
+
+    def _start_in_thread(self, *_args: Any) -> None:
+        sys.setprofile(None)
+        profile = cProfile.Profile()
+        with self._lock:
+            self.profiles.append(profile)
+        profile.enable()
+
+    def dump(self, path: Path) -> None:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        self.profiles[0].disable()
+        stats = pstats.Stats(self.profiles[0])
+        for profile in self.profiles[1:]:
+            try:
+                stats.add(profile)
+            except TypeError:  # a thread that never made a call
+                continue
+        stats.dump_stats(str(path))
+
+
+def serve(zk_connect: str, metadata_dir: Path, profile_path: Path | None) -> int:
+    """Child process: run the controller, print its ports as one JSON line, stop when stdin closes."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    profiles = ThreadProfiles() if profile_path else None
+    if profiles is not None:
+        profiles.install()
+    controller = start_controller(zk_connect, metadata_dir)
+    print(
+        json.dumps({"listen_port": controller.listen_port, "metrics_port": controller.metrics_port}),
+        flush=True,
+    )
+    sys.stdin.read()
+    code = controller.stop()
+    if profiles is not None and profile_path is not None:
+        profiles.dump(profile_path)
+    return code or 0
+
+
+class ControllerHandle(Protocol):
+    listen_port: int
+    mode: str
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class InProcess:
+    """The controller on a background thread of this process (shares the GIL with the clients)."""
+
+    controller: BridgeController
+    listen_port: int
+    mode: str = "in-process (shares the client's GIL)"
+
+    @classmethod
+    def start(cls, zk_connect: str, metadata_dir: Path) -> InProcess:
+        controller = start_controller(zk_connect, metadata_dir)
+        return cls(controller, controller.listen_port)
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+
+@dataclass
+class Subprocess:
+    """The controller in a child process (`python -m bench.bench_bridge --serve`)."""
+
+    process: subprocess.Popen[str]
+    log_path: Path
+    listen_port: int
+    mode: str = "subprocess"
+
+    @classmethod
+    def start(cls, zk_connect: str, metadata_dir: Path, profile: Path | None) -> Subprocess:
+        log_path = metadata_dir.parent / "controller.log"
+        command = [sys.executable, "-m", "bench.bench_bridge", "--serve", zk_connect, str(metadata_dir)]
+        if profile is not None:
+            command += ["--profile", str(profile)]
+        with open(log_path, "w") as log_file:
+            process = subprocess.Popen(
+                command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True
+            )
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            process.wait(30)
+            tail = log_path.read_text()[-3000:]
+            raise Zk2KraftError(f"the bridge controller child exited with {process.returncode}:\n{tail}")
+        ports = json.loads(line)
+        return cls(process, log_path, int(ports["listen_port"]))
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(120)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.returncode != 0:
+            tail = self.log_path.read_text()[-3000:]
+            raise Zk2KraftError(f"the bridge controller child exited with {self.process.returncode}:\n{tail}")
+
+
+# ---------------------------------------------------------------- the floor
+
+
+def measure_floor(zk_connect: str, log_dir: Path, count: int) -> dict[str, Any]:
+    """Sequentially: one fsynced MetadataLog append (one ConfigRecord) + one multi (check + setData)."""
+    kazoo = KazooClient(hosts=zk_connect)
+    kazoo.start(timeout=30)
+    metadata_log = MetadataLog.open(log_dir, node_id=NODE_ID, cluster_id="bench-floor")
+    try:
+        kazoo.ensure_path(FLOOR_PATH)
+        version = kazoo.exists(FLOOR_PATH).version
+        appends: list[float] = []
+        multis: list[float] = []
+        sums: list[float] = []
+        for i in range(count):
+            record = rec.ConfigRecord(
+                resource_type=TOPIC_RESOURCE,
+                resource_name="floor",
+                name="retention.ms",
+                value=str(3_600_000 + i),
+            )
+            started = time.perf_counter()
+            metadata_log.append([(record, 0)]).durable.result()
+            appended = time.perf_counter()
+            transaction = kazoo.transaction()
+            transaction.check(FLOOR_PATH, version)
+            transaction.set_data(FLOOR_PATH, f'{{"offset":{i}}}'.encode(), version)
+            results = transaction.commit()
+            done = time.perf_counter()
+            if any(isinstance(r, Exception) for r in results):
+                raise Zk2KraftError(f"floor multi on {FLOOR_PATH} failed: {results}")
+            version += 1
+            appends.append(appended - started)
+            multis.append(done - appended)
+            sums.append(done - started)
+        return {
+            "fsynced_append": latency_summary(appends),
+            "zk_multi": latency_summary(multis),
+            "sum": latency_summary(sums),
+        }
+    finally:
+        metadata_log.close()
+        kazoo.stop()
+        kazoo.close()
+
+
+# ---------------------------------------------------------------- the requests
+
+
+def set_topic_config(topic: str, value: int) -> IncrementalAlterConfigsRequest:
+    """IncrementalAlterConfigs v1: SET retention.ms of `topic` (a new value each time, so it is a change)."""
+    return IncrementalAlterConfigsRequest(
+        resources=(
+            AlterConfigsResource(
+                resource_type=i8(TOPIC_RESOURCE),
+                resource_name=topic,
+                configs=(AlterableConfig(name="retention.ms", config_operation=i8(SET), value=str(value)),),
+            ),
+        ),
+        validate_only=False,
+    )
+
+
+def create_topic(name: str, partitions: int, replication_factor: int) -> CreateTopicsRequest:
+    return CreateTopicsRequest(
+        topics=(
+            CreatableTopic(
+                name=TopicName(name),
+                num_partitions=i32(partitions),
+                replication_factor=i16(replication_factor),
+                assignments=(),
+                configs=(),
+            ),
+        ),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        validate_only=False,
+    )
+
+
+def check_ok(response: Any, what: str) -> None:
+    items = getattr(response, "responses", None) or getattr(response, "topics", None) or ()
+    for item in items:
+        if item.error_code != ErrorCode.none:
+            raise Zk2KraftError(f"{what}: {item.error_code.name} {item.error_message}")
+
+
+async def timed_requests(
+    port: int, requests: Sequence[Any], what: str, client_id: str = "bench"
+) -> list[float]:
+    """Send `requests` one after the other on one connection; the latency of each."""
+    connection = await KafkaConnection.open("127.0.0.1", port, client_id=client_id)
+    latencies: list[float] = []
+    async with connection:
+        for request in requests:
+            started = time.perf_counter()
+            response = await connection.send(request)
+            latencies.append(time.perf_counter() - started)
+            check_ok(response, what)
+    return latencies
+
+
+async def throughput(port: int, topics: Sequence[str], clients: int, per_client: int) -> dict[str, Any]:
+    """`clients` connections each sending `per_client` config changes back to back; changes/s overall."""
+    connections = [
+        await KafkaConnection.open("127.0.0.1", port, client_id=f"bench-{c}") for c in range(clients)
+    ]
+    latencies: list[float] = []
+
+    async def client(c: int) -> None:
+        topic = topics[c % len(topics)]
+        for i in range(per_client):
+            request = set_topic_config(topic, 7_200_000 + c * 1_000_000 + i)
+            started = time.perf_counter()
+            response = await connections[c].send(request)
+            latencies.append(time.perf_counter() - started)
+            check_ok(response, f"IncrementalAlterConfigs of {topic}")
+
+    try:
+        started = time.perf_counter()
+        await asyncio.gather(*(client(c) for c in range(clients)))
+        elapsed = time.perf_counter() - started
+    finally:
+        for connection in connections:
+            await connection.close()
+    return {
+        "clients": clients,
+        "changes": clients * per_client,
+        "seconds": round(elapsed, 3),
+        "changes_per_s": round(clients * per_client / elapsed),
+        "latency_under_load": latency_summary(latencies),
+    }
+
+
+def measure_requests(port: int, topics: Sequence[str], requests: int, clients: int) -> dict[str, Any]:
+    """Sequential latencies (ApiVersions as the listener's own cost, IncrementalAlterConfigs, CreateTopics)
+    and the concurrent throughput; a short warm-up precedes each."""
+    topic = topics[0]
+    warm = max(5, min(50, requests // 10))
+    creates = max(5, requests // 4)
+    run_id = uuid.uuid4().hex[:6]
+
+    async def go() -> dict[str, Any]:
+        api_versions = [
+            ApiVersionsRequest(client_software_name="bench", client_software_version="1")
+        ] * requests
+        await timed_requests(port, api_versions[:warm], "ApiVersions")
+        listener = await timed_requests(port, api_versions, "ApiVersions")
+        await timed_requests(port, [set_topic_config(topic, 1_000 + i) for i in range(warm)], "warm-up")
+        configs = await timed_requests(
+            port, [set_topic_config(topic, 3_600_000 + i) for i in range(requests)], "IncrementalAlterConfigs"
+        )
+        await timed_requests(port, [create_topic(f"warm-{run_id}-{i}", 3, 3) for i in range(warm)], "warm-up")
+        created = await timed_requests(
+            port, [create_topic(f"bench-{run_id}-{i}", 3, 3) for i in range(creates)], "CreateTopics"
+        )
+        loaded = await throughput(port, topics, clients, max(1, requests // clients))
+        return {
+            "api_versions": latency_summary(listener),
+            "incremental_alter_configs": latency_summary(configs),
+            "create_topics": {**latency_summary(created), "partitions": 3, "replication_factor": 3},
+            "throughput": loaded,
+        }
+
+    return asyncio.run(go())
+
+
+# ---------------------------------------------------------------- the whole run
+
+
+def run(
+    requests: int,
+    clients: int,
+    *,
+    in_process: bool = False,
+    profile: Path | None = None,
+    zk_connect: str | None = None,
+    topics: int = 20,
+    force_sync: bool = False,
+) -> dict[str, Any]:
+    """The whole benchmark; `zk_connect` (with a chroot) reuses a running ZooKeeper instead of starting one."""
+    load_before = load_average()
+    with tempfile.TemporaryDirectory(prefix="bench-bridge-") as tmp_text:
+        tmp = Path(tmp_text)
+        zookeeper = None
+        if zk_connect is None:
+            config = {"forceSync": "yes"} if force_sync else None
+            zookeeper = EmbeddedZooKeeper(tmp / "zk", config=config).start()
+            zk_connect = zookeeper.connect_string
+        try:
+            result = _run_against(zk_connect, tmp, requests, clients, in_process, profile, topics)
+        finally:
+            if zookeeper is not None:
+                zookeeper.close()
+    result["zookeeper_force_sync"] = force_sync if zookeeper is not None else "external"
+    result["load_average_before"] = load_before
+    result["load_average_after"] = load_average()
+    return result
+
+
+def _run_against(
+    zk_connect: str,
+    tmp: Path,
+    requests: int,
+    clients: int,
+    in_process: bool,
+    profile: Path | None,
+    topics: int,
+) -> dict[str, Any]:
+    admin = KazooClient(hosts=zk_connect)
+    admin.start(timeout=30)
+    try:
+        admin.ensure_path(CHROOT)
+    finally:
+        admin.stop()
+        admin.close()
+    cluster = generate(ClusterSpec(topics=topics, partitions_per_topic=6, seed=4))
+    seeder = KazooClient(hosts=zk_connect + CHROOT)
+    seeder.start(timeout=30)
+    try:
+        load_into_zookeeper(cluster, seeder)
+    finally:
+        seeder.stop()
+        seeder.close()
+    topic_names = sorted(t for t in cluster.model.topics if not t.startswith("__"))
+    floor = measure_floor(zk_connect, tmp / "floor-log", max(50, min(requests, 500)))
+    metadata_dir = tmp / "controller" / "meta"
+    metadata_dir.parent.mkdir()
+    handle: ControllerHandle
+    if in_process:
+        handle = InProcess.start(zk_connect + CHROOT, metadata_dir)
+    else:
+        handle = Subprocess.start(zk_connect + CHROOT, metadata_dir, profile)
+    try:
+        measured = measure_requests(handle.listen_port, topic_names, requests, clients)
+    finally:
+        handle.stop()
+    floor_p50 = floor["sum"]["p50_ms"]
+    configs, created, loaded = (
+        measured["incremental_alter_configs"],
+        measured["create_topics"],
+        measured["throughput"],
+    )
+    return {
+        "machine": platform.platform(),
+        "cpus": os.cpu_count(),
+        "controller": handle.mode,
+        "cluster": {"topics": len(cluster.model.topics), "brokers": len(cluster.model.brokers)},
+        "floor": floor,
+        **measured,
+        "ratios": {
+            "incremental_alter_configs_p50_over_floor": round(configs["p50_ms"] / floor_p50, 2),
+            "create_topics_p50_over_floor": round(created["p50_ms"] / floor_p50, 2),
+            "changes_per_s": loaded["changes_per_s"],
+        },
+    }
+
+
+def top_functions(profile: Path, limit: int = 25) -> str:
+    """The profile's most expensive functions by own time, as pstats prints them."""
+    import io
+
+    out = io.StringIO()
+    stats = pstats.Stats(str(profile), stream=out)
+    stats.sort_stats("tottime").print_stats(limit)
+    out.write("\n--- by cumulative time ---\n")
+    stats.sort_stats("cumulative").print_stats(limit)
+    return out.getvalue()
+
+
+def report(result: dict[str, Any]) -> str:
+    """The ratios against the targets, one line each."""
+    floor, ratios = result["floor"]["sum"], result["ratios"]
+    configs, created = result["incremental_alter_configs"], result["create_topics"]
+    loaded = result["throughput"]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    iac = ratios["incremental_alter_configs_p50_over_floor"]
+    ct = ratios["create_topics_p50_over_floor"]
+    return "\n".join(
+        [
+            f"floor (fsynced append + ZooKeeper multi): p50 {floor['p50_ms']} ms, p99 {floor['p99_ms']} ms",
+            f"IncrementalAlterConfigs: p50 {configs['p50_ms']} ms, p99 {configs['p99_ms']} ms = {iac}x the floor "
+            f"(target <= {TARGET_RATIO}x: {verdict(iac <= TARGET_RATIO)})",
+            f"CreateTopics: p50 {created['p50_ms']} ms, p99 {created['p99_ms']} ms = {ct}x the floor "
+            f"(target <= {TARGET_RATIO}x: {verdict(ct <= TARGET_RATIO)})",
+            f"{loaded['clients']} clients: {loaded['changes_per_s']:,} config changes/s "
+            f"(target >= {TARGET_CHANGES_PER_S:,}: {verdict(loaded['changes_per_s'] >= TARGET_CHANGES_PER_S)})",
+            f"controller: {result['controller']}; load average {result['load_average_before']} -> "
+            f"{result['load_average_after']}",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=1000,
+        help="sequential requests per kind, and the total config changes of the concurrent run",
+    )
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--topics", type=int, default=20, help="topics of the seeded cluster")
+    parser.add_argument("--in-process", action="store_true", help="run the controller on a thread here")
+    parser.add_argument(
+        "--zk-force-sync",
+        action="store_true",
+        help="ZooKeeper fsyncs its transaction log "
+        "(production setting; the embedded default is forceSync=no)",
+    )
+    parser.add_argument(
+        "--profile", type=Path, metavar="FILE", help="cProfile the controller child into FILE"
+    )
+    parser.add_argument("--serve", nargs=2, metavar=("ZK", "DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        sys.exit(serve(args.serve[0], Path(args.serve[1]), args.profile))
+    if args.profile is not None and args.in_process:
+        parser.error("--profile profiles the controller child; drop --in-process")
+    result = run(
+        args.requests,
+        args.clients,
+        in_process=args.in_process,
+        profile=args.profile.resolve() if args.profile else None,
+        topics=args.topics,
+        force_sync=args.zk_force_sync,
+    )
+    print(json.dumps(result, indent=2))
+    print(report(result))
+    if args.profile is not None:
+        print(top_functions(args.profile))
+
+
+if __name__ == "__main__":
+    main()
