@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from kio.schema.incremental_alter_configs.v1.request import (
 )
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.generate_cluster import ClusterSpec, generate, load_into_zookeeper
 from bridge.api import DriverState
@@ -200,6 +202,7 @@ def serve(zk_connect: str, metadata_dir: Path, profile_path: Path | None) -> int
 
 class ControllerHandle(Protocol):
     listen_port: int
+    metrics_port: int
     mode: str
 
     def stop(self) -> None: ...
@@ -211,12 +214,13 @@ class InProcess:
 
     controller: BridgeController
     listen_port: int
+    metrics_port: int
     mode: str = "in-process (shares the client's GIL)"
 
     @classmethod
     def start(cls, zk_connect: str, metadata_dir: Path) -> InProcess:
         controller = start_controller(zk_connect, metadata_dir)
-        return cls(controller, controller.listen_port)
+        return cls(controller, controller.listen_port, controller.metrics_port)
 
     def stop(self) -> None:
         self.controller.stop()
@@ -229,6 +233,7 @@ class Subprocess:
     process: subprocess.Popen[str]
     log_path: Path
     listen_port: int
+    metrics_port: int
     mode: str = "subprocess"
 
     @classmethod
@@ -248,7 +253,7 @@ class Subprocess:
             tail = log_path.read_text()[-3000:]
             raise Zk2KraftError(f"the bridge controller child exited with {process.returncode}:\n{tail}")
         ports = json.loads(line)
-        return cls(process, log_path, int(ports["listen_port"]))
+        return cls(process, log_path, int(ports["listen_port"]), int(ports["metrics_port"]))
 
     def stop(self) -> None:
         assert self.process.stdin is not None
@@ -261,6 +266,45 @@ class Subprocess:
         if self.process.returncode != 0:
             tail = self.log_path.read_text()[-3000:]
             raise Zk2KraftError(f"the bridge controller child exited with {self.process.returncode}:\n{tail}")
+
+
+# ---------------------------------------------------------------- the controller's own view (/metrics)
+
+ZK_WRITE_MS = "zk2kraft_zk_write_delta_time_ms"
+REQUEST_SECONDS = "zk2kraft_request_latency_seconds"
+
+
+def scrape(metrics_port: int) -> dict[str, float]:
+    """Sums and counts of the controller's ZooKeeper-write and per-API request-latency histograms."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in (f"{ZK_WRITE_MS}_sum", f"{ZK_WRITE_MS}_count"):
+                values[sample.name] = sample.value
+            elif sample.name in (f"{REQUEST_SECONDS}_sum", f"{REQUEST_SECONDS}_count"):
+                values[f"{sample.name}:{sample.labels.get('api')}"] = sample.value
+    return values
+
+
+def controller_means(before: dict[str, float], after: dict[str, float], api: str) -> dict[str, float]:
+    """Between two scrapes: requests of `api`, their mean ms inside the controller; ZooKeeper writes and
+    their mean ms (the driver's apply_ops: the change's znodes, notifications and /migration)."""
+
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    requests = delta(f"{REQUEST_SECONDS}_count:{api}")
+    writes = delta(f"{ZK_WRITE_MS}_count")
+    return {
+        "requests": requests,
+        "request_in_controller_mean_ms": round(delta(f"{REQUEST_SECONDS}_sum:{api}") / requests * 1000, 3)
+        if requests
+        else 0.0,
+        "zk_writes": writes,
+        "zk_write_mean_ms": round(delta(f"{ZK_WRITE_MS}_sum") / writes, 3) if writes else 0.0,
+    }
 
 
 # ---------------------------------------------------------------- the floor
@@ -396,7 +440,9 @@ async def throughput(port: int, topics: Sequence[str], clients: int, per_client:
     }
 
 
-def measure_requests(port: int, topics: Sequence[str], requests: int, clients: int) -> dict[str, Any]:
+def measure_requests(
+    port: int, metrics_port: int, topics: Sequence[str], requests: int, clients: int
+) -> dict[str, Any]:
     """Sequential latencies (ApiVersions as the listener's own cost, IncrementalAlterConfigs, CreateTopics)
     and the concurrent throughput; a short warm-up precedes each."""
     topic = topics[0]
@@ -410,20 +456,32 @@ def measure_requests(port: int, topics: Sequence[str], requests: int, clients: i
         ] * requests
         await timed_requests(port, api_versions[:warm], "ApiVersions")
         listener = await timed_requests(port, api_versions, "ApiVersions")
+        iac = "IncrementalAlterConfigs"
         await timed_requests(port, [set_topic_config(topic, 1_000 + i) for i in range(warm)], "warm-up")
+        before = scrape(metrics_port)
         configs = await timed_requests(
-            port, [set_topic_config(topic, 3_600_000 + i) for i in range(requests)], "IncrementalAlterConfigs"
+            port, [set_topic_config(topic, 3_600_000 + i) for i in range(requests)], iac
         )
+        configs_inside = controller_means(before, scrape(metrics_port), iac)
         await timed_requests(port, [create_topic(f"warm-{run_id}-{i}", 3, 3) for i in range(warm)], "warm-up")
+        before = scrape(metrics_port)
         created = await timed_requests(
             port, [create_topic(f"bench-{run_id}-{i}", 3, 3) for i in range(creates)], "CreateTopics"
         )
+        created_inside = controller_means(before, scrape(metrics_port), "CreateTopics")
+        before = scrape(metrics_port)
         loaded = await throughput(port, topics, clients, max(1, requests // clients))
+        loaded_inside = controller_means(before, scrape(metrics_port), iac)
         return {
             "api_versions": latency_summary(listener),
-            "incremental_alter_configs": latency_summary(configs),
-            "create_topics": {**latency_summary(created), "partitions": 3, "replication_factor": 3},
-            "throughput": loaded,
+            "incremental_alter_configs": {**latency_summary(configs), "controller": configs_inside},
+            "create_topics": {
+                **latency_summary(created),
+                "partitions": 3,
+                "replication_factor": 3,
+                "controller": created_inside,
+            },
+            "throughput": {**loaded, "controller": loaded_inside},
         }
 
     return asyncio.run(go())
@@ -496,7 +554,7 @@ def _run_against(
     else:
         handle = Subprocess.start(zk_connect + CHROOT, metadata_dir, profile)
     try:
-        measured = measure_requests(handle.listen_port, topic_names, requests, clients)
+        measured = measure_requests(handle.listen_port, handle.metrics_port, topic_names, requests, clients)
     finally:
         handle.stop()
     floor_p50 = floor["sum"]["p50_ms"]

@@ -1,0 +1,58 @@
+"""A tiny run of bench/bench_bridge.py on the shared test ZooKeeper, so the benchmark cannot rot unnoticed.
+
+No timing is asserted: only that every phase ran, every request succeeded and the result reads right.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ is a folder of scripts, not installed
+
+from bench import bench_bridge  # noqa: E402
+
+pytestmark = pytest.mark.zookeeper
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["subprocess", "in-process"])
+def test_tiny_benchmark_run_measures_every_phase(zk_connect: str, in_process: bool) -> None:
+    result = bench_bridge.run(8, 2, in_process=in_process, zk_connect=zk_connect, topics=3)
+
+    assert result["controller"].startswith("in-process" if in_process else "subprocess")
+    assert result["cluster"] == {"topics": 3, "brokers": 6}
+    assert result["floor"]["sum"]["count"] == 50
+    assert result["incremental_alter_configs"]["count"] == 8
+    assert result["create_topics"]["count"] == 5
+    # The controller's own metrics saw exactly the measured requests, each with its ZooKeeper write.
+    assert result["incremental_alter_configs"]["controller"]["requests"] == 8
+    assert result["incremental_alter_configs"]["controller"]["zk_writes"] == 8
+    assert result["throughput"]["changes"] == 8 and result["throughput"]["clients"] == 2
+    assert result["ratios"]["changes_per_s"] > 0
+    assert result["zookeeper_force_sync"] == "external"
+    assert len(result["load_average_before"]) == 3 and len(result["load_average_after"]) == 3
+    json.dumps(result)  # printable as the JSON result
+
+    lines = bench_bridge.report(result).splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "floor (fsynced append + ZooKeeper multi)",
+        "IncrementalAlterConfigs",
+        "CreateTopics",
+        "2 clients",
+        "controller",
+    ]
+
+    # The changes really went through the bridge into ZooKeeper: the created topics exist there.
+    client = KazooClient(hosts=zk_connect + bench_bridge.CHROOT)
+    client.start(timeout=15)
+    try:
+        created = [t for t in client.get_children("/brokers/topics") if t.startswith("bench-")]
+        assert len(created) == 5
+        assert client.exists("/migration") is not None
+    finally:
+        client.stop()
+        client.close()
