@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ is a folder of scripts, not installed
 
-from bench import bench_bridge  # noqa: E402
+from bench import bench_bridge
 
 pytestmark = pytest.mark.zookeeper
 
