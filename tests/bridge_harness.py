@@ -1,0 +1,564 @@
+"""Shared helpers of the bridge robustness tests: a small seeded cluster, the bridge as a subprocess, a
+stream of admin changes from concurrent clients that remembers what was acknowledged, and the final check
+that the log holds every acknowledged change and ZooKeeper equals the log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+from kio.schema.alter_client_quotas.v1 import request as quota_req
+from kio.schema.create_topics.v7 import request as create_req
+from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1 import request as config_req
+from kio.static.primitive import f64, i8, i16, i32
+
+from bridge.client import KafkaConnection
+from bridge.metadata_log import MetadataLog
+from bridge.operations import WriteClientQuotas, ZkOperation
+from bridge.zk_client import SCRAM_MECHANISM_NAMES
+from bridge.zk_writer import plan_reconciliation
+from migrate.kraft import records as rec
+from migrate.kraft.image import MetadataImage
+from migrate.kraft.reader import iter_log_dir, load_image
+from migrate.zk.cluster import from_tree
+from migrate.zk.embedded import free_ports
+from migrate.zk.live import read_tree
+from migrate.zk.load import load_tree
+from migrate.zk.model import ZkClusterModel
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # bench/ is a folder of scripts, not an installed package
+
+from bench.generate_cluster import ClusterSpec, generate  # noqa: E402
+
+TOPIC_RESOURCE = 2
+SET = 0
+CONFIG_KEY = "retention.ms"
+QUOTA_KEY = "producer_byte_rate"
+CLIENT_TIMEOUT_S = 20.0
+SMALL_CLUSTER = ClusterSpec(
+    topics=4, partitions_per_topic=2, brokers=3, replication_factor=2, users=2, acl_resources=2, tokens=0, seed=11
+)
+
+
+def seed_small_cluster(client: KazooClient) -> list[str]:
+    """Load a small generated Kafka cluster (3 brokers, 4 topics) at the client's root; its topic names."""
+    cluster = generate(SMALL_CLUSTER, "/")
+    load_tree(client, cluster.kafka_tree())
+    return sorted(cluster.model.topics)
+
+
+def register_brokers(metadata_dir: Path, node_id: int, broker_ids: range = range(1, SMALL_CLUSTER.brokers + 1)) -> None:
+    """Append unfenced RegisterBrokerRecords for ZK brokers (bridge stopped), as their BrokerRegistration would.
+
+    A migrated log holds no broker registrations (Kafka's ZK brokers register through BrokerRegistration
+    and heartbeats, which the bridge does not serve yet), so CreateTopics has nowhere to place replicas.
+    """
+    metadata_log = MetadataLog.open(metadata_dir, node_id=node_id)
+    try:
+        version = metadata_log.image.metadata_version.register_broker_record_version()
+        records = [
+            (
+                rec.RegisterBrokerRecord(
+                    broker_id=b,
+                    is_migrating_zk_broker=True,
+                    incarnation_id=uuid.UUID(int=b),
+                    broker_epoch=100 + b,
+                    end_points=[
+                        rec.RegisterBrokerRecord.BrokerEndpoint(
+                            name="PLAINTEXT", host=f"kafka-{b}", port=9092, security_protocol=0
+                        )
+                    ],
+                    rack=None,
+                    fenced=False,
+                ),
+                version,
+            )
+            for b in broker_ids
+        ]
+        metadata_log.append(records).durable.result(30)
+    finally:
+        metadata_log.close()
+
+
+# ---------------------------------------------------------------------------------------------- the process
+
+
+@dataclass
+class BridgeProcess:
+    """`zk2kraft bridge run` in a subprocess on fixed loopback ports (the same after every restart)."""
+
+    zk_connect: str
+    metadata_dir: Path
+    node_id: int
+    log_path: Path
+    standby: bool = False
+    fsync: bool = True
+    listen_port: int = 0
+    metrics_port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.listen_port or not self.metrics_port:
+            self.listen_port, self.metrics_port = free_ports(2)
+
+    def command(self) -> list[str]:
+        command = [
+            sys.executable, "-m", "cli.main", "bridge", "run", "--zk", self.zk_connect,
+            "--metadata-dir", str(self.metadata_dir), "--node-id", str(self.node_id),
+            "--listen", f"127.0.0.1:{self.listen_port}", "--metrics", f"127.0.0.1:{self.metrics_port}",
+        ]  # fmt: skip
+        if self.standby:
+            command.append("--standby")
+        if not self.fsync:
+            command.append("--no-fsync")
+        return command
+
+    def start(self) -> BridgeProcess:
+        if self.running:
+            raise AssertionError("the bridge process is already running")
+        self.starts += 1
+        with open(self.log_path, "ab") as out:
+            out.write(f"\n===== start {self.starts}: {' '.join(self.command())}\n".encode())
+            out.flush()
+            self.process = subprocess.Popen(
+                self.command(), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )  # fmt: skip
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def status(self) -> dict[str, Any] | None:
+        """The `/status` document, or None while nothing answers."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/status", timeout=5) as reply:
+                return json.loads(reply.read())  # type: ignore[no-any-return]
+        except (OSError, urllib.error.URLError, ValueError):
+            return None
+
+    def wait_for_state(self, state: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Poll `/status` until it reports `state`; fails with the log tail if the process exits first."""
+        deadline = time.monotonic() + timeout
+        last: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            last = self.status() or last
+            if last is not None and last.get("state") == state and self.running:
+                return last
+            if not self.running:
+                raise AssertionError(
+                    f"bridge exited with code {self.returncode} before {state} (last status {last})\n"
+                    f"{self.log_tail()}"
+                )
+            time.sleep(0.05)
+        raise AssertionError(f"bridge did not reach {state} within {timeout} s (last status {last})\n{self.log_tail()}")
+
+    def wait_for_status(self, timeout: float = 60.0) -> dict[str, Any]:
+        """Poll until `/status` answers at all (listener and status server up, any driver state)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.status()
+            if found is not None:
+                return found
+            if not self.running:
+                raise AssertionError(f"bridge exited with code {self.returncode}\n{self.log_tail()}")
+            time.sleep(0.01)
+        raise AssertionError(f"bridge served no /status within {timeout} s\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL and reap."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        """SIGTERM (clean stop) and wait; returns the exit code (kills after `timeout`)."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"bridge ignored SIGTERM for {timeout} s\n{self.log_tail()}") from None
+
+    def wait(self, timeout: float) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout)
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log_path.read_text("utf-8", "replace").splitlines() if self.log_path.exists() else []
+        return f"--- last lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
+
+    def log_text(self) -> str:
+        return self.log_path.read_text("utf-8", "replace") if self.log_path.exists() else ""
+
+
+def bring_up(bridge: BridgeProcess, clients: int) -> None:
+    """Start to DUAL_WRITE and create each client's config topic (registering brokers first if needed)."""
+    bridge.start().wait_for_state("DUAL_WRITE")
+    if prepare_entities(bridge.listen_port, clients):
+        return
+    # No registered brokers to place replicas on: give the log the registrations the brokers would make.
+    assert bridge.terminate() == 0, bridge.log_tail()
+    register_brokers(bridge.metadata_dir, bridge.node_id)
+    bridge.start().wait_for_state("DUAL_WRITE")
+    assert prepare_entities(bridge.listen_port, clients), "CreateTopics still finds no usable broker"
+
+
+@contextlib.contextmanager
+def bridge_process(**kwargs: Any) -> Iterator[BridgeProcess]:
+    """A BridgeProcess killed at the end whatever happened."""
+    bridge = BridgeProcess(**kwargs)
+    try:
+        yield bridge
+    finally:
+        bridge.kill()
+
+
+# ---------------------------------------------------------------------------------------------- the changes
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One attempted change: `kind` (config, topic, quota), the entity it touches, and its sequence number."""
+
+    kind: str
+    entity: str
+    seq: int
+    client: int
+
+
+@dataclass
+class Outcomes:
+    """Every change attempted, and those acknowledged (response error 0) and refused (a non-zero error)."""
+
+    attempted: list[Change] = field(default_factory=list)
+    acknowledged: list[Change] = field(default_factory=list)
+    refused: dict[int, int] = field(default_factory=dict)  # error code -> count
+    failed: int = 0  # no response (connection lost, timeout)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ack(self, change: Change) -> None:
+        with self.lock:
+            self.acknowledged.append(change)
+
+    def refuse(self, code: int) -> None:
+        with self.lock:
+            self.refused[code] = self.refused.get(code, 0) + 1
+
+    def summary(self) -> str:
+        return (
+            f"attempted={len(self.attempted)} acknowledged={len(self.acknowledged)} failed={self.failed} "
+            f"refused={ {ErrorCode(c).name: n for c, n in self.refused.items()} }"
+        )
+
+
+def config_value(seq: int) -> str:
+    return str(3_600_000 + seq)
+
+
+def quota_value(seq: int) -> float:
+    return float(1_000_000 + seq)
+
+
+def topic_of_client(client: int) -> str:
+    return f"fault-cfg-{client}"
+
+
+def user_of_client(client: int) -> str:
+    return f"fault-user-{client}"
+
+
+def new_topic_name(client: int, seq: int) -> str:
+    return f"fault-new-{client}-{seq}"
+
+
+def build_request(change: Change) -> Any:
+    if change.kind == "config":
+        return config_req.IncrementalAlterConfigsRequest(
+            resources=(
+                config_req.AlterConfigsResource(
+                    resource_type=i8(TOPIC_RESOURCE),
+                    resource_name=change.entity,
+                    configs=(
+                        config_req.AlterableConfig(
+                            name=CONFIG_KEY, config_operation=i8(SET), value=config_value(change.seq)
+                        ),
+                    ),
+                ),
+            ),
+            validate_only=False,
+        )
+    if change.kind == "topic":
+        return create_req.CreateTopicsRequest(
+            topics=(
+                create_req.CreatableTopic(
+                    name=change.entity,  # type: ignore[arg-type]
+                    num_partitions=i32(1),
+                    replication_factor=i16(2),
+                    assignments=(),
+                    configs=(),
+                ),
+            ),
+        )
+    if change.kind == "quota":
+        return quota_req.AlterClientQuotasRequest(
+            entries=(
+                quota_req.EntryData(
+                    entity=(quota_req.EntityData(entity_type="user", entity_name=change.entity),),
+                    ops=(quota_req.OpData(key=QUOTA_KEY, value=f64(quota_value(change.seq)), remove=False),),
+                ),
+            ),
+            validate_only=False,
+        )
+    raise AssertionError(change.kind)
+
+
+def response_codes(response: Any) -> list[int]:
+    """Every per-item error code of a CreateTopics / IncrementalAlterConfigs / AlterClientQuotas response."""
+    items = getattr(response, "responses", None) or getattr(response, "topics", None) or response.entries
+    return [int(item.error_code) for item in items]
+
+
+# Kinds each client cycles through; client i starts at kind i so all kinds are in flight at once.
+KINDS = ("config", "topic", "quota")
+
+
+class ChangeStream:
+    """`clients` concurrent Kafka clients sending changes to 127.0.0.1:`port` until stopped.
+
+    Each client owns its entities (topic `fault-cfg-<i>` for configs, user `fault-user-<i>` for quotas,
+    new topics `fault-new-<i>-<seq>`), sends one request at a time and reconnects after a failure, so the
+    last acknowledged value of an entity is the newest one that may be final. Sequence numbers are global
+    and rise per client. Runs on its own event loop in a background thread.
+    """
+
+    def __init__(self, port: int | Callable[[], int], clients: int = 4, pause_s: float = 0.0) -> None:
+        self.port = port if callable(port) else (lambda: port)
+        self.clients = clients
+        self.pause_s = pause_s
+        self.outcomes = Outcomes()
+        self._seq = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[BaseException] = []
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def start(self) -> ChangeStream:
+        self._thread = threading.Thread(target=self._run, name="change-stream", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> Outcomes:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(CLIENT_TIMEOUT_S + 30)
+            assert not self._thread.is_alive(), "the change stream did not stop"
+        if self.errors:
+            raise AssertionError(f"a client failed unexpectedly: {self.errors[0]!r}") from self.errors[0]
+        return self.outcomes
+
+    def acknowledged_count(self) -> int:
+        return len(self.outcomes.acknowledged)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        await asyncio.gather(*(self._client(i) for i in range(self.clients)))
+
+    async def _client(self, index: int) -> None:
+        connection: KafkaConnection | None = None
+        turn = index
+        try:
+            while not self._stop.is_set():
+                if connection is None:
+                    try:
+                        connection = await KafkaConnection.open(
+                            "127.0.0.1", self.port(), client_id=f"fault-client-{index}", timeout=2.0
+                        )
+                    except Exception:
+                        await asyncio.sleep(0.05)
+                        continue
+                kind = KINDS[turn % len(KINDS)]
+                turn += 1
+                seq = self.next_seq()
+                entity = {
+                    "config": topic_of_client(index),
+                    "topic": new_topic_name(index, seq),
+                    "quota": user_of_client(index),
+                }[kind]
+                change = Change(kind, entity, seq, index)
+                self.outcomes.attempted.append(change)
+                try:
+                    response = await connection.send(build_request(change), timeout=CLIENT_TIMEOUT_S)
+                except Exception:
+                    # No answer: the change may or may not have been applied.
+                    self.outcomes.failed += 1
+                    with contextlib.suppress(Exception):
+                        await connection.close()
+                    connection = None
+                    continue
+                codes = response_codes(response)
+                if codes == [0]:
+                    self.outcomes.ack(change)
+                else:
+                    self.outcomes.refuse(codes[0] if codes else -1)
+                    await asyncio.sleep(0.02)  # NOT_CONTROLLER while (re)starting: do not spin
+                if self.pause_s:
+                    await asyncio.sleep(self.pause_s)
+        except BaseException as exc:  # a bug in the test itself
+            self.errors.append(exc)
+            raise
+        finally:
+            if connection is not None:
+                with contextlib.suppress(Exception):
+                    await connection.close()
+
+
+def prepare_entities(port: int, clients: int) -> bool:
+    """Create each client's config topic through the bridge; False when no broker can hold a replica."""
+
+    async def run() -> bool:
+        async with await KafkaConnection.open("127.0.0.1", port, timeout=10.0) as connection:
+            for index in range(clients):
+                change = Change("topic", topic_of_client(index), 0, index)
+                response = await connection.send(build_request(change), timeout=CLIENT_TIMEOUT_S)
+                codes = response_codes(response)
+                if codes == [int(ErrorCode.invalid_replication_factor)]:
+                    return False
+                assert codes in ([0], [int(ErrorCode.topic_already_exists)]), response
+        return True
+
+    return asyncio.run(run())
+
+
+# ---------------------------------------------------------------------------------------------- verification
+
+
+@dataclass
+class Readback:
+    """The log's image and records, and ZooKeeper's model, read after the bridge stopped."""
+
+    image: MetadataImage
+    config_records: set[tuple[str, str, str | None]]
+    quota_records: set[tuple[str | None, float]]
+    zk: ZkClusterModel
+
+
+def read_back(metadata_dir: Path, zk_connect: str) -> Readback:
+    image, _report = load_image(metadata_dir)
+    configs: set[tuple[str, str, str | None]] = set()
+    quotas: set[tuple[str | None, float]] = set()
+    for entry in iter_log_dir(metadata_dir):
+        record = entry.record
+        if entry.is_control:
+            continue
+        if isinstance(record, rec.ConfigRecord) and record.resource_type == TOPIC_RESOURCE:
+            configs.add((record.resource_name, record.name, record.value))
+        elif isinstance(record, rec.ClientQuotaRecord) and not record.remove:
+            for data in record.entity:
+                if data.entity_type == "user":
+                    quotas.add((data.entity_name, record.value))
+    zk = from_tree(read_tree(zk_connect, acls=False), strict=False)
+    return Readback(image, configs, quotas, zk)
+
+
+def latest_by_entity(changes: list[Change], kind: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for change in changes:
+        if change.kind == kind:
+            out[change.entity] = max(out.get(change.entity, 0), change.seq)
+    return out
+
+
+def effective_writes(plan: list[ZkOperation], zk: ZkClusterModel) -> list[ZkOperation]:
+    """`plan` without the quota rewrites that would write what ZooKeeper already holds.
+
+    Kafka's handleSnapshot rewrites every quota entity of the image whether it changed or not, so a
+    reconciliation plan is never empty on a cluster with quotas; those writes change nothing.
+    """
+    held = {tuple(sorted(cfg.entity.items())): cfg for cfg in zk.client_quotas.values()}
+    out = []
+    for op in plan:
+        if isinstance(op, WriteClientQuotas):
+            cfg = held.get(op.entity)
+            scram = {
+                SCRAM_MECHANISM_NAMES[m]: (c.salt, c.stored_key, c.server_key, c.iterations) for m, c in op.scram.items()
+            }
+            if cfg is not None and cfg.quotas == op.quotas and scram == {
+                name: (c.salt, c.stored_key, c.server_key, c.iterations) for name, c in cfg.scram.items()
+            }:
+                continue
+        out.append(op)
+    return out
+
+
+def check_acknowledged_and_converged(readback: Readback, outcomes: Outcomes) -> list[str]:
+    """Problems found (empty when all is well): a lost acknowledged change, or ZooKeeper ≠ the log."""
+    problems: list[str] = []
+    image, zk = readback.image, readback.zk
+    attempted_seqs = {(c.kind, c.entity): set() for c in outcomes.attempted}  # type: dict[tuple[str, str], set[int]]
+    for c in outcomes.attempted:
+        attempted_seqs[(c.kind, c.entity)].add(c.seq)
+
+    for change in outcomes.acknowledged:
+        if change.kind == "topic":
+            if change.entity not in image.topics_by_name:
+                problems.append(f"acknowledged CreateTopics {change.entity} (seq {change.seq}) is not in the log")
+            if change.entity not in zk.topics:
+                problems.append(f"acknowledged CreateTopics {change.entity} (seq {change.seq}) is not in ZooKeeper")
+        elif change.kind == "config":
+            if (change.entity, CONFIG_KEY, config_value(change.seq)) not in readback.config_records:
+                problems.append(f"acknowledged config {change.entity} seq {change.seq} has no ConfigRecord in the log")
+        elif change.kind == "quota" and (change.entity, quota_value(change.seq)) not in readback.quota_records:
+            problems.append(f"acknowledged quota {change.entity} seq {change.seq} has no ClientQuotaRecord in the log")
+
+    # The final value of each entity is its last acknowledged one or a later attempt (whose answer was lost).
+    for entity, seq in latest_by_entity(outcomes.acknowledged, "config").items():
+        value = image.configs.get((TOPIC_RESOURCE, entity), {}).get(CONFIG_KEY)
+        zk_config = zk.topic_configs.get(entity)
+        zk_value = None if zk_config is None else zk_config.config.get(CONFIG_KEY)
+        allowed = {config_value(s) for s in attempted_seqs[("config", entity)] if s >= seq}
+        if value not in allowed:
+            problems.append(f"config {entity}: log holds {value}, last acknowledged {config_value(seq)}")
+        if zk_value != value:
+            problems.append(f"config {entity}: ZooKeeper holds {zk_value}, the log {value}")
+    for entity, seq in latest_by_entity(outcomes.acknowledged, "quota").items():
+        quota = image.client_quotas.get((("user", entity),), {}).get(QUOTA_KEY)
+        allowed_q = {quota_value(s) for s in attempted_seqs[("quota", entity)] if s >= seq}
+        if quota not in allowed_q:
+            problems.append(f"quota {entity}: log holds {quota}, last acknowledged {quota_value(seq)}")
+
+    plan = effective_writes(plan_reconciliation(image, zk), zk)
+    if plan:
+        shown = "; ".join(repr(op)[:200] for op in plan[:10])
+        problems.append(f"ZooKeeper differs from the log: reconciliation would make {len(plan)} write(s): {shown}")
+    return problems
