@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import fcntl
 import importlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -24,15 +26,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
+from bridge.broker_registry import ZkBrokerRegistry
 from bridge.driver import FencedOut, MetadataLogLike, MigrationDriver, MigrationMismatchError, plan_dry_run
 from bridge.error_responses import error_response
+from bridge.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
 from bridge.image_slice import cut, touched_keys
 from bridge.listener import KafkaListener, RequestContext
+from bridge.metadata_log import LOCK_FILE
 from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
 from bridge.protocol import (
     ANONYMOUS,
@@ -65,6 +71,9 @@ HANDLER_MODULES = (
     "bridge.handlers.scram",
     "bridge.handlers.acls",
 )
+
+STANDBY_POLL_S = 0.5
+JUDGE_WAIT_S = 30.0
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
@@ -153,7 +162,7 @@ class BridgeController:
         else:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})
-        self._open_log = open_log or _open_metadata_log
+        self._open_log_fn = open_log or _open_metadata_log
         self.new_uuid = new_uuid
         self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
         self.exit_code: int | None = None
@@ -165,9 +174,20 @@ class BridgeController:
         self.driver: MigrationDriver | None = None
         self.listener: KafkaListener | None = None
         self.status_server: StatusServer | None = None
+        self.brokers: ZkBrokerRegistry | None = None
+        self.watcher: ForeignWriteWatcher | None = None
+        self.foreign_batches_handled = 0
         self._zk_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zk-writer")
         self._queued_zk_writes = 0
         self._queue_lock = threading.Lock()
+        # Foreign-write judging needs ZooKeeper and the image to agree on our part: it waits until no dual
+        # write is in flight (appended, not yet in ZooKeeper) and holds new appends back (`_judging`).
+        self._inflight = 0
+        self._inflight_cond = threading.Condition()
+        self._gate = threading.Lock()
+        self._judging = False
+        self._log_closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -255,6 +275,8 @@ class BridgeController:
         code = EXIT_FAILED
         try:
             code = await self._serve()
+        except _Stopped:
+            code = EXIT_OK
         except MigrationMismatchError as exc:
             self._fail(str(exc))
             code = EXIT_REFUSED
@@ -295,13 +317,25 @@ class BridgeController:
         cluster_id = await loop.run_in_executor(None, self._zk_cluster_id)
         if config.dry_run:
             return await self._dry_run()
-        self.log = await loop.run_in_executor(None, self._open_log, config, cluster_id)
+        self.brokers = await loop.run_in_executor(None, self._start_broker_registry)
+        if config.standby:
+            # A standby answers (NOT_CONTROLLER) and reports its state while it waits for the log.
+            await self._start_serving(cluster_id)
+        self.log = await self._open_log(cluster_id)
         if self.log.cluster_id not in (None, cluster_id):
             raise MigrationMismatchError(
                 f"{config.metadata_dir} belongs to cluster {self.log.cluster_id}, but ZooKeeper "
                 f"{config.zk_connect} holds cluster {cluster_id}"
             )
         self.driver = self._new_driver(self.log)
+        if not config.standby:
+            await self._start_serving(cluster_id)
+        self._sync_metrics()
+        return await self._lead()
+
+    async def _start_serving(self, cluster_id: str) -> None:
+        """Start the Kafka-protocol listener and the metrics/status server; `start()` returns after this."""
+        config = self.config
         self.listener = KafkaListener(
             config.listen_host,
             config.listen_port,
@@ -313,14 +347,42 @@ class BridgeController:
             self.status_server = StatusServer(
                 self.metrics, config.metrics_host, config.metrics_port, status=self.status
             ).start()
-        self._sync_metrics()
         log.info(
-            "event=listening listen=%s:%d metrics=%s node_id=%d cluster_id=%s",
+            "event=listening listen=%s:%d metrics=%s node_id=%d cluster_id=%s standby=%s",
             config.listen_host, self.listener.port,
-            self.status_server.url if self.status_server else "off", config.node_id, cluster_id,
+            self.status_server.url if self.status_server else "off", config.node_id, cluster_id, config.standby,
         )  # fmt: skip
         self._ready.set()
-        return await self._lead()
+
+    def _start_broker_registry(self) -> ZkBrokerRegistry:
+        assert self.kazoo is not None
+        return ZkBrokerRegistry(
+            self.kazoo, on_change=lambda brokers: self.metrics.set_migrating_zk_brokers(len(brokers))
+        ).start()
+
+    async def _open_log(self, cluster_id: str) -> MetadataLogLike:
+        """Open the metadata log; a standby waits while another process holds its directory lock."""
+        loop = asyncio.get_running_loop()
+        announced = False
+        while True:
+            if self.config.standby and _directory_locked(self.config.metadata_dir):
+                if not announced:
+                    log.info("event=standby waiting_for=%s", self.config.metadata_dir / LOCK_FILE)
+                    announced = True
+                assert self._stop is not None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), STANDBY_POLL_S)
+                if self._stop.is_set():
+                    raise _Stopped()
+                continue
+            try:
+                opened = await loop.run_in_executor(None, self._open_log_fn, self.config, cluster_id)
+            except Zk2KraftError:
+                if self.config.standby and _directory_locked(self.config.metadata_dir):
+                    continue  # another standby got there first
+                raise
+            self._log_closed = False
+            return opened
 
     async def _lead(self) -> int:
         """Reach DUAL_WRITE and stay there until told to stop; standby waits out lost leadership."""
@@ -331,17 +393,25 @@ class BridgeController:
                 if self._stop.is_set():
                     return EXIT_OK
                 self._sync_metrics()
+                await self._start_watcher()
                 await self._until_stopped(self._watch_fence())
             except FencedOut as exc:
                 self._on_fenced(str(exc))
                 if not self.config.standby:
                     return EXIT_FENCED
+            finally:
+                await self._stop_watcher()
             if self._stop.is_set():
-                return EXIT_OK if not self.fenced else EXIT_FENCED
+                return EXIT_OK if not self.fenced or self.config.standby else EXIT_FENCED
+            # Let another process sharing the metadata directory take over while we wait.
+            await self._close_log()
             await self._until_stopped(self._await_takeover())
             if self._stop.is_set():
                 return EXIT_OK
-            await self._reopen_for_takeover()
+            try:
+                await self._reopen_for_takeover()
+            except _Stopped:
+                return EXIT_OK
 
     async def _until_stopped(self, work: Any) -> None:
         """Run `work` unless the stop event comes first (then it is cancelled)."""
@@ -378,33 +448,57 @@ class BridgeController:
         self._notify()
 
     async def _await_takeover(self) -> None:
-        """Standby: wait until `/controller` is gone (the other controller released it or was removed)."""
+        """Standby: wait until `/controller` is free for us.
+
+        Free means gone (released, or deleted by an operator), or naming this node id while no process
+        holds our metadata directory: a controller sharing this directory (same node id) that died.
+        """
         kazoo = self.kazoo
         assert kazoo is not None
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()
         log.info("event=standby waiting_for=%s", paths.CONTROLLER)
+
+        def watch(_event: Any) -> None:
+            loop.call_soon_threadsafe(changed.set)
+
+        def read() -> bytes | None:
+            # exists() leaves a watch for deletion and data changes whether or not the znode is there.
+            if kazoo.exists(paths.CONTROLLER, watch=watch) is None:
+                return None
+            try:
+                data: bytes = kazoo.get(paths.CONTROLLER)[0]
+            except NoNodeError:
+                return None
+            return data
+
         while True:
             changed.clear()
-
-            def watch(_event: Any) -> None:
-                loop.call_soon_threadsafe(changed.set)
-
-            exists = await loop.run_in_executor(None, lambda: kazoo.exists(paths.CONTROLLER, watch=watch))
-            if exists is None:
+            found = await loop.run_in_executor(None, read)
+            if found is None:
+                return
+            holder = _controller_holder(found)
+            if holder == self.config.node_id and not _directory_locked(self.config.metadata_dir):
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), 5.0)
+                await asyncio.wait_for(changed.wait(), STANDBY_POLL_S)
+
+    async def _close_log(self) -> None:
+        """Close the log (releasing its directory lock); requests are refused until it is reopened."""
+        if self.log is None or self._log_closed:
+            return
+        self._log_closed = True
+        await asyncio.get_running_loop().run_in_executor(None, self.log.close)
 
     async def _reopen_for_takeover(self) -> None:
         """Re-open the log (a new leader epoch, and whatever another writer appended) and start again."""
         assert self.log is not None
-        loop = asyncio.get_running_loop()
         old = self.log
-        await loop.run_in_executor(None, old.close)
-        self.log = await loop.run_in_executor(None, self._open_log, self.config, old.cluster_id or "")
+        await self._close_log()
+        self.log = await self._open_log(old.cluster_id or "")
         self.driver = self._new_driver(self.log, state=DriverState.UNINITIALIZED)
         self.metrics.set_fenced(False)
+        self.metrics.set_last_error(None)
         self._notify()
 
     def _new_driver(self, metadata_log: MetadataLogLike, state: DriverState | None = None) -> MigrationDriver:
@@ -462,11 +556,15 @@ class BridgeController:
         if self.listener is not None:
             with contextlib.suppress(Exception):
                 await self.listener.stop()
+        await self._stop_watcher()
+        for task in list(self._tasks):
+            task.cancel()
         # Let queued ZooKeeper writes finish (they belong to acknowledged or answered requests).
         await loop.run_in_executor(None, self._zk_executor.shutdown, True)
-        if self.log is not None:
-            with contextlib.suppress(Exception):
-                await loop.run_in_executor(None, self.log.close)
+        if self.brokers is not None:
+            self.brokers.stop()
+        with contextlib.suppress(Exception):
+            await self._close_log()
         if self.status_server is not None:
             self.status_server.stop()
         if self.kazoo is not None:
@@ -569,8 +667,9 @@ class BridgeController:
             return error_response(api_key, api_version, body, ErrorCode.not_controller)
         assert self.log is not None
         handler = self.handlers[api_key]
+        image = self.log.image
         context = HandlerContext(
-            image=self.log.image,
+            image=self.brokers.with_brokers(image) if self.brokers is not None else image,
             api_version=api_version,
             node_id=self.config.node_id,
             now_ms=time.time_ns() // 1_000_000,
@@ -597,11 +696,17 @@ class BridgeController:
         """Append `records` as one batch, then (durable) write what they change to ZooKeeper; their last offset."""
         metadata_log, driver = self.log, self.driver
         assert metadata_log is not None and driver is not None
-        # Planned now, on the event loop: the image moves on with the next request.
-        keys = touched_keys(records, metadata_log.image)
-        before = cut(metadata_log.image, keys)
-        appended = metadata_log.append(records)
-        after = cut(metadata_log.image, keys)
+        await self._enter_append()
+        try:
+            # Planned now, on the event loop: the image moves on with the next request.
+            keys = touched_keys(records, metadata_log.image)
+            before = cut(metadata_log.image, keys)
+            appended = metadata_log.append(records)
+            after = cut(metadata_log.image, keys)
+            with self._inflight_cond:
+                self._inflight += 1
+        finally:
+            self._gate.release()
         ops = plan_delta(before, after)
         self.metrics.set_offsets(log_end_offset=appended.last_offset)
         with self._queue_lock:
@@ -611,17 +716,189 @@ class BridgeController:
         await asyncio.wrap_future(future)
         return int(appended.last_offset)
 
+    async def _enter_append(self) -> None:
+        """Take `_gate` for an append (released by the caller), first waiting out a foreign-write judgment."""
+        while True:
+            self._gate.acquire()
+            if not self._judging:
+                return
+            self._gate.release()
+            await asyncio.get_running_loop().run_in_executor(None, self._await_judgment)
+
+    def _await_judgment(self) -> None:
+        """Worker thread: wait until the watcher finished judging, then let appends go on."""
+        watcher = self.watcher
+        if watcher is None:
+            with self._gate:
+                self._judging = False
+            return
+        with watcher.own_writes(), self._gate:  # the watcher holds own_writes for the whole judgment
+            self._judging = False
+
     def _write_through(self, appended: Any, ops: list[Any], epoch: int) -> None:
         """Writer thread: wait for the batch to be durable, then apply its ZooKeeper operations in order."""
         assert self.driver is not None
-        with self._queue_lock:
-            self._queued_zk_writes -= 1
-        appended.durable.result()
-        self.metrics.set_offsets(durable_offset=appended.last_offset)
-        # Another batch right behind this one will record a later offset in /migration anyway.
-        record_offset = self._queued_zk_writes == 0
-        self.driver.apply_ops(ops, appended.last_offset, epoch, "delta", record_offset=record_offset)
-        self.metrics.set_offsets(zk_offset=self.driver.leadership.kraft_metadata_offset)
+        try:
+            with self._queue_lock:
+                self._queued_zk_writes -= 1
+            appended.durable.result()
+            self.metrics.set_offsets(durable_offset=appended.last_offset)
+            # Another batch right behind this one will record a later offset in /migration anyway.
+            record_offset = self._queued_zk_writes == 0
+            self.driver.apply_ops(ops, appended.last_offset, epoch, "delta", record_offset=record_offset)
+            self.metrics.set_offsets(zk_offset=self.driver.leadership.kraft_metadata_offset)
+        finally:
+            self._write_done()
+
+    def _write_done(self) -> None:
+        with self._inflight_cond:
+            self._inflight -= 1
+            self._inflight_cond.notify_all()
+
+    # ------------------------------------------------------------------ foreign ZooKeeper writes
+
+    async def _start_watcher(self) -> None:
+        """In DUAL_WRITE: notice ZooKeeper changes made by others (`--foreign-zk-writes`)."""
+        if self.kazoo is None:
+            return
+        mode = ForeignWriteMode(self.config.foreign_zk_writes)
+        watcher = ForeignWriteWatcher(
+            self.kazoo,
+            self._expected_image,
+            None if mode is ForeignWriteMode.REPORT else self._on_foreign_writes,
+            mode=mode,
+            metrics=self.metrics,
+        )
+        await asyncio.get_running_loop().run_in_executor(None, watcher.start)
+        self.watcher = watcher
+
+    async def _stop_watcher(self) -> None:
+        watcher, self.watcher = self.watcher, None
+        if watcher is not None:
+            await asyncio.get_running_loop().run_in_executor(None, watcher.stop)
+        with self._gate:
+            self._judging = False
+
+    def _expected_image(self) -> MetadataImage:
+        """Watcher thread (holding its own-writes lock): the image, once ZooKeeper holds all of it.
+
+        New appends wait (`_judging`) and the dual writes in flight are let finish, so ZooKeeper reflects
+        exactly this image while the watcher reads it; the image does not change meanwhile.
+        """
+        with self._gate:
+            self._judging = True
+        with self._inflight_cond:
+            if not self._inflight_cond.wait_for(lambda: self._inflight == 0, JUDGE_WAIT_S):
+                raise Zk2KraftError(
+                    f"dual writes to ZooKeeper still in flight after {JUDGE_WAIT_S:.0f} s; foreign-write "
+                    f"check postponed"
+                )
+        assert self.log is not None
+        return self.log.image
+
+    def _on_foreign_writes(self, batch: ForeignWriteBatch) -> None:
+        """Watcher thread, right after judging (ZooKeeper and the image agree but for `batch`)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        work: Callable[[], Any]
+        if batch.mode is ForeignWriteMode.IMPORT:
+            assert self.log is not None
+            # Planned against the image the batch was judged on; committed like a request, later.
+            plan = batch.import_plan(self.log.image)
+            for write, why in plan.not_imported:
+                log.warning("foreign ZooKeeper write at %s not imported: %s", write.path, why)
+            work = lambda: self._import_foreign(plan.records, batch)  # noqa: E731
+        else:
+            work = lambda: self._revert_foreign(batch)  # noqa: E731
+        with contextlib.suppress(RuntimeError):  # the loop is closing
+            loop.call_soon_threadsafe(self._spawn, work)
+
+    def _spawn(self, work: Callable[[], Any]) -> None:
+        task = asyncio.ensure_future(work())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _import_foreign(self, records: list[RecordAndVersion], batch: ForeignWriteBatch) -> None:
+        """Append the records that make the log say what ZooKeeper says, as if requested."""
+        if not self._serving():
+            log.warning("foreign ZooKeeper writes not imported: not in DUAL_WRITE (%s)", self.state.name)
+            return
+        try:
+            if records:
+                offset = await self.commit(records)
+                log.info(
+                    "event=foreign_import records=%d last_offset=%d paths=%s",
+                    len(records), offset, ",".join(w.path for w in batch.writes),
+                )  # fmt: skip
+        except (FencedOut, Zk2KraftError) as exc:
+            log.error("foreign ZooKeeper writes not imported: %s", exc)
+        finally:
+            self.foreign_batches_handled += 1
+            self._notify()
+
+    async def _revert_foreign(self, batch: ForeignWriteBatch) -> None:
+        """Write the log's state back over the foreign writes (after any dual write queued before)."""
+        if not self._serving():
+            log.warning("foreign ZooKeeper writes not reverted: not in DUAL_WRITE (%s)", self.state.name)
+            return
+        assert self.log is not None and self.driver is not None
+        try:
+            # Planned on the event loop against the current image: it is what ZooKeeper must say.
+            ops = batch.revert_operations(self.log.image)
+            if ops:
+                driver = self.driver
+                with self._inflight_cond:
+                    self._inflight += 1
+
+                def write() -> None:
+                    try:
+                        state = driver.leadership
+                        driver.apply_ops(
+                            ops, state.kraft_metadata_offset, state.kraft_metadata_epoch, "delta",
+                            record_offset=False,
+                        )  # fmt: skip
+                    finally:
+                        self._write_done()
+
+                await asyncio.wrap_future(self._zk_executor.submit(write))
+                log.info(
+                    "event=foreign_revert ops=%d paths=%s", len(ops), ",".join(w.path for w in batch.writes)
+                )
+        except (FencedOut, Zk2KraftError) as exc:
+            log.error("foreign ZooKeeper writes not reverted: %s", exc)
+        finally:
+            self.foreign_batches_handled += 1
+            self._notify()
+
+
+class _Stopped(Exception):
+    """Stop was requested while a standby waited for its metadata directory."""
+
+
+def _directory_locked(directory: Path) -> bool:
+    """Whether another process holds the metadata directory's `.lock` (Kafka's log-directory lock)."""
+    path = directory / LOCK_FILE
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _controller_holder(data: bytes | None) -> int | None:
+    """The `brokerid` of a `/controller` znode, or None when unreadable."""
+    try:
+        return znodes.decode_controller(paths.CONTROLLER, data).broker_id
+    except Zk2KraftError:
+        return None
 
 
 def _valid_from(state: DriverState) -> frozenset[DriverState]:
