@@ -1,17 +1,27 @@
 """`make demo`: a migration rehearsal on an embedded ZooKeeper and the sample cluster in examples/.
 
 Every step runs the real `zk2kraft` command, printed before it runs, so the demo doubles as a tutorial.
+The last step runs `zk2kraft bridge run` over the sample cluster until DUAL_WRITE and sends it admin
+requests over the Kafka protocol, then shows each change in ZooKeeper and in the KRaft metadata log.
 """
 
 from __future__ import annotations
 
+import datetime
+import json
+import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
+from kazoo.client import KazooClient
 from rich.console import Console
 from rich.rule import Rule
 
@@ -31,6 +41,18 @@ def run(*args: str) -> None:
     if result.returncode != 0:
         console.print(f"[bold red]demo step failed with exit code {result.returncode}[/]")
         sys.exit(result.returncode)
+
+
+def run_tail(lines: int, *args: str) -> None:
+    """Run one zk2kraft command and show only its last `lines` lines of output."""
+    console.print(f"[bold cyan]$ zk2kraft {' '.join(shlex.quote(a) for a in args)} | tail -n {lines}[/]")
+    result = subprocess.run([str(BIN), *args], cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        console.print(result.stderr)
+        console.print(f"[bold red]demo step failed with exit code {result.returncode}[/]")
+        sys.exit(result.returncode)
+    for line in result.stdout.splitlines()[-lines:]:
+        console.print(line, soft_wrap=True)
 
 
 def step(title: str) -> None:
@@ -53,8 +75,13 @@ def main() -> None:
     run("dump", "--summary", "--format", "table", str(newest))
 
     step("3. Start an embedded ZooKeeper (from the jars inside pyspark)")
-    with tempfile.TemporaryDirectory(prefix="zk2kraft-demo-zk-") as zk_dir, EmbeddedZooKeeper(Path(zk_dir)) as zk:
-        console.print(f"ZooKeeper {zk.four_letter_word('srvr').splitlines()[0]} serving on {zk.connect_string}")
+    with (
+        tempfile.TemporaryDirectory(prefix="zk2kraft-demo-zk-") as zk_dir,
+        EmbeddedZooKeeper(Path(zk_dir)) as zk,
+    ):
+        console.print(
+            f"ZooKeeper {zk.four_letter_word('srvr').splitlines()[0]} serving on {zk.connect_string}"
+        )
         _later_steps(zk)
     console.print("ZooKeeper stopped.")
     console.print(Rule("[bold green]demo finished"))
@@ -78,6 +105,175 @@ def _later_steps(zk: EmbeddedZooKeeper) -> None:
     out = OUT / "kraft-from-zk"
     run("migrate", "--zk", zk.connect_string + chroot, "--out", str(out), "--controller-id", "3000")
     run("dump", "--summary", "--format", "table", str(out / "__cluster_metadata-0"))
+
+    if "bridge" in cli.commands and "run" in getattr(cli.commands["bridge"], "commands", {}):
+        _bridge_steps(zk.connect_string + chroot)
+
+
+# ---------------------------------------------------------------- step 6: the bridge controller
+
+BRIDGE_READY_TIMEOUT_S = 60.0
+TOPIC = "current_stock"
+NEW_RETENTION_MS = "86400000"  # one day; the sample cluster has one hour
+NEW_TOPIC = "demo_orders"
+
+
+def _bridge_steps(zk_connect: str) -> None:
+    """Run the bridge over the sample cluster, change metadata through it, show where the changes landed."""
+    from bridge.client import send_request_sync
+
+    step("6. Run the bridge controller over the sample cluster until it reaches DUAL_WRITE")
+    meta = OUT / "bridge-meta"
+    log_path = OUT / "bridge.log"
+    args = [
+        "bridge", "run", "--zk", zk_connect, "--metadata-dir", str(meta), "--node-id", "3000",
+        "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+    ]  # fmt: skip
+    console.print(f"[bold cyan]$ zk2kraft {' '.join(shlex.quote(a) for a in args)} 2> {log_path.name} &[/]")
+    with open(log_path, "w") as log_file:
+        bridge = subprocess.Popen(
+            [str(BIN), *args], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file
+        )
+    try:
+        listen_port, status_url = _wait_until_listening(bridge, log_path)
+        status = _wait_for_dual_write(bridge, status_url, log_path)
+        for line in log_path.read_text().splitlines():
+            shown = re.search(r"event=state_transition from=(\w+) to=(\w+)", line)
+            if shown:
+                console.print(f"  log: state {shown.group(1)} → {shown.group(2)}")
+            elif "Completed migration" in line:
+                console.print("  log: " + line[line.index("Completed migration") :], soft_wrap=True)
+        console.print(f"[bold cyan]$ curl -s {status_url}/status[/]")
+        console.print_json(json.dumps(status))
+
+        step(f"7. Change metadata through the bridge's Kafka listener (127.0.0.1:{listen_port})")
+        _show_zookeeper(zk_connect, [f"/config/topics/{TOPIC}"])
+        console.print(f"IncrementalAlterConfigs: SET retention.ms={NEW_RETENTION_MS} on topic {TOPIC}")
+        response = send_request_sync("127.0.0.1", listen_port, _set_retention(TOPIC, NEW_RETENTION_MS))
+        for r in response.responses:
+            console.print(f"  → {r.resource_name}: {r.error_code.name}")
+        console.print(f"CreateTopics: {NEW_TOPIC} with 3 partitions, replication factor 2")
+        created = send_request_sync("127.0.0.1", listen_port, _create_topic(NEW_TOPIC, 3, 2))
+        for t in created.topics:
+            console.print(f"  → {t.name}: {t.error_code.name} {t.error_message or ''}".rstrip())
+        topic_created = all(t.error_code.value == 0 for t in created.topics)
+
+        step("8. The changes in ZooKeeper, written exactly as Kafka 3.9 writes them in dual-write")
+        changed = [f"/config/topics/{TOPIC}", "/config/changes/<newest>"]
+        if topic_created:
+            changed += [f"/brokers/topics/{NEW_TOPIC}", f"/brokers/topics/{NEW_TOPIC}/partitions/0/state"]
+        _show_zookeeper(zk_connect, [*changed, "/migration"])
+    finally:
+        _stop_bridge(bridge, log_path)
+
+    step("9. The same changes in the bridge's KRaft metadata log")
+    run("dump", "--summary", "--format", "table", str(meta / "__cluster_metadata-0"))
+    # The last records: the ConfigRecord, then the new topic's TopicRecord and PartitionRecords.
+    run_tail(5 if topic_created else 1, "dump", str(meta / "__cluster_metadata-0"))
+
+
+def _bridge_failed(bridge: subprocess.Popen[bytes], log_path: Path, what: str) -> None:
+    console.print(f"[bold red]the bridge {what}; its log ends:[/]")
+    console.print("\n".join(log_path.read_text().splitlines()[-20:]), soft_wrap=True)
+    if bridge.poll() is None:
+        bridge.kill()
+        bridge.wait()
+    sys.exit(1)
+
+
+def _wait_until_listening(bridge: subprocess.Popen[bytes], log_path: Path) -> tuple[int, str]:
+    """The listener port and status URL from the bridge's `event=listening` log line."""
+    deadline = time.monotonic() + BRIDGE_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = re.search(r"event=listening listen=\S+:(\d+) metrics=(http://\S+)", log_path.read_text())
+        if found:
+            return int(found.group(1)), found.group(2)
+        if bridge.poll() is not None:
+            _bridge_failed(bridge, log_path, f"exited with code {bridge.returncode} while starting")
+        time.sleep(0.1)
+    _bridge_failed(bridge, log_path, f"was not listening after {BRIDGE_READY_TIMEOUT_S:g} s")
+    raise AssertionError("unreachable")
+
+
+def _wait_for_dual_write(bridge: subprocess.Popen[bytes], status_url: str, log_path: Path) -> dict[str, Any]:
+    """Poll /status until the driver reports DUAL_WRITE; returns that status document."""
+    deadline = time.monotonic() + BRIDGE_READY_TIMEOUT_S
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{status_url}/status", timeout=5) as reply:
+            status = json.loads(reply.read())
+        if status.get("state") == "DUAL_WRITE":
+            return status
+        if bridge.poll() is not None:
+            _bridge_failed(bridge, log_path, f"exited with code {bridge.returncode} before DUAL_WRITE")
+        time.sleep(0.1)
+    _bridge_failed(bridge, log_path, f"was still in {status.get('state')} after {BRIDGE_READY_TIMEOUT_S:g} s")
+    raise AssertionError("unreachable")
+
+
+def _set_retention(topic: str, value: str) -> Any:
+    from kio.schema.incremental_alter_configs.v1.request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+    from kio.static.primitive import i8
+
+    config = AlterableConfig(name="retention.ms", config_operation=i8(0), value=value)  # 0 = SET
+    resource = AlterConfigsResource(resource_type=i8(2), resource_name=topic, configs=(config,))  # 2 = TOPIC
+    return IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+
+
+def _create_topic(name: str, partitions: int, replication_factor: int) -> Any:
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i16, i32, i32Timedelta
+
+    topic = CreatableTopic(
+        name=TopicName(name),
+        num_partitions=i32(partitions),
+        replication_factor=i16(replication_factor),
+        assignments=(),
+        configs=(),
+    )
+    timeout = i32Timedelta.parse(datetime.timedelta(seconds=30))
+    return CreateTopicsRequest(topics=(topic,), timeout=timeout, validate_only=False)
+
+
+def _show_zookeeper(zk_connect: str, paths: list[str]) -> None:
+    """kazoo reads of `paths`; `/config/changes/<newest>` is the newest config change notification."""
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=30)
+    try:
+        for path in paths:
+            if path == "/config/changes/<newest>":
+                changes = sorted(client.get_children("/config/changes"))
+                if not changes:
+                    console.print("  (no config change notification)")
+                    continue
+                path = f"/config/changes/{changes[-1]}"
+            data, stat = client.get(path)
+            console.print(f"[bold cyan]>>> kazoo.get({path!r})[/]")
+            console.print(f"  {data.decode() if data else data!r}  (version {stat.version})", soft_wrap=True)
+    finally:
+        client.stop()
+        client.close()
+
+
+def _stop_bridge(bridge: subprocess.Popen[bytes], log_path: Path) -> None:
+    """SIGTERM, as a service manager would; the bridge answers what it has, closes its log, exits 0."""
+    if bridge.poll() is not None:
+        return
+    console.print(f"[bold cyan]$ kill -TERM {bridge.pid}[/]")
+    bridge.send_signal(signal.SIGTERM)
+    try:
+        code = bridge.wait(60)
+    except subprocess.TimeoutExpired:
+        _bridge_failed(bridge, log_path, "did not stop within 60 s of SIGTERM")
+        return
+    if code != 0:
+        _bridge_failed(bridge, log_path, f"exited with code {code} on SIGTERM")
+    console.print(f"bridge stopped cleanly (exit code {code}); its log is {log_path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
