@@ -4,9 +4,7 @@
 
 A private embedded ZooKeeper is seeded with a small synthetic Kafka cluster (`bench.generate_cluster`),
 and a BridgeController runs over it until DUAL_WRITE, by default in a child process (so the client side
-here does not share its GIL). The child then registers the cluster's ZooKeeper brokers in the log, as
-Kafka's migrating brokers would with BrokerRegistration (the bridge serves no BrokerRegistration), so
-CreateTopics can place replicas. Measured:
+here does not share its GIL). Measured:
 
 - the FLOOR: one fsynced append to a MetadataLog plus one ZooKeeper multi (check + setData), one after the
   other: what any durable, fenced dual-write must pay at least;
@@ -62,9 +60,7 @@ from bridge.controller import BridgeConfig, BridgeController
 from bridge.metadata_log import MetadataLog
 from migrate.errors import Zk2KraftError
 from migrate.kraft import records as rec
-from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
-from migrate.zk.live import read_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_ID = 3000
@@ -74,7 +70,6 @@ TOPIC_RESOURCE = 2
 SET = 0
 TARGET_RATIO = 2.0
 TARGET_CHANGES_PER_S = 1000
-SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 # ---------------------------------------------------------------- statistics
@@ -104,35 +99,8 @@ def load_average() -> list[float]:
 # ---------------------------------------------------------------- the controller side
 
 
-def broker_registrations(zk_connect: str, version: int) -> list[tuple[Any, int]]:
-    """RegisterBrokerRecords (unfenced, migrating) for every broker in ZooKeeper's /brokers/ids."""
-    model = from_tree(read_tree(zk_connect, acls=False), strict=False)
-    records: list[tuple[Any, int]] = []
-    for broker in sorted(model.brokers.values(), key=lambda b: b.broker_id):
-        endpoints = [
-            rec.RegisterBrokerRecord.BrokerEndpoint(
-                name=e.listener,
-                host=e.host or "",
-                port=e.port,
-                security_protocol=SECURITY_PROTOCOLS.get(e.security_protocol, 0),
-            )
-            for e in broker.endpoints
-        ]
-        record = rec.RegisterBrokerRecord(
-            broker_id=broker.broker_id,
-            is_migrating_zk_broker=True,
-            incarnation_id=uuid.uuid4(),
-            broker_epoch=broker.broker_epoch,
-            end_points=endpoints,
-            rack=broker.rack,
-            fenced=False,
-        )
-        records.append((record, version))
-    return records
-
-
 def start_controller(zk_connect: str, metadata_dir: Path) -> BridgeController:
-    """A BridgeController in DUAL_WRITE over `zk_connect`, with the ZooKeeper brokers registered."""
+    """A BridgeController in DUAL_WRITE over `zk_connect` (it sees the brokers of /brokers/ids itself)."""
     config = BridgeConfig.model_validate(
         {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": True}
     )
@@ -140,11 +108,6 @@ def start_controller(zk_connect: str, metadata_dir: Path) -> BridgeController:
     if not controller.wait_for_state(DriverState.DUAL_WRITE, timeout=120):
         controller.stop()
         raise Zk2KraftError(f"the bridge controller did not reach DUAL_WRITE: {controller.error}")
-    assert controller.log is not None and controller._loop is not None  # set once started
-    version = controller.log.image.metadata_version.register_broker_record_version()
-    records = broker_registrations(zk_connect, version)
-    if records:
-        asyncio.run_coroutine_threadsafe(controller.commit(records), controller._loop).result(60)
     return controller
 
 
