@@ -316,6 +316,68 @@ def measure_floor(zk_connect: str, log_dir: Path, count: int) -> dict[str, Any]:
         kazoo.close()
 
 
+def measure_zk_patterns(zk_connect: str, count: int) -> dict[str, Any]:
+    """ZooKeeper time of one config change written as the bridge writes it today, against one fused multi.
+
+    Today (bridge/zk_client.py, driver.apply_ops): a fenced multi (check /controller_epoch, setData
+    /migration, setData the config znode); createRecursive of /config/changes (answered NODEEXISTS); the
+    sequential notification create; setData /migration with the new offset: four round trips. Fused: the
+    same writes in one multi. Both on private znodes under FLOOR_PATH, without fsync.
+    """
+    kazoo = KazooClient(hosts=zk_connect)
+    kazoo.start(timeout=30)
+    epoch, migration, config, changes = (
+        f"{FLOOR_PATH}/{n}" for n in ("epoch", "migration", "config", "changes")
+    )
+    try:
+        for path in (epoch, migration, config, changes):
+            kazoo.ensure_path(path)
+        epoch_version = kazoo.exists(epoch).version
+        version = kazoo.exists(migration).version
+
+        def commit(build: list[tuple[str, tuple[Any, ...]]], *, may_fail: bool = False) -> None:
+            transaction = kazoo.transaction()
+            for method, args in build:
+                getattr(transaction, method)(*args)
+            results = transaction.commit()
+            if not may_fail and any(isinstance(r, Exception) for r in results):
+                raise Zk2KraftError(f"ZooKeeper pattern multi under {FLOOR_PATH} failed: {results}")
+
+        today: list[float] = []
+        fused: list[float] = []
+        note = b'{"version":2,"entity_path":"topics/floor"}'
+        for i in range(count):
+            data = f'{{"version":1,"config":{{"retention.ms":"{i}"}}}}'.encode()
+            started = time.perf_counter()
+            commit(
+                [
+                    ("check", (epoch, epoch_version)),
+                    ("set_data", (migration, b"m", version)),
+                    ("set_data", (config, data)),
+                ]
+            )
+            commit([("create", (changes,))], may_fail=True)  # createRecursive: NODEEXISTS
+            commit([("create", (f"{changes}/config_change_", note, None, False, True))])
+            commit([("set_data", (migration, b"m", version + 1))])
+            today.append(time.perf_counter() - started)
+            version += 2
+            started = time.perf_counter()
+            commit(
+                [
+                    ("check", (epoch, epoch_version)),
+                    ("set_data", (config, data)),
+                    ("create", (f"{changes}/config_change_", note, None, False, True)),
+                    ("set_data", (migration, b"m", version)),
+                ]
+            )
+            fused.append(time.perf_counter() - started)
+            version += 1
+        return {"today_four_round_trips": latency_summary(today), "fused_one_multi": latency_summary(fused)}
+    finally:
+        kazoo.stop()
+        kazoo.close()
+
+
 # ---------------------------------------------------------------- the requests
 
 
@@ -509,6 +571,7 @@ def _run_against(
         seeder.close()
     topic_names = sorted(t for t in cluster.model.topics if not t.startswith("__"))
     floor = measure_floor(zk_connect, tmp / "floor-log", max(50, min(requests, 500)))
+    patterns = measure_zk_patterns(zk_connect, max(20, min(requests, 300)))
     metadata_dir = tmp / "controller" / "meta"
     metadata_dir.parent.mkdir()
     handle: ControllerHandle
@@ -532,6 +595,7 @@ def _run_against(
         "controller": handle.mode,
         "cluster": {"topics": len(cluster.model.topics), "brokers": len(cluster.model.brokers)},
         "floor": floor,
+        "zk_write_patterns": patterns,
         **measured,
         "ratios": {
             "incremental_alter_configs_p50_over_floor": round(configs["p50_ms"] / floor_p50, 2),
@@ -562,6 +626,7 @@ def report(result: dict[str, Any]) -> str:
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
 
+    patterns = result["zk_write_patterns"]
     iac = ratios["incremental_alter_configs_p50_over_floor"]
     ct = ratios["create_topics_p50_over_floor"]
     return "\n".join(
@@ -571,6 +636,9 @@ def report(result: dict[str, Any]) -> str:
             f"(target <= {TARGET_RATIO}x: {verdict(iac <= TARGET_RATIO)})",
             f"CreateTopics: p50 {created['p50_ms']} ms, p99 {created['p99_ms']} ms = {ct}x the floor "
             f"(target <= {TARGET_RATIO}x: {verdict(ct <= TARGET_RATIO)})",
+            f"ZooKeeper writes of one config change: as the bridge writes them (4 round trips) p50 "
+            f"{patterns['today_four_round_trips']['p50_ms']} ms; fused into one multi p50 "
+            f"{patterns['fused_one_multi']['p50_ms']} ms",
             f"{loaded['clients']} clients: {loaded['changes_per_s']:,} config changes/s "
             f"(target >= {TARGET_CHANGES_PER_S:,}: {verdict(loaded['changes_per_s'] >= TARGET_CHANGES_PER_S)})",
             f"controller: {result['controller']}; load average {result['load_average_before']} -> "
