@@ -36,6 +36,7 @@ from bridge.zk_writer import plan_reconciliation
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.reader import iter_log_dir, load_image
+from migrate.zk import files as zk_files
 from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import free_ports
 from migrate.zk.live import read_tree
@@ -112,6 +113,7 @@ class BridgeProcess:
     fsync: bool = True
     listen_port: int = 0
     metrics_port: int = 0
+    extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -129,7 +131,7 @@ class BridgeProcess:
             command.append("--standby")
         if not self.fsync:
             command.append("--no-fsync")
-        return command
+        return command + self.extra_args
 
     def start(self) -> BridgeProcess:
         if self.running:
@@ -354,15 +356,17 @@ class ChangeStream:
     Each client owns its entities (topic `fault-cfg-<i>` for configs, user `fault-user-<i>` for quotas,
     new topics `fault-new-<i>-<seq>`), sends one request at a time and reconnects after a failure, so the
     last acknowledged value of an entity is the newest one that may be final. Sequence numbers are global
-    and rise per client. Runs on its own event loop in a background thread.
+    and rise per client; give a later stream a higher `first_seq` so its values differ from earlier ones. Runs on its own event loop in a background thread.
     """
 
-    def __init__(self, port: int | Callable[[], int], clients: int = 4, pause_s: float = 0.0) -> None:
+    def __init__(
+        self, port: int | Callable[[], int], clients: int = 4, pause_s: float = 0.0, first_seq: int = 1
+    ) -> None:
         self.port = port if callable(port) else (lambda: port)
         self.clients = clients
         self.pause_s = pause_s
         self.outcomes = Outcomes()
-        self._seq = 0
+        self._seq = first_seq - 1
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[BaseException] = []
@@ -562,3 +566,49 @@ def check_acknowledged_and_converged(readback: Readback, outcomes: Outcomes) -> 
         shown = "; ".join(repr(op)[:200] for op in plan[:10])
         problems.append(f"ZooKeeper differs from the log: reconciliation would make {len(plan)} write(s): {shown}")
     return problems
+
+
+# ---------------------------------------------------------------------------------------------- ZooKeeper's own log
+
+
+@dataclass(frozen=True, slots=True)
+class ZkWrite:
+    """One transaction that changed ZooKeeper's tree: its zxid, the session that made it, what it did."""
+
+    zxid: int
+    session: int
+    changes: tuple[tuple[str, str, bytes | None], ...]  # (kind, path, data)
+
+
+def _changes(record: Any) -> list[tuple[str, str, bytes | None]]:
+    if isinstance(record, zk_files.CreateTxn):
+        return [("create", record.path, record.data)]
+    if isinstance(record, zk_files.SetDataTxn):
+        return [("set", record.path, record.data)]
+    if isinstance(record, zk_files.DeleteTxn):
+        return [("delete", record.path, None)]
+    if isinstance(record, zk_files.MultiTxn):
+        # A failed multi is logged too, as error records only.
+        return [change for sub in record.txns for change in _changes(sub.record)]
+    return []
+
+
+def zk_writes(data_dir: Path) -> list[ZkWrite]:
+    """Every tree-changing transaction in a (stopped) ZooKeeper server's transaction logs, by zxid."""
+    out: list[ZkWrite] = []
+    for path in sorted((data_dir / "version-2").glob("log.*")):
+        for entry in zk_files.read_txn_log(path).entries:
+            changes = _changes(entry.record)
+            if changes:
+                out.append(ZkWrite(entry.header.zxid, entry.header.client_id, tuple(changes)))
+    return sorted(out, key=lambda w: w.zxid)
+
+
+def controller_claims(writes: list[ZkWrite], chroot: str) -> list[tuple[ZkWrite, int]]:
+    """The writes that created `/controller` (claims of leadership) and the broker id each registered."""
+    out = []
+    for write in writes:
+        for kind, path, data in write.changes:
+            if kind == "create" and path == f"{chroot}/controller" and data:
+                out.append((write, int(json.loads(data)["brokerid"])))
+    return out
