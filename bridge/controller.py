@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,6 +73,8 @@ HANDLER_MODULES = (
 )
 
 STANDBY_POLL_S = 0.5
+REPAIR_FIRST_DELAY_S = 0.2
+REPAIR_MAX_DELAY_S = 30.0
 JUDGE_WAIT_S = 30.0
 
 EXIT_OK = 0
@@ -106,7 +108,7 @@ class BridgeConfig(BaseModel):
 
 
 def load_handlers() -> tuple[dict[int, ControllerHandler], dict[int, tuple[int, int]]]:
-    """Every handler module's HANDLERS and SUPPORTED, merged (a module not written yet is skipped)."""
+    """Every handler module's HANDLERS and SUPPORTED, merged; a missing module is an installation error."""
     handlers: dict[int, ControllerHandler] = {}
     supported: dict[int, tuple[int, int]] = {}
     for name in HANDLER_MODULES:
@@ -115,8 +117,9 @@ def load_handlers() -> tuple[dict[int, ControllerHandler], dict[int, tuple[int, 
         except ModuleNotFoundError as exc:
             if exc.name != name:
                 raise
-            log.warning("handler module %s is missing; its requests are not served", name)
-            continue
+            raise Zk2KraftError(
+                f"request handler module {name} is missing: the zk2kraft installation is incomplete"
+            ) from exc
         handlers.update(module.HANDLERS)
         supported.update(module.SUPPORTED)
     return handlers, supported
@@ -188,6 +191,11 @@ class BridgeController:
         self._judging = False
         self._log_closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Set when a dual write failed for another reason than fencing: ZooKeeper misses a committed change
+        # until a reconciliation repairs it (meanwhile /migration's offset stays behind, so the lag shows).
+        self.zk_out_of_sync: str | None = None
+        self._repairing = False
+        self._appends_open: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -269,6 +277,8 @@ class BridgeController:
     async def _main(self, *, install_signals: bool) -> int:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        self._appends_open = asyncio.Event()
+        self._appends_open.set()
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(signum, self._on_signal, signum)
@@ -690,12 +700,17 @@ class BridgeController:
                 await self.commit(result.records)
             except FencedOut:
                 return error_response(api_key, api_version, body, ErrorCode.not_controller)
+            except Exception:
+                log.exception("%s: committing its records failed", describe_api(api_key, api_version))
+                return error_response(api_key, api_version, body, ErrorCode.unknown_server_error)
         return result.response
 
     async def commit(self, records: list[RecordAndVersion]) -> int:
         """Append `records` as one batch, then (durable) write what they change to ZooKeeper; their last offset."""
         metadata_log, driver = self.log, self.driver
-        assert metadata_log is not None and driver is not None
+        assert metadata_log is not None and driver is not None and self._appends_open is not None
+        while not self._appends_open.is_set():  # a repair of ZooKeeper is under way
+            await self._appends_open.wait()
         await self._enter_append()
         try:
             # Planned now, on the event loop: the image moves on with the next request.
@@ -743,12 +758,72 @@ class BridgeController:
                 self._queued_zk_writes -= 1
             appended.durable.result()
             self.metrics.set_offsets(durable_offset=appended.last_offset)
-            # Another batch right behind this one will record a later offset in /migration anyway.
-            record_offset = self._queued_zk_writes == 0
-            self.driver.apply_ops(ops, appended.last_offset, epoch, "delta", record_offset=record_offset)
+            # Another batch right behind this one will record a later offset in /migration anyway; while
+            # ZooKeeper misses an earlier change, no offset is recorded until the repair.
+            record_offset = self._queued_zk_writes == 0 and self.zk_out_of_sync is None
+            try:
+                self.driver.apply_ops(ops, appended.last_offset, epoch, "delta", record_offset=record_offset)
+            except FencedOut:
+                raise
+            except (Zk2KraftError, KazooException) as exc:
+                # The change is committed (the client is answered so); ZooKeeper gets it by reconciliation.
+                self._zk_write_failed(f"dual write of offset {appended.last_offset} failed: {exc}")
             self.metrics.set_offsets(zk_offset=self.driver.leadership.kraft_metadata_offset)
         finally:
             self._write_done()
+
+    def _zk_write_failed(self, reason: str) -> None:
+        """Writer thread: note that ZooKeeper misses a committed change and have it repaired."""
+        self.zk_out_of_sync = reason
+        self.metrics.set_last_error(reason)
+        log.error("event=zk_write_failed %s; ZooKeeper will be reconciled with the log", reason)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._spawn, self._repair_zookeeper)
+
+    async def _repair_zookeeper(self) -> None:
+        """Reconcile ZooKeeper with the log (SYNC_KRAFT_TO_ZK's writes), retrying with backoff.
+
+        Appends pause meanwhile and every earlier batch is durable and written first, so the image
+        reconciled is exactly the durable log and later dual writes follow it in order.
+        """
+        if self._repairing:
+            return
+        self._repairing = True
+        assert self._appends_open is not None
+        delay = REPAIR_FIRST_DELAY_S
+        try:
+            while self.zk_out_of_sync is not None and self._serving():
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, REPAIR_MAX_DELAY_S)
+                self._appends_open.clear()
+                try:
+                    await asyncio.get_running_loop().run_in_executor(None, self._wait_no_inflight)
+                    self.zk_out_of_sync = None
+                    assert self.driver is not None
+                    with self._inflight_cond:
+                        self._inflight += 1  # the foreign-write watcher waits for the repair too
+                    try:
+                        ops = await self.driver.reconcile()
+                    finally:
+                        self._write_done()
+                    log.info("event=zk_repaired ops=%d", len(ops))
+                    self.metrics.set_last_error(None)
+                except FencedOut:
+                    return
+                except (Zk2KraftError, KazooException) as exc:
+                    self.zk_out_of_sync = f"reconciliation failed: {exc}"
+                    log.error("event=zk_repair_failed %s; retrying in %.1f s", exc, delay)
+                finally:
+                    self._appends_open.set()
+        finally:
+            self._repairing = False
+            self._sync_metrics()
+
+    def _wait_no_inflight(self) -> None:
+        with self._inflight_cond:
+            self._inflight_cond.wait_for(lambda: self._inflight == 0)
 
     def _write_done(self) -> None:
         with self._inflight_cond:

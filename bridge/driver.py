@@ -18,6 +18,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from kazoo.exceptions import KazooException
+
 from bridge.api import DriverState
 from bridge.leadership import (
     MATCH_ANY_VERSION,
@@ -417,20 +419,51 @@ class MigrationDriver:
             raise FencedOut(f"not writing to ZooKeeper: {self.fenced_reason}")
         started = time.monotonic()
         try:
-            state = self.leadership
+            # Each op's last multi bumps /migration: keep every new version, even if a later op fails.
             for op in ops:
-                state = self.zk.apply(op, state)
+                self.leadership = self.zk.apply(op, self.leadership)
+            state = self.leadership
             if record_offset and (offset > state.kraft_metadata_offset or ops):
-                state = self.zk.set_migration_state(state.with_kraft_metadata_offset_and_epoch(offset, epoch))
-            self.leadership = state
+                self.leadership = self.zk.set_migration_state(
+                    state.with_kraft_metadata_offset_and_epoch(offset, epoch)
+                )
         except (FencedError, ControllerMovedError) as exc:
             self.fenced_reason = str(exc)
             log.error("event=fenced reason=%r", str(exc), extra={"event": "fenced"})
             if self.on_fenced is not None:
                 self.on_fenced(str(exc))
             raise FencedOut(str(exc)) from exc
+        except (Zk2KraftError, KazooException):
+            self._resync_migration_version()
+            raise
         if self.on_zk_write is not None and ops:
             self.on_zk_write(kind, time.monotonic() - started, len(ops))
+
+    def _resync_migration_version(self) -> None:
+        """After a failed write: adopt `/migration`'s version if the znode still names us.
+
+        An op can fail after its fenced multi bumped `/migration` (e.g. in an unfenced notification that
+        follows); without this the next write would see BADVERSION and wrongly take itself for fenced.
+        """
+        try:
+            found = self.zk.get(paths.MIGRATION)
+        except (Zk2KraftError, KazooException) as exc:
+            log.warning("cannot re-read %s after a failed write: %s", paths.MIGRATION, exc)
+            return
+        if found is None:
+            return
+        data, stat = found
+        try:
+            znode = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
+        except Zk2KraftError:
+            return
+        state = self.leadership
+        ours = (znode.kraft_controller_id, znode.kraft_controller_epoch) == (
+            state.kraft_controller_id,
+            state.kraft_controller_epoch,
+        )
+        if ours and stat.version != state.migration_zk_version:
+            self.leadership = state.with_migration_zk_version(stat.version)
 
     def _append_split(self, records: list[RecordAndVersion]) -> Any:
         """Append a non-atomic controller write, halving it while a batch would exceed KRaft's size limit."""
