@@ -1,0 +1,188 @@
+"""What the planner works from: the ZooKeeper model, the brokers' configs, the target controller quorum.
+
+Also the small Kafka config parsers the checks and the config generator share (listeners, protocol maps,
+ints and booleans the way Kafka's ConfigDef parses them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from migrate.errors import Zk2KraftError
+from migrate.kraft.logdir import MetaProperties
+from migrate.plan.properties import PropertiesFile
+from migrate.zk.model import ZkClusterModel
+from migrate.zk.tree import Acl
+
+DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+DEFAULT_CONTROLLER_LISTENER = "CONTROLLER"
+DEFAULT_RESERVED_BROKER_MAX_ID = 1000
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# Kafka's EndPoint uriParseExp, matched against the whole entry.
+_ENDPOINT = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
+_CONTROLLER = re.compile(r"(-?\d+)@(\[[^\]]+\]|[^:@,\s]+):(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSpec:
+    """One KRaft controller of the target quorum: `node.id`, host and port of its CONTROLLER listener."""
+
+    node_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_controllers(text: str) -> list[ControllerSpec]:
+    """`ID@HOST:PORT,ID@HOST:PORT,...` (the `controller.quorum.voters` syntax) → controller specs."""
+    out: list[ControllerSpec] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        m = _CONTROLLER.fullmatch(item)
+        if m is None:
+            raise Zk2KraftError(f"--controllers: cannot parse {item!r}; expected ID@HOST:PORT, e.g. 3000@ctrl1:9093")
+        node_id, port = int(m.group(1)), int(m.group(3))
+        if node_id < 0 or not 0 < port < 65536:
+            raise Zk2KraftError(f"--controllers: {item!r} needs a node id >= 0 and a port in 1..65535")
+        out.append(ControllerSpec(node_id, m.group(2), port))
+    if not out:
+        raise Zk2KraftError("--controllers names no controller; expected ID@HOST:PORT[,ID@HOST:PORT...]")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(value: str) -> list[Listener]:
+    """Kafka's `listeners` / `advertised.listeners` list; ValueError names the entry it cannot parse."""
+    out = []
+    for entry in re.split(r"\s*,\s*", value.strip()):
+        if not entry:
+            continue
+        m = _ENDPOINT.fullmatch(entry)
+        if m is None:
+            raise ValueError(f"unable to parse {entry!r} as a listener (NAME://host:port)")
+        out.append(Listener(m.group(1).upper(), m.group(2), int(m.group(3))))
+    return out
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """`listener.security.protocol.map` (`NAME:PROTOCOL,...`); ValueError on a malformed entry."""
+    out: dict[str, str] = {}
+    for entry in re.split(r"\s*,\s*", value.strip()):
+        if not entry:
+            continue
+        parts = re.split(r"\s*:\s*", entry)
+        if len(parts) != 2 or parts[1].upper() not in DEFAULT_PROTOCOL_MAP:
+            raise ValueError(f"cannot parse {entry!r} as LISTENER:SECURITY_PROTOCOL")
+        out[parts[0].upper()] = parts[1].upper()
+    return out
+
+
+def format_protocol_map(mapping: dict[str, str]) -> str:
+    return ",".join(f"{k}:{v}" for k, v in mapping.items())
+
+
+def java_int(value: str | None) -> int | None:
+    """Kafka's INT parsing (trim, then Integer.parseInt); None when it would throw."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not re.fullmatch(r"[+-]?\d+", text):
+        return None
+    number = int(text)
+    return number if -(2**31) <= number < 2**31 else None
+
+
+def java_bool(value: str | None) -> bool | None:
+    """Kafka's BOOLEAN parsing (trim, case-insensitive true/false); None when it would throw."""
+    if value is None:
+        return None
+    text = value.strip().lower()
+    return {"true": True, "false": False}.get(text)
+
+
+def leading_int(value: str | None) -> int | None:
+    """The number a human meant in `1 # comment` (used only to name things, never as Kafka's value)."""
+    if value is None:
+        return None
+    m = re.match(r"\s*(\d+)", value)
+    return int(m.group(1)) if m else None
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """One broker's `server.properties` and the broker id it names (parsed or, failing that, guessed)."""
+
+    file: PropertiesFile
+
+    @property
+    def broker_id(self) -> int | None:
+        return java_int(self.file.get("broker.id"))
+
+    @property
+    def label_id(self) -> int | None:
+        """The id used to name generated files: the parsed broker.id, else its leading digits."""
+        return self.broker_id if self.broker_id is not None else leading_int(self.file.get("broker.id"))
+
+    @property
+    def name(self) -> str:
+        ident = self.label_id
+        return f"broker-{ident}" if ident is not None else f"broker-{self.file.path.rsplit('/', 1)[-1]}"
+
+    def protocol_map(self) -> dict[str, str]:
+        raw = self.file.get("listener.security.protocol.map")
+        if raw is None:
+            return dict(DEFAULT_PROTOCOL_MAP)
+        try:
+            return parse_protocol_map(raw)
+        except ValueError:
+            return dict(DEFAULT_PROTOCOL_MAP)
+
+    def inter_broker_listener(self) -> str:
+        """`inter.broker.listener.name`, else the listener named after `security.inter.broker.protocol`."""
+        name = self.file.get("inter.broker.listener.name")
+        if name is not None and name.strip():
+            return name.strip().upper()
+        return (self.file.get("security.inter.broker.protocol") or "PLAINTEXT").strip().upper()
+
+    def log_dirs(self) -> list[str]:
+        raw = self.file.get("log.dirs")
+        if raw is None:
+            raw = self.file.get("log.dir", "/tmp/kafka-logs")
+        assert raw is not None
+        return [d for d in re.split(r"\s*,\s*", raw.strip()) if d]
+
+
+@dataclass(slots=True)
+class PlanInputs:
+    """Everything the checks and the plan are computed from (no I/O happens past this point)."""
+
+    model: ZkClusterModel
+    zk_origin: str
+    zk_chroot: str
+    zk_connect: str | None = None
+    brokers: list[BrokerConfig] = field(default_factory=list)
+    controllers: list[ControllerSpec] = field(default_factory=list)
+    meta_properties: list[tuple[str, MetaProperties]] = field(default_factory=list)
+    # ACLs of the znodes the controllers must read; None when the source carries no ACLs.
+    zk_acls: dict[str, tuple[Acl, ...]] | None = None
+    znode_count: int = 0
+    znode_bytes: int = 0
+    target_ibp: str = "3.9"
+    controller_listener: str = DEFAULT_CONTROLLER_LISTENER
+    controller_protocol: str = "PLAINTEXT"
+    quorum: str = "dynamic"  # dynamic: controller.quorum.bootstrap.servers; static: controller.quorum.voters
+    controller_log_dir: str | None = None
+    live_brokers_checked: bool = False

@@ -1,0 +1,253 @@
+"""Preflight checks: a healthy 3.9 cluster has no blocker; each bad layout or config names its evidence.
+
+ZooKeeper layouts are seeded into a real ZooKeeper and read back live; config problems are crafted files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from plan_harness import healthy_model, seed, write_broker_files
+
+from migrate.plan.checks import CATALOG, Check, blockers, run_checks
+from migrate.plan.inputs import PlanInputs, parse_controllers
+from migrate.plan.load import load_inputs
+from migrate.zk import znodes
+from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.model import LegacyReassignment, MigrationState, ReplicaReassignment, ZkClusterModel
+from migrate.zk.sources import ZkSource
+
+pytestmark = pytest.mark.zookeeper
+
+FIXTURE = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
+CONTROLLERS = "3000@ctrl1:9093,3001@ctrl2:9093,3002@ctrl3:9093"
+
+
+def plan_inputs(
+    zk_admin: KazooClient,
+    zk_server: EmbeddedZooKeeper,
+    zk_chroot: str,
+    tmp_path: Path,
+    model: ZkClusterModel,
+    *,
+    overrides: dict[int, dict[str, str]] | None = None,
+    controllers: str = CONTROLLERS,
+) -> PlanInputs:
+    chroot = zk_chroot + "/kafka"
+    seed(zk_admin, model, chroot)
+    connect = zk_server.connect_string + chroot
+    files = write_broker_files(tmp_path, connect, overrides)
+    return load_inputs(ZkSource(connect=connect), files, parse_controllers(controllers))
+
+
+def failing(checks: list[Check], cid: str) -> Check:
+    found = [c for c in checks if c.id == cid and c.status == "fail"]
+    assert found, f"{cid} did not fail: {[(c.id, c.status) for c in checks]}"
+    return found[0]
+
+
+def test_healthy_39_cluster_has_no_blocker_and_every_check_reports(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    checks = run_checks(plan_inputs(zk_admin, zk_server, zk_chroot, tmp_path, healthy_model()))
+    assert blockers(checks) == [], [c.model_dump() for c in blockers(checks)]
+    assert [c for c in checks if c.status == "fail" and c.severity == "warning"] == []
+    assert {c.id for c in checks} == set(CATALOG)
+    # Live reads fetch the ACLs of the znodes the controllers touch: open ACLs pass.
+    assert next(c for c in checks if c.id == "zk-acls").status == "pass"
+
+
+def _leftover_migration(m: ZkClusterModel) -> str:
+    m.migration = MigrationState(3000, 5, 1234, 5)
+    return "/migration"
+
+
+def _kraft_controller(m: ZkClusterModel) -> str:
+    assert m.controller is not None
+    m.controller = dataclasses.replace(m.controller, broker_id=3000, kraft_controller_epoch=7)
+    return "/controller"
+
+
+def _topic_without_id(m: ZkClusterModel) -> str:
+    m.topics["orders"].topic_id = None
+    return "/brokers/topics/orders"
+
+
+def _partition_without_state(m: ZkClusterModel) -> str:
+    del m.topics["orders"].states[1]
+    return "/brokers/topics/orders/partitions/1/state"
+
+
+def _unregistered_broker(m: ZkClusterModel) -> str:
+    m.topics["orders"].partitions[0] = [1, 2, 7]
+    return "/brokers/topics/orders/partitions/0"
+
+
+def _legacy_reassignment(m: ZkClusterModel) -> str:
+    m.legacy_reassignment = LegacyReassignment([ReplicaReassignment("orders", 0, [3, 2, 1])])
+    return "/admin/reassign_partitions"
+
+
+def _generated_broker_id(m: ZkClusterModel) -> str:
+    m.brokers[1001] = dataclasses.replace(m.brokers[3], broker_id=1001)
+    return "/brokers/ids/1001"
+
+
+def _no_cluster_id(m: ZkClusterModel) -> str:
+    m.cluster_id = None
+    return "/cluster/id"
+
+
+ZK_BLOCKERS: list[tuple[str, Callable[[ZkClusterModel], str]]] = [
+    ("migration-znode", _leftover_migration),
+    ("kraft-controller", _kraft_controller),
+    ("topic-id", _topic_without_id),
+    ("partition-state", _partition_without_state),
+    ("unregistered-broker", _unregistered_broker),
+    ("pending-reassignment", _legacy_reassignment),
+    ("broker-id", _generated_broker_id),
+    ("cluster-id", _no_cluster_id),
+]
+
+
+@pytest.mark.parametrize(("cid", "mutate"), ZK_BLOCKERS, ids=[c for c, _ in ZK_BLOCKERS])
+def test_zookeeper_layout_blockers_name_the_znode(
+    cid: str,
+    mutate: Callable[[ZkClusterModel], str],
+    zk_admin: KazooClient,
+    zk_server: EmbeddedZooKeeper,
+    zk_chroot: str,
+    tmp_path: Path,
+) -> None:
+    model = healthy_model()
+    where = mutate(model)
+    check = failing(run_checks(plan_inputs(zk_admin, zk_server, zk_chroot, tmp_path, model)), cid)
+    assert check.severity == "blocker"
+    assert any(e.where == where for e in check.evidence), check.evidence
+    assert check.remediation
+
+
+def test_zookeeper_layout_warnings(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    model = healthy_model()
+    model.pending_topic_deletions.add("orders")
+    model.topics["__consumer_offsets"].partitions = {0: [1], 1: [2], 2: [3]}
+    model.topics["__consumer_offsets"].states = {
+        p: dataclasses.replace(s, isr=[p + 1], leader=p + 1) for p, s in model.topics["__consumer_offsets"].states.items()
+    }
+    model.topics["orders"].states[0].isr = [model.topics["orders"].partitions[0][0]]
+    model.topics["orders"].states[1].leader = -1
+    checks = run_checks(plan_inputs(zk_admin, zk_server, zk_chroot, tmp_path, model))
+    assert blockers(checks) == []
+    assert failing(checks, "pending-deletion").evidence[0].where == "/admin/delete_topics/orders"
+    rf = failing(checks, "internal-topic-rf")
+    assert rf.evidence[0].where == "/brokers/topics/__consumer_offsets" and "1" in rf.evidence[0].detail
+    assert failing(checks, "under-replicated").evidence[0].where == "/brokers/topics/orders/partitions/0/state"
+    assert failing(checks, "offline-partitions").evidence[0].where == "/brokers/topics/orders/partitions/1/state"
+
+
+CONFIG_CASES: list[tuple[str, dict[str, str], str, str]] = [
+    # (check id, broker-1 overrides, expected severity, text the evidence must contain)
+    ("ibp-version", {"inter.broker.protocol.version": "3.5"}, "blocker", "3.5-IV2 < 3.6-IV1"),
+    ("ibp-version", {"inter.broker.protocol.version": "3.7"}, "blocker", "3.7-IV4 < 3.9-IV0"),
+    ("ibp-consistent", {"inter.broker.protocol.version": "3.9-IV0"}, "pass", ""),
+    ("broker-id", {"broker.id": "1 # first broker"}, "blocker", "not a number"),
+    ("broker-id", {"broker.id": "2"}, "blocker", "broker.id=2 is set in 2 files"),
+    ("broker-id", {"broker.id": "1500"}, "blocker", "> reserved.broker.max.id=1000"),
+    ("config-value", {"num.partitions": "3 # default"}, "blocker", "not a number of type INT"),
+    ("inline-comment", {"log.dirs": "/data # disk 1"}, "warning", "'# disk 1'"),
+    ("authorizer", {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "warning", "StandardAuthorizer"),
+    ("authorizer", {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "blocker", "KRaft"),
+    ("jbod", {"log.dirs": "/d1,/d2", "inter.broker.protocol.version": "3.7-IV1"}, "blocker", "3.7-IV2"),
+    ("jbod", {"log.dirs": "/d1,/d2"}, "warning", "early access"),
+    ("control-plane-listener", {"control.plane.listener.name": "CONTROL"}, "warning", "CONTROL"),
+    ("controller-listener", {"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093"}, "blocker", "CONTROLLER"),
+    ("controller-listener", {"listeners": "INTERNAL://:9093"}, "blocker", "no security protocol"),
+    ("chroot", {"zookeeper.connect": "zk:2181/other"}, "blocker", "chroot '/other'"),
+    ("kraft-config", {"process.roles": "broker"}, "blocker", "process.roles=broker"),
+]
+
+
+@pytest.mark.parametrize(("cid", "extra", "severity", "text"), CONFIG_CASES)
+def test_broker_config_problems_name_file_and_line(
+    cid: str,
+    extra: dict[str, str],
+    severity: str,
+    text: str,
+    zk_admin: KazooClient,
+    zk_server: EmbeddedZooKeeper,
+    zk_chroot: str,
+    tmp_path: Path,
+) -> None:
+    checks = run_checks(plan_inputs(zk_admin, zk_server, zk_chroot, tmp_path, healthy_model(), overrides={1: extra}))
+    if severity == "pass":
+        assert all(c.status == "pass" for c in checks if c.id == cid)
+        return
+    check = failing(checks, cid)
+    assert check.severity == severity
+    details = " | ".join(f"{e.where} {e.detail}" for e in check.evidence)
+    assert text in details
+    if cid not in ("broker-id",) or "files" not in text:
+        # Evidence points at the file and line that set the key (overrides are the last lines).
+        assert "server-1.properties:" in details or "server-2.properties" in details
+
+
+def test_controller_id_collision_and_quorum(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    checks = run_checks(
+        plan_inputs(zk_admin, zk_server, zk_chroot, tmp_path, healthy_model(), controllers="3@c1:9093,3001@c2:9093")
+    )
+    collision = failing(checks, "controller-id-collision")
+    assert collision.severity == "blocker"
+    assert any(e.where == "/brokers/ids/3" for e in collision.evidence)
+    assert any("server-3.properties:2" in e.where for e in collision.evidence)
+    assert failing(checks, "controller-quorum").severity == "warning"
+
+
+def test_encrypted_dynamic_password_needs_the_encoder_secret(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    from migrate.zk.model import EntityConfig
+
+    model = healthy_model()
+    model.broker_configs["1"] = EntityConfig(
+        "brokers", "1", {"listener.name.internal.ssl.key.password": "encryptedPassword:abc,salt:x,iterations:4096"}
+    )
+    checks = run_checks(plan_inputs(zk_admin, zk_server, zk_chroot, tmp_path, model))
+    check = failing(checks, "password-encoder")
+    assert check.severity == "blocker" and check.evidence[0].where == "/config/brokers/1"
+
+
+def test_real_kafka_35_server_properties_gets_the_blockers_it_deserves() -> None:
+    source = ZkSource(data_dir=FIXTURE, chroot="/de-4-3-kafka-cluster")
+    inputs = load_inputs(source, [FIXTURE / "server.properties"], parse_controllers(CONTROLLERS))
+    checks = run_checks(inputs)
+    ids = {c.id for c in blockers(checks)}
+    # Inline comments break broker.id, the listener list, typed values and the chroot.
+    assert ids == {"broker-id", "config-value", "chroot"}
+    config = failing(checks, "config-value")
+    lines = {e.where.rsplit(":", 1)[-1] for e in config.evidence}
+    assert {"24", "38", "68", "77"} <= lines  # broker.id, advertised.listeners, num.partitions, offsets RF
+    chroot = failing(checks, "chroot")
+    assert "/de-4-3-kafka-cluster # " in chroot.evidence[0].detail
+    warnings = {c.id for c in checks if c.status == "fail" and c.severity == "warning"}
+    assert {"inline-comment", "internal-topic-rf", "ibp-version", "broker-config-coverage"} <= warnings
+    rf = failing(checks, "internal-topic-rf")
+    assert any(e.where == "/brokers/topics/__consumer_offsets" and "1" in e.detail for e in rf.evidence)
+    comments = failing(checks, "inline-comment")
+    assert any(e.where.endswith(":77") for e in comments.evidence)  # `1 ㅇ# ...` counts too
+    # Offline data dirs carry ACLs: Kafka's znodes there are open.
+    assert next(c for c in checks if c.id == "zk-acls").status == "pass"
+
+
+def test_topic_id_factory_is_stable() -> None:
+    # The harness's ids are deterministic, so evidence in failures is reproducible.
+    assert healthy_model().topics["orders"].topic_id == uuid.uuid5(uuid.NAMESPACE_DNS, "orders")
+    assert znodes.format_uuid(uuid.UUID(int=1))
