@@ -1,0 +1,117 @@
+"""`zk2kraft plan`: preflight checks and a phase-by-phase migration plan with generated configs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cli.common import EXIT_FINDING, handles_errors
+from cli.options import zk_source_from, zk_source_options
+from migrate.plan.checks import run_checks
+from migrate.plan.inputs import parse_controllers
+from migrate.plan.load import load_inputs
+from migrate.plan.phases import build_plan
+from migrate.plan.render import summary_lines, write_plan
+
+
+@click.command("plan")
+@zk_source_options
+@click.option(
+    "--broker-config",
+    "broker_configs",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A broker's server.properties (repeat for every broker); read as Java's Properties reads it.",
+)
+@click.option(
+    "--controllers",
+    metavar="ID@HOST:PORT,...",
+    help="The target KRaft controller quorum, e.g. 3000@ctrl1:9093,3001@ctrl2:9093,3002@ctrl3:9093.",
+)
+@click.option(
+    "--meta-properties",
+    "meta_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A broker log dir's meta.properties to compare with /cluster/id (log.dirs found locally are read too).",
+)
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), help="Write plan.md, plan.json and configs here.")
+@click.option(
+    "--quorum",
+    type=click.Choice(["dynamic", "static"]),
+    default="dynamic",
+    show_default=True,
+    help="dynamic: controller.quorum.bootstrap.servers (Kafka 3.9's docs); static: controller.quorum.voters.",
+)
+@click.option("--controller-listener", default="CONTROLLER", show_default=True, help="Name of the controller listener.")
+@click.option(
+    "--controller-protocol",
+    type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
+    default="PLAINTEXT",
+    show_default=True,
+    help="Security protocol of the controller listener.",
+)
+@click.option("--controller-log-dir", help="log.dirs for the generated controller configs.")
+@click.option("--target-ibp", default="3.9", show_default=True, help="inter.broker.protocol.version to migrate at.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@handles_errors
+def plan_cmd(
+    broker_configs: tuple[Path, ...],
+    controllers: str | None,
+    meta_files: tuple[Path, ...],
+    out: Path | None,
+    quorum: str,
+    controller_listener: str,
+    controller_protocol: str,
+    controller_log_dir: str | None,
+    target_ibp: str,
+    fmt: str,
+    **kwargs: Any,
+) -> None:
+    """Check a ZooKeeper-mode cluster for the migration and write the rolling-upgrade plan.
+
+    Runs every preflight check (blockers first, each with its evidence and the fix) and, with --out,
+    writes plan.md, plan.json (schema in docs/plan.md) and one folder of generated .properties files
+    (with diffs) per phase. Exit 0 without blockers, 1 with blockers (the plan is still written),
+    2 on unreadable input.
+
+    \b
+    Example:
+      zk2kraft plan --zk zk1:2181/kafka \\
+          --broker-config server-1.properties --broker-config server-2.properties \\
+          --broker-config server-3.properties \\
+          --controllers 3000@ctrl1:9093,3001@ctrl2:9093,3002@ctrl3:9093 --out migration-plan
+    \b
+    Offline, from a ZooKeeper data dir:
+      zk2kraft plan --zk-data-dir /var/lib/zookeeper --chroot /kafka --broker-config server.properties
+    """
+    source = zk_source_from(kwargs)
+    inputs = load_inputs(
+        source,
+        list(broker_configs),
+        parse_controllers(controllers) if controllers else [],
+        meta_files=list(meta_files),
+        quorum=quorum,
+        controller_listener=controller_listener.upper(),
+        controller_protocol=controller_protocol,
+        controller_log_dir=controller_log_dir,
+        target_ibp=target_ibp,
+    )
+    checks = run_checks(inputs)
+    plan, files = build_plan(inputs, checks)
+    if out is not None:
+        write_plan(plan, files, out)
+    if fmt == "json":
+        click.echo(plan.model_dump_json(indent=2))
+    else:
+        for line in summary_lines(plan):
+            click.echo(line)
+        if out is not None:
+            click.echo(f"plan written to {out}/plan.md (configs per phase in {out}/<n>-<phase>/)")
+        else:
+            click.echo("(pass --out DIR to write plan.md, plan.json and the generated configs)")
+    if plan.blockers:
+        sys.exit(EXIT_FINDING)
