@@ -96,7 +96,8 @@ def controller_migration_file(inputs: PlanInputs, ctrl: ControllerSpec) -> NodeF
     name = inputs.controller_listener
     entries: list[tuple[str, str]] = [("process.roles", "controller"), ("node.id", str(ctrl.node_id))]
     entries += list(quorum_settings(inputs).items())
-    entries += [("controller.listener.names", name), ("listeners", f"{name}://{ctrl.host}:{ctrl.port}")]
+    # Bind on every interface like Kafka's sample; the quorum reaches it at host:port.
+    entries += [("controller.listener.names", name), ("listeners", f"{name}://:{ctrl.port}")]
     ibl = ref.inter_broker_listener() if ref is not None else "PLAINTEXT"
     if ref is not None and (ref.file.get("listener.security.protocol.map") is not None or inputs.controller_protocol != "PLAINTEXT"):
         # The controller reaches brokers on their inter-broker listener: it needs that listener's protocol.
