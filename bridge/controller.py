@@ -206,7 +206,13 @@ class BridgeController:
 
     @property
     def state(self) -> DriverState:
-        return self.driver.state if self.driver is not None else DriverState.UNINITIALIZED
+        """The driver's state; INACTIVE from the moment a write found this controller fenced."""
+        driver = self.driver
+        if driver is None:
+            return DriverState.UNINITIALIZED
+        if driver.fenced_reason is not None and driver.state != DriverState.UNINITIALIZED:
+            return DriverState.INACTIVE
+        return driver.state
 
     @property
     def fenced(self) -> bool:
@@ -403,7 +409,6 @@ class BridgeController:
                 if self._stop.is_set():
                     return EXIT_OK
                 self._sync_metrics()
-                await self._start_watcher()
                 await self._until_stopped(self._watch_fence())
             except FencedOut as exc:
                 self._on_fenced(str(exc))
@@ -528,6 +533,7 @@ class BridgeController:
         )
         if state is not None:
             driver.state = state
+        driver.before_dual_write = self._start_watcher
         return driver
 
     def _zk_cluster_id(self) -> str:
@@ -844,8 +850,9 @@ class BridgeController:
             mode=mode,
             metrics=self.metrics,
         )
-        await asyncio.get_running_loop().run_in_executor(None, watcher.start)
         self.watcher = watcher
+        # Armed before DUAL_WRITE; the first scan catches what changed since the reconciliation read.
+        await asyncio.get_running_loop().run_in_executor(None, lambda: watcher.start(scan=True))
 
     async def _stop_watcher(self) -> None:
         watcher, self.watcher = self.watcher, None

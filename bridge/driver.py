@@ -204,6 +204,8 @@ class MigrationDriver:
         self.fenced_reason: str | None = None
         self.migration: MigrationOutcome | None = None
         self.reconciliation_ops: list[ZkOperation] = []
+        # Awaited right before DUAL_WRITE (the controller arms its foreign-write watches there).
+        self.before_dual_write: Callable[[], Awaitable[None]] | None = None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -254,6 +256,8 @@ class MigrationDriver:
         )
         await self.reconcile()
         self.transition(DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM)
+        if self.before_dual_write is not None:
+            await self.before_dual_write()
         self.transition(
             DriverState.DUAL_WRITE,
             metadata_offset=self.leadership.kraft_metadata_offset,

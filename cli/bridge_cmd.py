@@ -63,8 +63,8 @@ def _host_port(value: str, option: str) -> tuple[str, int]:
 @click.option(
     "--standby",
     is_flag=True,
-    help="When another controller holds /controller (or takes it over), wait and claim it again once "
-    "it is gone instead of exiting.",
+    help="Wait instead of exiting: while another process of this node holds --metadata-dir (shared "
+    "storage), and after being fenced until /controller is free again; then claim it and resume.",
 )
 @click.option(
     "--dry-run",

@@ -58,9 +58,11 @@ def bridge(
 ) -> Iterator[BridgeController]:
     """A bridge in DUAL_WRITE over the real cluster, with every handler module that exists."""
     load_tree(zk_client, real_tree)
+    # Standby, so a fenced bridge stays up answering NOT_CONTROLLER instead of exiting.
     config = BridgeConfig.model_validate(
-        {"zk_connect": zk_connect, "metadata_dir": tmp_path / "meta", "node_id": NODE_ID, "fsync": False}
-    )
+        {"zk_connect": zk_connect, "metadata_dir": tmp_path / "meta", "node_id": NODE_ID, "fsync": False,
+         "standby": True}
+    )  # fmt: skip
     controller = BridgeController(config).start()
     try:
         assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
