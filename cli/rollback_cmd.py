@@ -2,12 +2,110 @@
 
 from __future__ import annotations
 
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
 import click
 
-from cli.common import fail
+from cli.common import EXIT_BAD_INPUT, fail, handles_errors
+from cli.status_cmd import kraft_views, zk_client
+from migrate.atomic import atomic_write_text
+from migrate.plan.properties import read_properties_file
+from migrate.plan.rollback import (
+    backup_text,
+    execute_rollback,
+    manual_steps,
+    plan_rollback,
+    read_rollback_state,
+)
 
 
 @click.command("rollback")
-def rollback_cmd() -> None:
-    """Revert the ZooKeeper side of an unfinalized migration (in progress)."""
-    fail("rollback is not implemented yet")
+@click.option("--zk", "zk_connect", required=True, metavar="HOST:PORT[,...][/chroot]", help="Kafka's zookeeper.connect.")
+@click.option("--chroot", help="Kafka's chroot, when not part of --zk.")
+@click.option(
+    "--backup",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to save /controller, /controller_epoch and /migration first (default: zk2kraft-rollback-<time>.json).",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be backed up, deleted and changed; write nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Go ahead although brokers seem to still run in KRaft mode.")
+@click.option(
+    "--broker-config",
+    "broker_configs",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A broker's current server.properties, to print its exact remaining edits (repeatable).",
+)
+@click.option("--bridge-status", metavar="URL", help="The bridge's status endpoint: refuse if finalized.")
+@click.option(
+    "--metadata-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A controller's metadata log dir: refuse if the migration was finalized.",
+)
+@handles_errors
+def rollback_cmd(
+    zk_connect: str,
+    chroot: str | None,
+    backup: Path | None,
+    dry_run: bool,
+    yes: bool,
+    force: bool,
+    broker_configs: tuple[Path, ...],
+    bridge_status: str | None,
+    metadata_dir: Path | None,
+) -> None:
+    """Revert the ZooKeeper side of an unfinalized migration: back up, then delete /controller and /migration.
+
+    Saves /controller, /controller_epoch and /migration to the backup file first, checks the
+    controller-epoch condition (a KRaft epoch in partition states above the next ZooKeeper controller's
+    epoch leaves those partitions offline; /controller_epoch is raised in the same transaction), deletes
+    /controller and /migration in one version-checked transaction, and prints the per-broker steps left
+    for the phase reached. Deprovision the KRaft controllers first; run this quickly — the cluster has
+    no controller until /controller is gone. Refuses after finalization.
+
+    \b
+    Examples:
+      zk2kraft rollback --zk zk1:2181/kafka --dry-run
+      zk2kraft rollback --zk zk1:2181/kafka --backup before-revert.json --yes \\
+          --broker-config server-1.properties --broker-config server-2.properties
+    """
+    views = kraft_views(bridge_status, metadata_dir)
+    states = [v.migration_state for v in views if v.migration_state]
+    finalized = (states[0] == "POST_MIGRATION") if states else None
+    with zk_client(zk_connect, chroot) as client:
+        state = read_rollback_state(client)
+        plan = plan_rollback(state, finalized=finalized, force=force)
+        for note in plan.notes:
+            click.echo(f"note: {note}")
+        if plan.refusals:
+            for reason in plan.refusals:
+                click.echo(f"refused: {reason}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        if plan.nothing_to_do:
+            click.echo("nothing to do: no KRaft-owned /controller and no /migration (ZooKeeper mode)")
+            return
+        target = backup or Path(f"zk2kraft-rollback-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json")
+        prefix = "would " if dry_run else ""
+        click.echo(f"phase reached: {plan.phase}")
+        click.echo(f"{prefix}back up /controller, /controller_epoch and /migration to {target}")
+        if plan.set_epoch is not None:
+            click.echo(f"{prefix}set /controller_epoch {state.epoch} → {plan.set_epoch} (version {state.controller_epoch.version if state.controller_epoch else '?'})")
+        for z in plan.delete:
+            text = z.data.decode("utf-8", "replace") if z.data else ""
+            click.echo(f"{prefix}delete {z.path} (version {z.version}): {text}")
+        if dry_run:
+            click.echo("dry run: nothing written")
+        else:
+            if not yes and not click.confirm("Proceed?", default=False):
+                fail("aborted: nothing written")
+            atomic_write_text(target, backup_text(state, zk_connect))
+            click.echo(f"backup written to {target}")
+            execute_rollback(client, state, plan)
+            click.echo("deleted " + " and ".join(z.path for z in plan.delete) + " in one transaction")
+    files = [(str(p), read_properties_file(p).values) for p in broker_configs]
+    click.echo("remaining steps:")
+    for step in manual_steps(plan, files):
+        click.echo(f"  {step}")

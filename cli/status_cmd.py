@@ -1,13 +1,147 @@
-"""`zk2kraft status`: which migration phase the cluster is in."""
+"""`zk2kraft status`: which migration phase the cluster is in (ZooKeeper, optionally the bridge and a metadata dir)."""
 
 from __future__ import annotations
 
-import click
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
-from cli.common import fail
+import click
+from kazoo.client import KazooClient
+
+from bridge.metrics import BridgeStatus
+from cli.common import handles_errors
+from migrate.errors import Zk2KraftError
+from migrate.kraft.image import ZK_MIGRATION_STATES
+from migrate.kraft.reader import load_image
+from migrate.plan.status import KraftView, Status, read_status
+from migrate.zk.sources import split_connect_string
+
+
+@contextmanager
+def zk_client(connect: str, chroot: str | None = None) -> Iterator[KazooClient]:
+    """A kazoo client rooted at Kafka's chroot (from the connect string or --chroot)."""
+    hosts, own = split_connect_string(connect)
+    root = chroot or own
+    client = KazooClient(hosts=hosts + ("" if root in ("", "/") else "/" + root.strip("/")))
+    try:
+        client.start(timeout=15)
+    except Exception as e:
+        raise Zk2KraftError(f"cannot connect to ZooKeeper {connect}: {e}") from e
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def bridge_view(url: str) -> KraftView:
+    """GET the bridge's /status (validated as BridgeStatus)."""
+    target = url if url.rstrip("/").endswith("/status") else url.rstrip("/") + "/status"
+    try:
+        with urllib.request.urlopen(target, timeout=10) as reply:
+            body = json.loads(reply.read())
+    except (OSError, ValueError) as e:
+        raise Zk2KraftError(f"cannot read the bridge status at {target}: {e}") from e
+    s = BridgeStatus.model_validate(body)
+    return KraftView(
+        source=target,
+        migration_state=s.migration_state,
+        write_behind_lag=s.zk_write_behind_lag,
+        committed_offset=s.durable_offset,
+        driver_state=s.state,
+    )
+
+
+def metadata_view(metadata_dir: Path) -> KraftView:
+    """Replay a controller's metadata dir: ZkMigrationState and the brokers registered with KRaft."""
+    image, _report = load_image(metadata_dir)
+    brokers = image.cluster.brokers
+    return KraftView(
+        source=str(metadata_dir),
+        migration_state=ZK_MIGRATION_STATES.get(image.features.zk_migration_state),
+        committed_offset=image.provenance.last_contained_offset,
+        kraft_brokers=sorted(i for i, b in brokers.items() if not b.is_migrating_zk_broker),
+        migrating_zk_brokers=sorted(i for i, b in brokers.items() if b.is_migrating_zk_broker),
+    )
+
+
+def kraft_views(bridge_status: str | None, metadata_dir: Path | None) -> list[KraftView]:
+    views = []
+    if bridge_status:
+        views.append(bridge_view(bridge_status))
+    if metadata_dir is not None:
+        views.append(metadata_view(metadata_dir))
+    return views
+
+
+def status_lines(s: Status) -> list[str]:
+    lines = [f"phase: {s.phase} — {s.description}"]
+    if s.controller is not None:
+        kind = f"KRaft controller (epoch {s.controller.kraft_controller_epoch})" if s.controller.kraft else "ZooKeeper broker"
+        lines.append(f"/controller: {s.controller.id}, {kind}")
+    else:
+        lines.append("/controller: none")
+    lines.append(f"/controller_epoch: {s.controller_epoch}")
+    if s.migration is not None:
+        m = s.migration
+        lines.append(
+            f"/migration: KRaft controller {m.kraft_controller_id} epoch {m.kraft_controller_epoch}, "
+            f"offset {m.kraft_metadata_offset} (version {m.zk_version})"
+        )
+    else:
+        lines.append("/migration: none")
+    lines.append("brokers in ZooKeeper mode: " + (", ".join(map(str, s.zk_brokers)) or "none"))
+    if s.migration_state is not None:
+        lines.append(f"migration state: {s.migration_state}")
+    if s.write_behind_lag is not None:
+        lines.append(f"ZooKeeper write-behind lag: {s.write_behind_lag}")
+    for v in s.kraft:
+        if v.kraft_brokers is not None:
+            lines.append(f"KRaft brokers ({v.source}): {', '.join(map(str, v.kraft_brokers)) or 'none'}")
+    return lines
 
 
 @click.command("status")
-def status_cmd() -> None:
-    """Show the migration phase of a cluster (in progress)."""
-    fail("status is not implemented yet")
+@click.option("--zk", "zk_connect", required=True, metavar="HOST:PORT[,...][/chroot]", help="Kafka's zookeeper.connect.")
+@click.option("--chroot", help="Kafka's chroot, when not part of --zk.")
+@click.option("--bridge-status", metavar="URL", help="The bridge controller's status endpoint, e.g. http://ctrl1:9309.")
+@click.option(
+    "--metadata-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A controller's metadata log dir, replayed for ZkMigrationState and KRaft broker registrations.",
+)
+@click.option("--watch", "watch", type=float, default=None, metavar="SECONDS", help="Refresh every SECONDS until interrupted.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@handles_errors
+def status_cmd(
+    zk_connect: str, chroot: str | None, bridge_status: str | None, metadata_dir: Path | None, watch: float | None, fmt: str
+) -> None:
+    """Name the migration phase: ZooKeeper controller and epoch, /migration, brokers still in ZooKeeper mode.
+
+    Phases: zookeeper, controllers-ready, migrating, dual-write, kraft-brokers, finalized,
+    reverted-incomplete. With --bridge-status and --metadata-dir it also shows the migration state,
+    the ZooKeeper write-behind lag and the brokers registered with KRaft.
+
+    \b
+    Examples:
+      zk2kraft status --zk zk1:2181/kafka
+      zk2kraft status --zk zk1:2181/kafka --bridge-status http://ctrl1:9309 --format json
+      zk2kraft status --zk zk1:2181/kafka --watch 5
+    """
+    with zk_client(zk_connect, chroot) as client:
+        while True:
+            s = read_status(client, kraft_views(bridge_status, metadata_dir))
+            if fmt == "json":
+                click.echo(s.model_dump_json(indent=None if watch else 2))
+            else:
+                if watch:
+                    click.echo(time.strftime("--- %Y-%m-%d %H:%M:%S"))
+                for line in status_lines(s):
+                    click.echo(line)
+            if not watch:
+                return
+            time.sleep(watch)

@@ -1,0 +1,287 @@
+"""The ZooKeeper side of reverting an unfinalized migration (Kafka's revert table, migration-protocol.md §11.2).
+
+Reads `/controller`, `/controller_epoch`, `/migration`, the registered brokers and every partition state;
+decides what to delete and whether the controller epoch must be raised; writes a backup; then deletes
+`/controller` and `/migration` in one ZooKeeper transaction, conditioned on the versions that were read.
+
+The epoch condition: KRaft writes its own (Raft) epoch into partition states' `controller_epoch`. The ZooKeeper
+controller elected after the revert gets `/controller_epoch + 1` and refuses to elect leaders for partitions
+whose state carries a higher epoch (PartitionStateMachine: "aborted leader election ... already written by
+another controller"), leaving them offline. So when the highest state epoch exceeds `/controller_epoch + 1`,
+the same transaction sets `/controller_epoch` to that highest epoch.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import ZnodeStat
+
+from migrate.errors import Zk2KraftError, ZnodeFormatError
+from migrate.zk import paths, znodes
+from migrate.zk.model import ControllerRegistration, MigrationState
+
+
+@dataclass(slots=True)
+class Znode:
+    path: str
+    data: bytes | None
+    version: int
+    ephemeral_owner: int
+    ctime: int
+    mtime: int
+
+
+@dataclass(slots=True)
+class RollbackState:
+    """What the revert decision needs, read from ZooKeeper."""
+
+    controller: Znode | None
+    controller_epoch: Znode | None
+    migration: Znode | None
+    broker_ids: list[int]
+    assigned_broker_ids: list[int]
+    max_state_epoch: int = -1
+    max_state_epoch_path: str = ""
+
+    def decoded_controller(self) -> ControllerRegistration | None:
+        if self.controller is None:
+            return None
+        try:
+            return znodes.decode_controller(paths.CONTROLLER, self.controller.data)
+        except ZnodeFormatError:
+            return None
+
+    def decoded_migration(self) -> MigrationState | None:
+        if self.migration is None:
+            return None
+        try:
+            return znodes.decode_migration(paths.MIGRATION, self.migration.data)
+        except ZnodeFormatError:
+            return None
+
+    @property
+    def epoch(self) -> int | None:
+        if self.controller_epoch is None or self.controller_epoch.data is None:
+            return None
+        try:
+            return int(self.controller_epoch.data.decode("utf-8").strip())
+        except ValueError:
+            return None
+
+
+@dataclass(slots=True)
+class RollbackPlan:
+    """What `zk2kraft rollback` will do, and why it may refuse."""
+
+    delete: list[Znode] = field(default_factory=list)
+    set_epoch: int | None = None
+    refusals: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    phase: str = "zookeeper"
+    kraft_brokers: list[int] = field(default_factory=list)
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.delete and self.set_epoch is None
+
+
+def _znode(client: KazooClient, path: str) -> Znode | None:
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        return None
+    return _from_stat(path, data, stat)
+
+
+def _from_stat(path: str, data: bytes | None, stat: ZnodeStat) -> Znode:
+    return Znode(path, data, stat.version, stat.ephemeralOwner, stat.ctime, stat.mtime)
+
+
+def read_rollback_state(client: KazooClient) -> RollbackState:
+    """Read the znodes the decision needs (client rooted at Kafka's chroot)."""
+    try:
+        broker_ids = sorted(int(c) for c in client.get_children(paths.BROKER_IDS) if c.lstrip("-").isdigit())
+    except NoNodeError:
+        broker_ids = []
+    assigned: set[int] = set()
+    max_epoch, max_path = -1, ""
+    try:
+        topics = client.get_children(paths.TOPICS)
+    except NoNodeError:
+        topics = []
+    topic_reads = [(t, client.get_async(paths.topic_path(t))) for t in topics]
+    state_reads = []
+    for topic, reply in topic_reads:
+        try:
+            data, _stat = reply.get()
+            decoded = znodes.decode_topic(paths.topic_path(topic), data)
+        except (NoNodeError, ZnodeFormatError):
+            continue
+        for p, replicas in decoded.partitions.items():
+            assigned.update(replicas)
+            path = paths.partition_state_path(topic, p)
+            state_reads.append((path, client.get_async(path)))
+    for path, reply in state_reads:
+        try:
+            data, stat = reply.get()
+            state = znodes.decode_partition_state(path, data, zk_version=stat.version)
+        except (NoNodeError, ZnodeFormatError):
+            continue
+        if state.controller_epoch > max_epoch:
+            max_epoch, max_path = state.controller_epoch, path
+    return RollbackState(
+        controller=_znode(client, paths.CONTROLLER),
+        controller_epoch=_znode(client, paths.CONTROLLER_EPOCH),
+        migration=_znode(client, paths.MIGRATION),
+        broker_ids=broker_ids,
+        assigned_broker_ids=sorted(assigned),
+        max_state_epoch=max_epoch,
+        max_state_epoch_path=max_path,
+    )
+
+
+def plan_rollback(state: RollbackState, *, finalized: bool | None, force: bool = False) -> RollbackPlan:
+    """Decide the ZooKeeper writes; `finalized` is True/False when known (metadata dir, bridge), else None."""
+    plan = RollbackPlan()
+    ctrl = state.decoded_controller()
+    kraft_owned = state.controller is not None and (
+        state.controller.ephemeral_owner == 0 or (ctrl is not None and ctrl.is_kraft_controller)
+    )
+    if finalized:
+        plan.refusals.append(
+            "the migration is finalized (ZkMigrationState POST_MIGRATION): reverting to ZooKeeper is impossible"
+        )
+    elif finalized is None and state.migration is not None:
+        plan.notes.append(
+            "could not verify that the migration is not finalized (give --metadata-dir of a controller or "
+            "--bridge-status); reverting after finalization loses every change made since"
+        )
+    if kraft_owned and state.controller is not None:
+        plan.delete.append(state.controller)
+    elif state.controller is not None:
+        owner = ctrl.broker_id if ctrl is not None else "?"
+        plan.notes.append(f"/controller belongs to ZooKeeper-mode broker {owner}: left in place")
+    if state.migration is not None:
+        plan.delete.append(state.migration)
+    kraft_brokers = sorted(set(state.assigned_broker_ids) - set(state.broker_ids))
+    plan.kraft_brokers = kraft_brokers
+    mig = state.decoded_migration()
+    if kraft_brokers and state.migration is not None:
+        plan.phase = "brokers-to-kraft"
+        message = (
+            f"broker(s) {kraft_brokers} host replicas but are not registered in ZooKeeper (running as KRaft "
+            "brokers?): roll them back to their migration-mode configs first (ZooKeeper mode, "
+            "zookeeper.metadata.migration.enable=true), then deprovision the controllers, then run rollback"
+        )
+        (plan.notes if force else plan.refusals).append(message)
+    elif mig is not None and mig.initial_migration_complete:
+        plan.phase = "migration-complete"
+    elif state.migration is not None or kraft_owned:
+        plan.phase = "brokers-migration-mode"
+    epoch = state.epoch
+    if plan.delete and epoch is not None and state.max_state_epoch > epoch + 1:
+        plan.set_epoch = state.max_state_epoch
+        plan.notes.append(
+            f"partition state {state.max_state_epoch_path} carries controller epoch {state.max_state_epoch} but "
+            f"the next ZooKeeper controller would get {epoch + 1} and refuse to elect its leader: /controller_epoch "
+            f"is raised to {state.max_state_epoch} in the same transaction"
+        )
+    elif plan.delete and state.controller_epoch is None:
+        plan.refusals.append("/controller_epoch is missing: this does not look like a Kafka chroot")
+    return plan
+
+
+def backup_document(state: RollbackState, source: str, now: datetime | None = None) -> dict[str, Any]:
+    """The backup written before any change: each znode's data (text and base64) and Stat fields."""
+
+    def entry(z: Znode | None) -> dict[str, Any] | None:
+        if z is None:
+            return None
+        text = None
+        if z.data is not None:
+            try:
+                text = z.data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+        return {
+            "path": z.path,
+            "data": text,
+            "data_base64": None if z.data is None else base64.b64encode(z.data).decode("ascii"),
+            "version": z.version,
+            "ephemeral_owner": z.ephemeral_owner,
+            "ctime": z.ctime,
+            "mtime": z.mtime,
+        }
+
+    return {
+        "kind": "zk2kraft-rollback-backup",
+        "version": 1,
+        "taken_at": (now or datetime.now(UTC)).isoformat(timespec="seconds"),
+        "source": source,
+        "controller": entry(state.controller),
+        "controller_epoch": entry(state.controller_epoch),
+        "migration": entry(state.migration),
+        "registered_brokers": state.broker_ids,
+        "max_partition_state_controller_epoch": state.max_state_epoch,
+    }
+
+
+def backup_text(state: RollbackState, source: str, now: datetime | None = None) -> str:
+    return json.dumps(backup_document(state, source, now), indent=2) + "\n"
+
+
+def execute_rollback(client: KazooClient, state: RollbackState, plan: RollbackPlan) -> None:
+    """One transaction: [raise /controller_epoch], delete /controller, delete /migration, all version-checked."""
+    if plan.refusals:
+        raise Zk2KraftError("rollback refused: " + "; ".join(plan.refusals))
+    txn = client.transaction()
+    if plan.set_epoch is not None:
+        assert state.controller_epoch is not None
+        txn.set_data(paths.CONTROLLER_EPOCH, str(plan.set_epoch).encode(), version=state.controller_epoch.version)
+    elif state.controller_epoch is not None:
+        # A controller election between our read and our write changes the situation: fail instead.
+        txn.check(paths.CONTROLLER_EPOCH, state.controller_epoch.version)
+    for z in plan.delete:
+        txn.delete(z.path, version=z.version)
+    results = txn.commit()
+    failed = [(op, r) for op, r in zip(["epoch", *(z.path for z in plan.delete)], results, strict=False) if isinstance(r, Exception)]
+    if failed:
+        detail = ", ".join(f"{what}: {type(r).__name__}" for what, r in failed)
+        raise Zk2KraftError(
+            f"the rollback transaction was rejected and changed nothing ({detail}); ZooKeeper changed since it "
+            "was read (a controller moved?) — run rollback again"
+        )
+
+
+def manual_steps(plan: RollbackPlan, broker_files: list[tuple[str, dict[str, str]]]) -> list[str]:
+    """The per-broker steps that remain after the ZooKeeper side (Kafka's revert table for the phase)."""
+    remove_keys = (
+        "zookeeper.metadata.migration.enable",
+        "controller.listener.names",
+        "controller.quorum.bootstrap.servers",
+        "controller.quorum.voters",
+    )
+    steps = []
+    if plan.phase == "brokers-to-kraft":
+        steps.append(
+            "Before this: every KRaft broker was rolled back to ZooKeeper mode (process.roles removed, node.id → "
+            "broker.id, zookeeper.connect restored, zookeeper.metadata.migration.enable=true kept)."
+        )
+    steps.append("Deprovision the KRaft controllers if not done yet (stop them, keep their logs for debugging).")
+    steps.append("Rolling restart of every broker with the migration settings removed:")
+    if broker_files:
+        for path, values in broker_files:
+            present = [k for k in remove_keys if k in values]
+            rename = " and node.id → broker.id" if "node.id" in values else ""
+            steps.append(f"  {path}: remove {', '.join(present) or '(nothing left to remove)'}{rename}")
+    else:
+        steps.append(f"  on each broker remove {', '.join(remove_keys)} (where set); keep broker.id")
+    steps.append("Errors about reaching the KRaft controller in broker logs stop after that restart.")
+    return steps

@@ -1,0 +1,231 @@
+"""Where a migration stands, from ZooKeeper (plus, when given, the bridge's /status and a metadata dir).
+
+Phases (the `phase` field, stable): zookeeper, controllers-ready, migrating, dual-write, kraft-brokers,
+finalized, reverted-incomplete. Finalize-check conditions are computed here too.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from pydantic import BaseModel, ConfigDict, Field
+
+from migrate.errors import ZnodeFormatError
+from migrate.zk import paths, znodes
+
+PHASES = ("zookeeper", "controllers-ready", "migrating", "dual-write", "kraft-brokers", "finalized", "reverted-incomplete")
+
+
+class ControllerInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    kraft: bool
+    kraft_controller_epoch: int | None
+    persistent: bool
+
+
+class MigrationInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kraft_controller_id: int
+    kraft_controller_epoch: int
+    kraft_metadata_offset: int
+    kraft_metadata_epoch: int
+    zk_version: int
+    initial_migration_complete: bool
+
+
+class KraftView(BaseModel):
+    """What the KRaft side says (the bridge's /status or a replayed metadata dir)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    migration_state: str | None = None
+    write_behind_lag: int | None = None
+    committed_offset: int | None = None
+    kraft_brokers: list[int] | None = None
+    migrating_zk_brokers: list[int] | None = None
+    driver_state: str | None = None
+
+
+class Status(BaseModel):
+    """`zk2kraft status --format json`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase: str = Field(description=" | ".join(PHASES))
+    description: str
+    controller: ControllerInfo | None
+    controller_epoch: int | None
+    controller_epoch_mtime_ms: int | None
+    migration: MigrationInfo | None
+    zk_brokers: list[int] = Field(description="brokers registered in /brokers/ids: still in ZooKeeper mode")
+    migration_state: str | None = Field(None, description="ZkMigrationState from the KRaft side, when known")
+    write_behind_lag: int | None = None
+    kraft: list[KraftView] = Field(default_factory=list)
+    checked_at_ms: int
+
+
+def read_status(client: KazooClient, kraft: list[KraftView] | None = None, *, now_ms: int | None = None) -> Status:
+    """Read /controller, /controller_epoch, /migration and /brokers/ids (client rooted at Kafka's chroot)."""
+    controller = None
+    try:
+        data, stat = client.get(paths.CONTROLLER)
+        c = znodes.decode_controller(paths.CONTROLLER, data)
+        controller = ControllerInfo(
+            id=c.broker_id,
+            kraft=c.is_kraft_controller,
+            kraft_controller_epoch=c.kraft_controller_epoch,
+            persistent=stat.ephemeralOwner == 0,
+        )
+    except (NoNodeError, ZnodeFormatError):
+        pass
+    epoch = epoch_mtime = None
+    try:
+        data, stat = client.get(paths.CONTROLLER_EPOCH)
+        epoch = znodes.decode_controller_epoch(paths.CONTROLLER_EPOCH, data).epoch
+        epoch_mtime = stat.mtime
+    except (NoNodeError, ZnodeFormatError):
+        pass
+    migration = None
+    try:
+        data, stat = client.get(paths.MIGRATION)
+        m = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version)
+        migration = MigrationInfo(
+            kraft_controller_id=m.kraft_controller_id,
+            kraft_controller_epoch=m.kraft_controller_epoch,
+            kraft_metadata_offset=m.kraft_metadata_offset,
+            kraft_metadata_epoch=m.kraft_metadata_epoch,
+            zk_version=m.zk_version,
+            initial_migration_complete=m.initial_migration_complete,
+        )
+    except (NoNodeError, ZnodeFormatError):
+        pass
+    try:
+        brokers = sorted(int(c) for c in client.get_children(paths.BROKER_IDS) if c.lstrip("-").isdigit())
+    except NoNodeError:
+        brokers = []
+    views = kraft or []
+    state = next((v.migration_state for v in views if v.migration_state), None)
+    lag = next((v.write_behind_lag for v in views if v.write_behind_lag is not None), None)
+    phase, description = name_phase(controller, migration, brokers, state)
+    return Status(
+        phase=phase,
+        description=description,
+        controller=controller,
+        controller_epoch=epoch,
+        controller_epoch_mtime_ms=epoch_mtime,
+        migration=migration,
+        zk_brokers=brokers,
+        migration_state=state,
+        write_behind_lag=lag,
+        kraft=views,
+        checked_at_ms=now_ms if now_ms is not None else int(time.time() * 1000),
+    )
+
+
+def name_phase(
+    controller: ControllerInfo | None, migration: MigrationInfo | None, zk_brokers: list[int], state: str | None
+) -> tuple[str, str]:
+    """The phase name and a one-line description."""
+    kraft = controller is not None and controller.kraft
+    if state == "POST_MIGRATION":
+        return "finalized", "the migration is finalized: ZooKeeper is no longer written"
+    if migration is None and not kraft:
+        return "zookeeper", "ZooKeeper mode: no migration under way"
+    if migration is not None and not kraft:
+        if migration.initial_migration_complete:
+            return (
+                "reverted-incomplete",
+                "a ZooKeeper controller runs but /migration records a completed migration: finish the rollback",
+            )
+        return "controllers-ready", "KRaft controllers have started; waiting for every broker to enter migration mode"
+    if migration is None or not migration.initial_migration_complete:
+        return "migrating", "a KRaft controller owns the cluster and is copying the metadata (initial load)"
+    if zk_brokers:
+        return "dual-write", f"dual-write; brokers still in ZooKeeper mode: {', '.join(map(str, zk_brokers))}"
+    return "kraft-brokers", "dual-write; every broker runs in KRaft mode (ready for finalize-check)"
+
+
+Verdict = Literal["pass", "fail", "not-checked"]
+
+
+class Condition(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    verdict: Verdict
+    detail: str
+
+
+def finalize_conditions(status: Status, *, min_soak_ms: int) -> list[Condition]:
+    """The gate before finalizing, minus the audit (the CLI adds that one)."""
+    out: list[Condition] = []
+    kraft_brokers = next((v.migrating_zk_brokers for v in status.kraft if v.migrating_zk_brokers is not None), None)
+    if status.zk_brokers:
+        out.append(Condition(id="brokers-kraft", verdict="fail", detail=f"still in ZooKeeper mode: {status.zk_brokers}"))
+    elif kraft_brokers:
+        out.append(Condition(id="brokers-kraft", verdict="fail", detail=f"registered as migrating ZK brokers: {kraft_brokers}"))
+    elif not status.kraft:
+        out.append(Condition(id="brokers-kraft", verdict="pass", detail="no broker in /brokers/ids (ZooKeeper view only)"))
+    else:
+        out.append(Condition(id="brokers-kraft", verdict="pass", detail="no ZooKeeper-mode broker left"))
+    if status.migration_state is None:
+        out.append(
+            Condition(id="migration-state", verdict="not-checked", detail="needs --bridge-status or --metadata-dir")
+        )
+    else:
+        ok = status.migration_state == "MIGRATION" and status.phase in ("kraft-brokers", "dual-write")
+        out.append(
+            Condition(id="migration-state", verdict="pass" if ok else "fail", detail=f"ZkMigrationState {status.migration_state}, phase {status.phase}")
+        )
+    if status.write_behind_lag is None:
+        out.append(Condition(id="write-behind-lag", verdict="not-checked", detail="needs --bridge-status"))
+    else:
+        out.append(
+            Condition(
+                id="write-behind-lag",
+                verdict="pass" if status.write_behind_lag == 0 else "fail",
+                detail=f"ZooKeeper write-behind lag {status.write_behind_lag} records",
+            )
+        )
+    if status.controller_epoch_mtime_ms is None or status.controller is None or not status.controller.kraft:
+        out.append(Condition(id="soak", verdict="fail", detail="no KRaft controller registered in /controller"))
+    else:
+        age = status.checked_at_ms - status.controller_epoch_mtime_ms
+        ok = age >= min_soak_ms
+        out.append(
+            Condition(
+                id="soak",
+                verdict="pass" if ok else "fail",
+                detail=f"last controller failover (/controller_epoch change) {_human(age)} ago; --min-soak {_human(min_soak_ms)}",
+            )
+        )
+    return out
+
+
+def parse_duration(text: str) -> int:
+    """`7d`, `12h`, `30m`, `45s` or plain seconds → milliseconds."""
+    units = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
+    t = text.strip().lower()
+    if t and t[-1] in units and t[:-1].isdigit():
+        return int(t[:-1]) * units[t[-1]]
+    if t.isdigit():
+        return int(t) * 1000
+    raise ValueError(f"cannot parse duration {text!r} (use e.g. 7d, 12h, 30m, 45s)")
+
+
+def _human(ms: int) -> str:
+    s = max(0, ms) // 1000
+    if s >= 86_400:
+        return f"{s / 86_400:.1f}d"
+    if s >= 3600:
+        return f"{s / 3600:.1f}h"
+    if s >= 60:
+        return f"{s / 60:.1f}m"
+    return f"{s}s"
