@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -612,3 +613,119 @@ def controller_claims(writes: list[ZkWrite], chroot: str) -> list[tuple[ZkWrite,
             if kind == "create" and path == f"{chroot}/controller" and data:
                 out.append((write, int(json.loads(data)["brokerid"])))
     return out
+
+
+# ---------------------------------------------------------------------------------------------- reply loss
+
+
+MULTI_OPCODE = 14
+
+
+class ZkReplyCutter:
+    """A TCP relay in front of a ZooKeeper server that, when armed, lets the next multi-op request through
+    and then drops the connection instead of relaying the server's answer: the multi is applied, but the
+    client sees only a lost connection (a network cut at the worst moment). Clients reconnect through it.
+    """
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._armed = threading.Event()
+        self._containing = b""
+        self.cuts = 0
+        self._closed = False
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, name="zk-cutter", daemon=True).start()
+
+    @property
+    def connect_string(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def arm(self, containing: bytes = b"") -> None:
+        """Cut the connection that carries the next multi-op request (whose bytes hold `containing`) once
+        the server received it."""
+        self._containing = containing
+        self._armed.set()
+
+    @property
+    def armed(self) -> bool:
+        return self._armed.is_set()
+
+    def close(self) -> None:
+        self._closed = True
+        for sock in [self._listener, *self._sockets]:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            self._sockets += [client, server]
+            cut = threading.Event()
+            threading.Thread(target=self._up, args=(client, server, cut), daemon=True).start()
+            threading.Thread(target=self._down, args=(server, client, cut), daemon=True).start()
+
+    def _up(self, client: socket.socket, server: socket.socket, cut: threading.Event) -> None:
+        """Client → server, frame by frame (length-prefixed; the first frame is the connect request)."""
+        buffer, first = b"", True
+        try:
+            while data := client.recv(65536):
+                buffer += data
+                out = b""
+                while len(buffer) >= 4:
+                    size = int.from_bytes(buffer[:4], "big", signed=True)
+                    if len(buffer) < 4 + size:
+                        break
+                    frame, buffer = buffer[: 4 + size], buffer[4 + size :]
+                    opcode = int.from_bytes(frame[8:12], "big", signed=True) if size >= 8 else None
+                    if (
+                        not first
+                        and opcode == MULTI_OPCODE
+                        and self._armed.is_set()
+                        and self._containing in frame
+                    ):
+                        self._armed.clear()
+                        self.cuts += 1
+                        cut.set()
+                    first = False
+                    out += frame
+                server.sendall(out)
+        except OSError:
+            pass
+        finally:
+            _close(client, server)
+
+    def _down(self, server: socket.socket, client: socket.socket, cut: threading.Event) -> None:
+        try:
+            while data := server.recv(65536):
+                if cut.is_set():
+                    break  # the answer to the multi (or anything after it) never reaches the client
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(client, server)
+
+
+def set_data_op_bytes(server_path: str) -> bytes:
+    """The start of a multi's SetData op on `server_path` (MultiHeader type 5, done false, err -1, path):
+    `arm(containing=...)` with it picks the multi that writes that znode, e.g. `/migration`."""
+    path = server_path.encode()
+    return (5).to_bytes(4, "big") + b"\x00" + (-1).to_bytes(4, "big", signed=True) + len(path).to_bytes(4, "big") + path
+
+
+def _close(*sockets: socket.socket) -> None:
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            sock.close()
