@@ -2,12 +2,86 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
-from cli.common import fail
+from cli.common import EXIT_FINDING, handles_errors
+from cli.status_cmd import kraft_views, zk_client
+from migrate.plan.status import Condition, finalize_conditions, parse_duration, read_status
+from migrate.zk.sources import ZkSource
+
+
+def audit_condition(zk_connect: str, metadata_dir: Path | None, out: Path, skip: bool) -> Condition:
+    """Run `zk2kraft audit` (validators.audit.run_audit) when it exists and a metadata dir was given."""
+    if skip:
+        return Condition(id="audit", verdict="not-checked", detail="skipped (--no-audit)")
+    if metadata_dir is None:
+        return Condition(id="audit", verdict="not-checked", detail="needs --metadata-dir (the controller's metadata log)")
+    try:
+        from validators.audit import AuditOptions, run_audit
+        from validators.spark import spark_session
+    except ImportError as e:
+        return Condition(id="audit", verdict="not-checked", detail=f"the audit is not available in this build ({e})")
+    with spark_session() as spark:
+        result = run_audit(spark, AuditOptions(zk=ZkSource(connect=zk_connect), kraft=metadata_dir, out=out))
+    return Condition(id="audit", verdict="pass" if result.exit_code == 0 else "fail", detail=f"audit report in {out} (exit code {result.exit_code})")
 
 
 @click.command("finalize-check")
-def finalize_check_cmd() -> None:
-    """Check every condition for finalizing the migration (in progress)."""
-    fail("finalize-check is not implemented yet")
+@click.option("--zk", "zk_connect", required=True, metavar="HOST:PORT[,...][/chroot]", help="Kafka's zookeeper.connect.")
+@click.option("--chroot", help="Kafka's chroot, when not part of --zk.")
+@click.option("--bridge-status", metavar="URL", help="The active controller's status endpoint (state and lag).")
+@click.option(
+    "--metadata-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A controller's metadata log dir (migration state, KRaft broker registrations, audit input).",
+)
+@click.option("--min-soak", default="7d", show_default=True, help="No controller failover for at least this long (7d, 12h, 30m).")
+@click.option("--audit-out", type=click.Path(file_okay=False, path_type=Path), default=Path("finalize-audit"), show_default=True)
+@click.option("--no-audit", is_flag=True, help="Do not run the audit (the condition then does not pass).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@handles_errors
+def finalize_check_cmd(
+    zk_connect: str,
+    chroot: str | None,
+    bridge_status: str | None,
+    metadata_dir: Path | None,
+    min_soak: str,
+    audit_out: Path,
+    no_audit: bool,
+    fmt: str,
+) -> None:
+    """Check every condition for finalizing the migration; exit 0 only when all pass.
+
+    Conditions: every broker re-registered as a KRaft broker (none left in /brokers/ids), migration
+    state MIGRATION, ZooKeeper write-behind lag 0, no controller failover within --min-soak, and a
+    clean `zk2kraft audit`. A condition that cannot be checked with the inputs given is shown as
+    "not checked" and does not pass. Exit 0 all pass, 1 otherwise.
+
+    \b
+    Example:
+      zk2kraft finalize-check --zk zk1:2181/kafka --bridge-status http://ctrl1:9309 \\
+          --metadata-dir /var/lib/kafka/controller --min-soak 14d
+    """
+    try:
+        soak_ms = parse_duration(min_soak)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--min-soak") from e
+    with zk_client(zk_connect, chroot) as client:
+        status = read_status(client, kraft_views(bridge_status, metadata_dir))
+    conditions = finalize_conditions(status, min_soak_ms=soak_ms)
+    conditions.append(audit_condition(zk_connect, metadata_dir, audit_out, no_audit))
+    ok = all(c.verdict == "pass" for c in conditions)
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps({"ok": ok, "phase": status.phase, "conditions": [c.model_dump() for c in conditions]}, indent=2))
+    else:
+        click.echo(f"phase: {status.phase} — {status.description}")
+        for c in conditions:
+            click.echo(f"  {c.verdict.upper():12} {c.id}: {c.detail}")
+        click.echo("ready to finalize" if ok else "NOT ready to finalize")
+    if not ok:
+        sys.exit(EXIT_FINDING)
