@@ -251,3 +251,8 @@ def test_topic_id_factory_is_stable() -> None:
     # The harness's ids are deterministic, so evidence in failures is reproducible.
     assert healthy_model().topics["orders"].topic_id == uuid.uuid5(uuid.NAMESPACE_DNS, "orders")
     assert znodes.format_uuid(uuid.UUID(int=1))
+
+
+def test_docs_list_every_check_id() -> None:
+    doc = (Path(__file__).parent.parent / "docs/plan.md").read_text(encoding="utf-8")
+    assert all(f"`{cid}`" in doc for cid in CATALOG)
