@@ -1,0 +1,348 @@
+"""The ZooKeeper side of an audit on Spark: znodes → rows inside tasks, then the compared tables.
+
+Tasks read a `zk export` dump (JSON Lines, one znode per line) in byte splits, decode each znode with
+Kafka's codecs (`migrate.zk.znodes`) and emit its rows (`validators.tables`). A dump is the only input that
+splits: a ZooKeeper data directory (a snapshot plus transaction logs to replay) or a live ensemble is read
+on the driver with the project's readers, written to a temporary dump, dropped, and then parsed in tasks
+like any dump — so only that read, not the row building, needs the driver's memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from migrate.errors import CorruptDataError, Zk2KraftError, ZnodeFormatError
+from migrate.zk import paths, znodes
+from migrate.zk.dump import iter_dump, write_dump
+from migrate.zk.sources import ZkSource, full_tree_chroot, normalize_chroot, read_source
+from validators.tables import (
+    ERROR_KIND,
+    TABLES,
+    WIDE_SCHEMA,
+    Row,
+    wide,
+    wide_error,
+    zk_acl_rows,
+    zk_assignment_rows,
+    zk_broker_row,
+    zk_config_rows,
+    zk_feature_rows,
+    zk_migration_row,
+    zk_producer_ids_row,
+    zk_quota_rows,
+    zk_scram_rows,
+    zk_state_row,
+    zk_token_row,
+    zk_topic_row,
+)
+
+_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
+
+
+def _canonical_int(text: str) -> int | None:
+    """`text` as an int when it is exactly how Java prints one (other names are not Kafka's)."""
+    if not _CANONICAL_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if znodes.INT32_MIN <= value <= znodes.INT32_MAX else None
+
+
+# ---------------------------------------------------------------------------------------------- znodes
+
+
+def znode_rows(path: str, data: bytes | None, version: int, czxid: int) -> list[Row]:
+    """Wide rows of one chroot-relative znode (none for znodes the audit does not compare).
+
+    Claims the same znodes `migrate.zk.cluster.from_tree` decodes strictly, with the same codecs, so a
+    malformed znode stops the audit just as it stops `zk2kraft migrate`.
+    """
+    parts = path.split("/")
+    handler = _HANDLERS.get(parts[1]) if len(parts) > 1 else None
+    if handler is None:
+        return []
+    return handler(path, parts, data, version, czxid)
+
+
+def _brokers(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
+    n = len(parts)
+    if n == 4 and parts[2] == "ids":
+        if _canonical_int(parts[3]) is None:
+            return []
+        return [wide("brokers", zk_broker_row(znodes.decode_broker(path, data, czxid=czxid)))]
+    if n < 4 or parts[2] != "topics":
+        return []
+    if n == 4:
+        if data is None:
+            return []  # a topic znode without data: Kafka cannot read it either (kept raw by from_tree)
+        topic = znodes.decode_topic(path, data)
+        rows = [wide("topics", zk_topic_row(topic))]
+        rows.extend(wide("zk_assignments", row) for row in zk_assignment_rows(topic))
+        return rows
+    if n == 7 and parts[4] == "partitions" and parts[6] == "state":
+        partition = _canonical_int(parts[5])
+        if partition is None:
+            return []
+        state = znodes.decode_partition_state(path, data, zk_version=version)
+        return [wide("zk_states", zk_state_row(parts[3], partition, state))]
+    return []
+
+
+def _config(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
+    n = len(parts)
+    if not data:
+        return []  # null/empty data means "no configs"
+    if n == 4:
+        kind = parts[2]
+        if kind in (paths.CONFIG_TOPICS, paths.CONFIG_BROKERS):
+            return [wide("configs", row) for row in zk_config_rows(znodes.decode_entity_config(path, data))]
+        if kind not in (paths.CONFIG_USERS, paths.CONFIG_CLIENTS, paths.CONFIG_IPS):
+            return []
+    elif not (n == 6 and parts[2] == paths.CONFIG_USERS and parts[4] == paths.CONFIG_CLIENTS):
+        return []
+    quotas = znodes.decode_client_quota_config(path, data)
+    rows = [wide("client_quotas", row) for row in zk_quota_rows(quotas)]
+    rows.extend(wide("scram", row) for row in zk_scram_rows(quotas))
+    return rows
+
+
+def _admin(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
+    if len(parts) == 4 and parts[2] == "delete_topics":
+        return [wide("zk_pending_deletions", (parts[3],))]
+    return []
+
+
+def _producer_ids(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
+    if len(parts) != 2 or data is None:
+        return []
+    return [wide("producer_ids", zk_producer_ids_row(znodes.decode_producer_id_block(path, data)))]
+
+
+def _feature(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
+    if len(parts) != 2:
+        return []
+    return [wide("features", row) for row in zk_feature_rows(znodes.decode_features(path, data))]
+
+
+def _migration(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
+    if len(parts) != 2:
+        return []
+    return [wide("zk_migration", zk_migration_row(znodes.decode_migration(path, data, zk_version=version)))]
+
+
+def _cluster(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
+    if parts[1:] != ["cluster", "id"]:
+        return []
+    return [wide("zk_cluster_id", (znodes.decode_cluster_id(path, data),))]
+
+
+def _acl(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
+    depth = 4 if parts[1] == "kafka-acl" else 5
+    if len(parts) != depth or not data or (depth == 5 and parts[2] != "prefixed"):
+        return []
+    type_name = parts[-2]
+    if znodes.resource_type_from_name(type_name).pascal_name != type_name:
+        return []  # Kafka never reads ACLs under anything but the concrete types' names
+    return [wide("acls", row) for row in zk_acl_rows(znodes.decode_acls(path, data))]
+
+
+def _delegation_token(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
+    if len(parts) != 4 or parts[2] != "tokens":
+        return []
+    return [wide("delegation_tokens", zk_token_row(znodes.decode_delegation_token(path, data)))]
+
+
+_Handler = Callable[[str, list[str], "bytes | None", int, int], list[Row]]
+_HANDLERS: dict[str, _Handler] = {
+    "brokers": _brokers,
+    "config": _config,
+    "admin": _admin,
+    "latest_producer_id_block": _producer_ids,
+    "feature": _feature,
+    "migration": _migration,
+    "cluster": _cluster,
+    "kafka-acl": _acl,
+    "kafka-acl-extended": _acl,
+    "delegation_token": _delegation_token,
+}
+
+
+def dump_line_rows(line: str, chroot: str, source: str) -> list[Row]:
+    """Rows of one dump line (the header line and znodes outside `chroot` give none)."""
+    if not line.strip():
+        return []
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return [wide_error(f"{source}: a line is not JSON: {line[:120]!r}")]
+    if not isinstance(obj, dict):
+        return [wide_error(f"{source}: a line is not a JSON object: {line[:120]!r}")]
+    path = obj.get("path")
+    if path is None and "format" in obj:
+        return []  # the header
+    if not isinstance(path, str) or not path.startswith("/"):
+        return [wide_error(f"{source}: a line has no znode path: {line[:120]!r}")]
+    if chroot != "/":
+        if not path.startswith(chroot + "/"):
+            return []
+        path = path[len(chroot) :]
+    try:
+        data = _data(obj, path, source)
+        stat = obj.get("stat") or {}
+        return znode_rows(path, data, int(stat.get("version", 0)), int(stat.get("czxid", 0)))
+    except ZnodeFormatError as exc:
+        return [wide_error(f"{source}: {exc}")]
+    except Zk2KraftError as exc:
+        return [wide_error(str(exc))]
+    except (TypeError, ValueError) as exc:
+        return [wide_error(f"{source}: znode {path}: malformed dump entry ({exc})")]
+
+
+def _data(obj: dict[str, Any], path: str, source: str) -> bytes | None:
+    text = obj.get("data")
+    if text is None:
+        return None
+    if obj.get("encoding", "utf-8") == "base64":
+        try:
+            return base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise CorruptDataError(source, None, f"data of {path} is not valid base64") from None
+    return str(text).encode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------- sources
+
+
+@dataclass(slots=True)
+class ZkInput:
+    """A dump for tasks to parse, the chroot inside it, and what to call the source in reports."""
+
+    dump: Path
+    chroot: str
+    origin: str
+    temporary: bool
+
+
+def prepare_zk_input(source: ZkSource, work_dir: Path, *, progress: Callable[[int], None] | None = None) -> ZkInput:
+    """A dump of the source: the dump itself, or (data dir, live ensemble) one written on the driver."""
+    source.validate()
+    if source.dump is not None:
+        header, nodes = iter_dump(source.dump)  # validates the header line: bad input fails here, clearly
+        close = getattr(nodes, "close", None)
+        if close is not None:
+            close()
+        del header
+        return ZkInput(Path(source.dump).resolve(), normalize_chroot(source.chroot), source.describe(), False)
+    origin = read_source(source, progress=progress)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    dump = work_dir / "zk-source.jsonl"
+    write_dump(origin.tree, dump, chroot=full_tree_chroot(source))
+    described = origin.origin
+    del origin  # the tree: the driver keeps nothing of it once the dump is on disk
+    return ZkInput(dump.resolve(), "/", described, True)
+
+
+def read_migration_offset(spark: SparkSession, zk: DataFrame) -> int | None:
+    """`kraft_metadata_offset` of the `/migration` znode, when there is one and it holds an offset."""
+    rows = zk.filter(F.col("kind") == "zk_migration").select("zk_migration.kraft_metadata_offset").collect()
+    if not rows or rows[0][0] is None or rows[0][0] < 0:
+        return None
+    return int(rows[0][0])
+
+
+def zk_wide(spark: SparkSession, zk: ZkInput, *, min_partitions: int) -> DataFrame:
+    """The ZooKeeper side as wide rows (cached); raises the first bad-input error a task found."""
+    uri = zk.dump.resolve().as_uri()
+    lines = spark.sparkContext.textFile(uri, minPartitions=min_partitions)
+    rows = lines.flatMap(partial(dump_line_rows, chroot=zk.chroot, source=str(zk.dump)))
+    df = spark.createDataFrame(rows, WIDE_SCHEMA, verifySchema=False).cache()
+    first_error = df.filter(F.col("kind") == ERROR_KIND).select("error").limit(1).collect()
+    if first_error:
+        df.unpersist()
+        raise Zk2KraftError(first_error[0][0])
+    return df
+
+
+def _kind(df: DataFrame, kind: str) -> DataFrame:
+    return df.filter(F.col("kind") == kind).select(f"{kind}.*")
+
+
+PENDING_DELETION = "topic pending deletion in ZooKeeper (/admin/delete_topics): Kafka does not migrate it"
+ORPHAN_CONFIG = "config of a topic that does not exist in ZooKeeper: Kafka migrates only configs of existing topics"
+MISSING_STATE = "partition state znode missing in ZooKeeper: the KRaft values are what Kafka invents"
+MISSING_TOPIC_ID = "topic znode without topic_id: KRaft holds the id generated at migration"
+
+
+def zk_tables(df: DataFrame) -> dict[str, DataFrame]:
+    """Compared tables of the ZooKeeper side; every table has `_note` (a reason that makes a difference
+    expected, e.g. a topic pending deletion) beside its columns."""
+    no_note = F.lit(None).cast("string")
+    pending = F.broadcast(_kind(df, "zk_pending_deletions").withColumn("_pending", F.lit(True)))
+    topics = _kind(df, "topics")
+    out: dict[str, DataFrame] = {}
+    out["topics"] = (
+        topics.join(pending, "topic", "left")
+        .withColumn(
+            "_note",
+            F.when(F.col("_pending"), F.lit(PENDING_DELETION))
+            .when(F.col("topic_id").isNull(), F.lit(MISSING_TOPIC_ID))
+            .otherwise(no_note),
+        )
+        .drop("_pending")
+    )
+    assignments = _kind(df, "zk_assignments")
+    states = _kind(df, "zk_states")
+    fields = TABLES["partitions"].field_names
+    joined = assignments.join(states, ["topic", "partition"], "left").join(pending, "topic", "left")
+    out["partitions"] = joined.select(
+        "topic",
+        "partition",
+        *fields,
+        F.when(F.col("_pending"), F.lit(PENDING_DELETION))
+        .when(F.col("leader").isNull(), F.lit(MISSING_STATE))
+        .otherwise(no_note)
+        .alias("_note"),
+    )
+    configs = _kind(df, "configs")
+    topic_names = F.broadcast(topics.select(F.col("topic").alias("_t"), F.lit(True).alias("_exists")))
+    with_topics = configs.join(
+        topic_names, (configs["resource_type"] == F.lit("topic")) & (configs["resource_name"] == topic_names["_t"]), "left"
+    ).join(pending.withColumnRenamed("topic", "_p"), F.col("resource_name") == F.col("_p"), "left")
+    is_topic = F.col("resource_type") == F.lit("topic")
+    out["configs"] = with_topics.select(
+        *TABLES["configs"].key_names,
+        "value",
+        F.when(is_topic & F.col("_pending").isNotNull(), F.lit(PENDING_DELETION))
+        .when(is_topic & F.col("_exists").isNull(), F.lit(ORPHAN_CONFIG))
+        .otherwise(no_note)
+        .alias("_note"),
+    )
+    acl_keys = TABLES["acls"].key_names
+    out["acls"] = _kind(df, "acls").groupBy(*acl_keys).agg(F.sum("count").cast("int").alias("count")).withColumn("_note", no_note)
+    for name in ("brokers", "client_quotas", "scram", "delegation_tokens", "producer_ids", "features"):
+        out[name] = _kind(df, name).withColumn("_note", no_note)
+    return {name: out[name] for name in TABLES}
+
+
+def remove_temporary(zk: ZkInput) -> None:
+    if zk.temporary:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(zk.dump)
+
+
+def iter_znode_rows(tree_nodes: Iterator[tuple[str, bytes | None, int, int]]) -> Iterator[Row]:
+    """Wide rows of (path, data, version, czxid) znodes, outside Spark (tests, tools)."""
+    for path, data, version, czxid in tree_nodes:
+        yield from znode_rows(path, data, version, czxid)
