@@ -28,7 +28,9 @@ from kazoo.client import KazooClient
 
 from bridge.leadership import CreateRequest
 from bridge.zk_client import ZkMigrationClient
+from migrate.zk import paths, znodes
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
+from migrate.zk.model import ConfigChangeNotification, EntityConfig
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -204,3 +206,51 @@ def test_a_lost_reply_to_a_dual_write_is_survived(zk: EmbeddedZooKeeper, tmp_pat
             converged(bridge, stream, context)
     finally:
         cutter.close()
+
+
+# ------------------------------------------------------------------ foreign writes are still noticed afterwards
+
+
+def kafka_configs_alter(zk_connect: str, topic: str, config: dict[str, str]) -> None:
+    """What `kafka-configs --zookeeper ... --alter --entity-type topics` does: entity znode, then notification."""
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=30)
+    try:
+        client.set(
+            paths.config_path(f"topics/{topic}"), znodes.encode_entity_config(EntityConfig("topics", topic, config))
+        )
+        client.create(
+            f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
+            znodes.encode_config_change(ConfigChangeNotification(f"topics/{topic}")),
+            sequence=True,
+        )
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.parametrize("disruption", ["server-restart", "session-expiry"])
+def test_foreign_writes_are_still_noticed_after_zookeeper_failures(
+    zk: EmbeddedZooKeeper, tmp_path: Path, disruption: str
+) -> None:
+    connect = seeded_chroot(zk.connect_string, f"/foreign-{disruption}")
+    with bridge_process(zk_connect=connect, metadata_dir=tmp_path / "meta", node_id=NODE_ID, log_path=tmp_path / "bridge.log") as bridge:
+        bring_up(bridge, 1)
+        if disruption == "server-restart":
+            zk.stop()
+            time.sleep(0.5)
+            zk.start()
+        elif disruption == "session-expiry":
+            assert bridge.process is not None
+            bridge.process.send_signal(signal.SIGSTOP)
+            time.sleep(SESSION_TIMEOUT_MS / 1000 * 2)
+            bridge.process.send_signal(signal.SIGCONT)
+        bridge.wait_for_state("DUAL_WRITE")
+        time.sleep(1.0)  # reconnected and re-armed its watches
+        kafka_configs_alter(connect, "fault-cfg-0", {"retention.ms": "7200000"})
+        deadline = time.monotonic() + 20
+        status = bridge.status() or {}
+        while status.get("foreign_zk_writes", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status = bridge.status() or {}
+        assert status.get("foreign_zk_writes", 0) >= 1, f"the foreign write went unnoticed after {disruption}: {status}\n{bridge.log_tail()}"
