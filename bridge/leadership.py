@@ -1,8 +1,9 @@
 """A KRaft controller's hold on ZooKeeper during a migration: `/migration`, `/controller`, fenced writes.
 
 Kafka's ZkMigrationLeadershipState and the KafkaZkClient half of its ZkMigrationClient
-(migration-protocol.md §2 and §3). Every dual-write request travels in its own multi-op guarded by the
-`/controller_epoch` and `/migration` versions this controller holds, so a deposed controller lands nothing.
+(migration-protocol.md §2 and §3). Every dual-write request travels in a multi-op guarded by the
+`/controller_epoch` and `/migration` versions this controller holds, so a deposed controller lands nothing:
+`fenced_write` sends each request in its own multi (Kafka's grouping), `send_guarded` sends whole groups.
 """
 
 from __future__ import annotations
@@ -179,10 +180,14 @@ EMPTY_STATE = MigrationLeadershipState()
 
 @dataclass(frozen=True, slots=True)
 class CreateRequest:
-    """Create a PERSISTENT znode; `data=None` is ZooKeeper's null data (what Kafka's containers hold)."""
+    """Create a PERSISTENT znode; `data=None` is ZooKeeper's null data (what Kafka's containers hold).
+
+    `sequential` makes it PERSISTENT_SEQUENTIAL: ZooKeeper appends the parent's 10-digit child counter.
+    """
 
     path: str
     data: bytes | None = None
+    sequential: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +213,11 @@ def describe(request: ZkRequest) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ZkResult:
-    """How one request ended; `stat` is set for a successful SetData, `created_path` for a sequential create."""
+    """How one request ended; `stat` is set for a successful SetData, `created_path` for a create.
+
+    Inside a multi that failed, requests ZooKeeper reports as OK were rolled back: they carry
+    RUNTIMEINCONSISTENCY here, so `ok` always means "landed".
+    """
 
     request: ZkRequest
     code: int
@@ -236,6 +245,42 @@ class WriteOutcome:
 
     def codes_by_path(self) -> dict[str, int]:
         return {r.path: r.code for r in self.results}
+
+
+@dataclass(frozen=True, slots=True)
+class GuardedMulti:
+    """One fenced multi-op: Check `/controller_epoch`, then `/migration` at `migration_version` — SetData to
+    `migration_data` when given, else Check — then `requests` in order."""
+
+    requests: tuple[ZkRequest, ...]
+    migration_version: int
+    migration_data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MultiReply:
+    """How a GuardedMulti ended: the guards' codes, `/migration`'s new stat (when set and landed), each request."""
+
+    multi: GuardedMulti
+    epoch_code: int
+    migration_code: int
+    migration_stat: ZnodeStat | None
+    results: tuple[ZkResult, ...]
+
+    @property
+    def guards_ok(self) -> bool:
+        return self.epoch_code == OK and self.migration_code == OK
+
+    @property
+    def landed(self) -> bool:
+        return self.guards_ok and all(r.ok for r in self.results)
+
+    def first_failure(self) -> ZkResult | None:
+        """The request that made the multi fail (None when it landed or a guard failed)."""
+        for r in self.results:
+            if r.code not in (OK, RUNTIMEINCONSISTENCY):
+                return r
+        return None
 
 
 def raise_for_codes(what: str, outcomes: Sequence[tuple[str, int]]) -> NoReturn:
@@ -308,7 +353,8 @@ class ZkLeadershipClient:
     def _op(self, request: ZkRequest, *, sequential: bool = False) -> Any:
         server_path = self._server_path(request.path)
         if isinstance(request, CreateRequest):
-            return Create(server_path, request.data, self._acl(request.path), 2 if sequential else 0)
+            flags = 2 if sequential or request.sequential else 0
+            return Create(server_path, request.data, self._acl(request.path), flags)
         if isinstance(request, SetDataRequest):
             return SetData(server_path, request.data, request.version)
         return Delete(server_path, request.version)
@@ -563,62 +609,123 @@ class ZkLeadershipClient:
 
     # ------------------------------------------------------------------ fenced writes
 
-    def fenced_write(self, requests: Sequence[ZkRequest], state: MigrationLeadershipState) -> WriteOutcome:
-        """Send each request in its own multi guarded by `/controller_epoch` and `/migration` (§2.4).
-
-        The last multi also writes `state` to `/migration`, so the returned state's version moves on only
-        when that one lands. A moved `/controller_epoch` raises ControllerMovedError, a moved `/migration`
-        FencedError; any other failure of a request is left in its result for the caller to judge.
-        """
-        if not requests:
-            return WriteOutcome(state, ())
+    def require_fence(self, state: MigrationLeadershipState, what: str) -> None:
+        """Raise InvalidRequestError unless `state` holds the versions a fenced write checks."""
         epoch_version, migration_version = state.zk_controller_epoch_zk_version, state.migration_zk_version
         if epoch_version < 0:
             raise InvalidRequestError(
-                f"fenced write of {describe(requests[0])}: this controller holds no {paths.CONTROLLER_EPOCH} "
+                f"fenced write of {what}: this controller holds no {paths.CONTROLLER_EPOCH} "
                 f"version (zkControllerEpochZkVersion {epoch_version}); claim leadership first"
             )
         if migration_version < 0:
             raise InvalidRequestError(
-                f"fenced write of {describe(requests[0])}: {paths.MIGRATION} version {migration_version} "
+                f"fenced write of {what}: {paths.MIGRATION} version {migration_version} "
                 f"cannot fence; read or write {paths.MIGRATION} first"
             )
+
+    def send_guarded(self, multis: Sequence[GuardedMulti], epoch_version: int, what: str) -> list[MultiReply]:
+        """Send every multi, pipelined and in order (one round of network waits), guarded by `epoch_version`.
+
+        ZooKeeper applies one session's requests in order and a failed multi aborts only itself, so each
+        reply stands alone; nothing is raised for failed guards (see `raise_if_fenced`).
+        """
+        batches = []
+        for multi in multis:
+            guard = (
+                self._check_op(paths.MIGRATION, multi.migration_version)
+                if multi.migration_data is None
+                else self._op(SetDataRequest(paths.MIGRATION, multi.migration_data, multi.migration_version))
+            )
+            ops = [self._check_op(paths.CONTROLLER_EPOCH, epoch_version), guard]
+            ops.extend(self._op(request) for request in multi.requests)
+            batches.append(ops)
+        replies = self._multi(batches, what)
+        return [_parse_reply(multi, raw) for multi, raw in zip(multis, replies, strict=True)]
+
+    def raise_if_fenced(self, reply: MultiReply, epoch_version: int, subject: str) -> None:
+        """ControllerMovedError / FencedError when a guard of `reply` failed; `subject` names what was not applied."""
+        self._check_guard(paths.CONTROLLER_EPOCH, epoch_version, reply.epoch_code, subject)
+        self._check_guard(paths.MIGRATION, reply.multi.migration_version, reply.migration_code, subject)
+
+    def fenced_write(
+        self,
+        requests: Sequence[ZkRequest],
+        state: MigrationLeadershipState,
+        *,
+        tail: Sequence[ZkRequest] = (),
+    ) -> WriteOutcome:
+        """Send each request in its own multi guarded by `/controller_epoch` and `/migration` (§2.4).
+
+        The last multi also writes `state` to `/migration` and carries `tail` (change notifications: they
+        land only with the last request), so the returned state's version moves on only when that one
+        lands. A moved `/controller_epoch` raises ControllerMovedError, a moved `/migration` FencedError;
+        any other failure of a request is left in its result (requests, then tail) for the caller to judge.
+        """
+        if not requests:
+            return WriteOutcome(state, ())
+        self.require_fence(state, describe(requests[0]))
+        epoch_version, migration_version = state.zk_controller_epoch_zk_version, state.migration_zk_version
         migration_data = znodes.encode_migration(state.to_znode())
         last = len(requests) - 1
-        batches = []
-        for i, request in enumerate(requests):
-            guard = (
-                self._check_op(paths.MIGRATION, migration_version)
-                if i < last
-                else self._op(SetDataRequest(paths.MIGRATION, migration_data, migration_version))
-            )
-            batches.append([self._check_op(paths.CONTROLLER_EPOCH, epoch_version), guard, self._op(request)])
-        replies = self._multi(batches, f"fenced write of {len(requests)} request(s)")
-        results = []
+        multis = [
+            GuardedMulti((request,), migration_version)
+            if i < last
+            else GuardedMulti((request, *tail), migration_version, migration_data)
+            for i, request in enumerate(requests)
+        ]
+        replies = self.send_guarded(multis, epoch_version, f"fenced write of {len(requests)} request(s)")
+        results: list[ZkResult] = []
         new_version = migration_version
-        for i, (request, reply) in enumerate(zip(requests, replies, strict=True)):
-            epoch_reply, migration_reply, request_reply = reply
-            self._check_guard(paths.CONTROLLER_EPOCH, epoch_version, _code(epoch_reply), request)
-            self._check_guard(paths.MIGRATION, migration_version, _code(migration_reply), request)
-            code = _code(request_reply)
-            stat = request_reply if isinstance(request_reply, ZnodeStat) else None
-            results.append(ZkResult(request, code, stat))
-            if i == last and code == OK:
-                new_version = migration_reply.version
+        for request, reply in zip(requests, replies, strict=True):
+            self.raise_if_fenced(reply, epoch_version, describe(request))
+            results.extend(reply.results)
+            if reply.migration_stat is not None:
+                new_version = reply.migration_stat.version
         return WriteOutcome(state.with_migration_zk_version(new_version), tuple(results))
 
-    def _check_guard(self, path: str, expected: int, code: int, request: ZkRequest) -> None:
+    def fenced_set_migration_state(self, state: MigrationLeadershipState) -> MigrationLeadershipState:
+        """SetData `/migration` to `state` in a multi guarded by `/controller_epoch` (and the version held)."""
+        self.require_fence(state, f"SetData {paths.MIGRATION}")
+        epoch_version = state.zk_controller_epoch_zk_version
+        multi = GuardedMulti((), state.migration_zk_version, znodes.encode_migration(state.to_znode()))
+        reply = self.send_guarded([multi], epoch_version, f"updating {paths.MIGRATION}")[0]
+        self.raise_if_fenced(reply, epoch_version, f"SetData {paths.MIGRATION}")
+        assert reply.migration_stat is not None  # the guards passed and there is nothing else to fail
+        return state.with_migration_zk_version(reply.migration_stat.version)
+
+    def _check_guard(self, path: str, expected: int, code: int, subject: str) -> None:
         if code == OK:
             return
         found = self._version_of(path)
         if code == BADVERSION and path == paths.CONTROLLER_EPOCH:
             raise ControllerMovedError(
                 f"Controller epoch zkVersion check fails. Expected zkVersion = {expected} for {path}, found "
-                f"{found}: another controller took over; {describe(request)} was not applied"
+                f"{found}: another controller took over; {subject} was not applied"
             )
         if code == BADVERSION:
             raise FencedError(
                 f"{path} expected version {expected}, found {found}: another KRaft controller is making "
-                f"writes to ZooKeeper; {describe(request)} was not applied"
+                f"writes to ZooKeeper; {subject} was not applied"
             )
-        raise_for_codes(f"fenced write of {describe(request)}", [(f"Check {path}", code)])
+        raise_for_codes(f"fenced write of {subject}", [(f"Check {path}", code)])
+
+
+def _parse_reply(multi: GuardedMulti, raw: Sequence[Any]) -> MultiReply:
+    """A multi's kazoo reply as codes; requests rolled back by a failure elsewhere get RUNTIMEINCONSISTENCY."""
+    codes = [_code(r) for r in raw]
+    failed = any(code != OK for code in codes)
+    results = []
+    for request, reply, code in zip(multi.requests, raw[2:], codes[2:], strict=True):
+        if failed and code == OK:
+            code = RUNTIMEINCONSISTENCY
+        landed = code == OK
+        results.append(
+            ZkResult(
+                request,
+                code,
+                reply if landed and isinstance(reply, ZnodeStat) else None,
+                reply if landed and isinstance(reply, str) else None,
+            )
+        )
+    stat = raw[1] if not failed and isinstance(raw[1], ZnodeStat) else None
+    return MultiReply(multi, codes[0], codes[1], stat, tuple(results))

@@ -1,9 +1,20 @@
 """Kafka's ZkMigrationClient write side: each dual-write operation as Kafka's exact znodes, fenced.
 
-`ZkMigrationClient.apply(operation, state)` performs one `bridge.operations` operation the way Kafka 3.9's
-ZkTopicMigrationClient, ZkConfigMigrationClient, ZkAclMigrationClient, ZkDelegationTokenMigrationClient and
-ZkMigrationClient do (migration-protocol.md §7.2): the same requests, each through the fenced multi of
-`bridge.leadership`, and the same result handling. Every znode's bytes come from `migrate.zk.znodes`.
+`ZkMigrationClient.apply(operation, state)` performs one `bridge.operations` operation with the znodes
+Kafka 3.9's ZkTopicMigrationClient, ZkConfigMigrationClient, ZkAclMigrationClient,
+ZkDelegationTokenMigrationClient and ZkMigrationClient write (migration-protocol.md §7.2); every znode's bytes
+come from `migrate.zk.znodes`. `apply_all(operations, state, final_state=...)` performs many, pipelined.
+
+Fused writes (the default). Each operation is first sent as ONE multi: the `/controller_epoch` check, SetData
+`/migration` at the version held, the operation's requests and its change notifications
+(`/config/changes/config_change_<seq>`, ACL change nodes). It lands whole or not at all, so a deposed
+controller lands nothing, notifications included. When that multi fails on a request (a znode missing or
+present, a container missing, a replay) nothing of it landed and the operation is redone the way Kafka does it
+("the Kafka path": one multi per request, each guarded, notifications in the last one, missing containers
+created by guarded creates), which gives Kafka's znodes and Kafka's judgment of the result. On success both
+paths leave the same znodes and data as Kafka; sequential names are assigned by ZooKeeper from the parent's
+child counter either way. `fused=False` keeps the former grouping (Kafka's: notifications and
+`createRecursive` unfenced, the offset in a separate `/migration` write) for comparisons.
 
 Where Kafka 3.9 is evidently wrong we do what it meant instead (each place says so): deleteConfigs'
 notification names `brokers/1`, not `Some(brokers)/1`; a partition's `state` child is deleted before the
@@ -14,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -24,11 +36,16 @@ from bridge.leadership import (
     NODEEXISTS,
     NONODE,
     OK,
+    RUNTIMEINCONSISTENCY,
+    ControllerMovedError,
     CreateRequest,
     DeleteRequest,
+    FencedError,
+    GuardedMulti,
     MigrationClientError,
     MigrationLeadershipState,
     SetDataRequest,
+    WriteOutcome,
     ZkLeadershipClient,
     ZkRequest,
     ZkResult,
@@ -55,7 +72,7 @@ from bridge.operations import (
     WriteResourceAcls,
     ZkOperation,
 )
-from migrate.errors import InvalidRequestError
+from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft.image import PartitionRegistration
 from migrate.zk import paths, znodes
 from migrate.zk.model import (
@@ -66,6 +83,7 @@ from migrate.zk.model import (
     AclResource,
     ConfigChangeNotification,
     DelegationToken,
+    MigrationState,
     PartitionState,
     PatternType,
     ProducerIdBlock,
@@ -82,6 +100,11 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 SCRAM_MECHANISM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
+MAX_FUSED_BYTES = 256 * 1024
+"""Largest estimated multi sent for one operation; bigger ones (topics with thousands of partitions) take the
+Kafka path. ZooKeeper refuses packets over jute.maxbuffer (1 MiB by default) by closing the connection."""
+_REQUEST_OVERHEAD = 64  # opcode, lengths, flags and the ACL of one request inside a multi
+
 # DynamicConfig.User/Client/Ip: the quota keys each entity type accepts.
 _USER_CLIENT_QUOTA_KEYS = frozenset(
     {"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"}
@@ -94,12 +117,60 @@ PasswordEncoder = Callable[[str, str], str]
 """(config name, value) → stored text; Kafka encrypts dynamic password configs with password.encoder.secret."""
 
 
+class ZkBatchError(MigrationClientError):
+    """`apply_all` stopped at operation `failed_index`: the `failed_index` operations before it landed in full,
+    none after it was sent or landed, and `/migration` still names the offset it had before the batch.
+
+    `state` is the leadership state to continue with (the `/migration` version as ZooKeeper now has it);
+    the failing operation itself may have landed in part, as in Kafka (SYNC_KRAFT_TO_ZK repairs it).
+    """
+
+    def __init__(self, message: str, *, state: MigrationLeadershipState, failed_index: int) -> None:
+        super().__init__(message)
+        self.state = state
+        self.failed_index = failed_index
+
+
+@dataclass(frozen=True, slots=True)
+class _Note:
+    """A change notification (a sequential create); `entity_path` is set for config changes.
+
+    Config notifications are Kafka's createConfigChangeNotification: the store is created when missing and
+    a failure is an error. ACL notifications: Kafka ignores the result (the store exists wherever an
+    AclAuthorizer ever ran), so a missing store drops the notification with a warning.
+    """
+
+    request: CreateRequest
+    entity_path: str | None = None
+
+    @property
+    def store(self) -> str:
+        return self.request.path.rpartition("/")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One operation as one optimistic multi (`requests`), and the Kafka path (`kafka_path(state)`).
+
+    `requests` empty: the operation writes nothing. None: too big for one multi; the Kafka path is taken at
+    once. `notes` are the notifications inside `requests` (their stores are learnt when the multi lands).
+    """
+
+    requests: tuple[ZkRequest, ...] | None
+    kafka_path: Callable[[MigrationLeadershipState], MigrationLeadershipState]
+    notes: tuple[_Note, ...] = ()
+
+
+_NO_WRITE = _Plan((), lambda state: state)
+
+
 class ZkMigrationClient(ZkLeadershipClient):
     """Kafka's ZkMigrationClient over a started kazoo client whose chroot is Kafka's.
 
     `password_encoder` turns a config value into what ZooKeeper stores; without one values are written as
     given, which is what Kafka does when `password.encoder.secret` is unset (its no-op encoder). `java8`
-    picks the java.util.Properties key order of config znodes (Kafka on Java 8 instead of 11+).
+    picks the java.util.Properties key order of config znodes (Kafka on Java 8 instead of 11+). `fused=False`
+    restores Kafka's grouping (unfenced notifications and createRecursive), kept for comparisons only.
     """
 
     def __init__(
@@ -111,60 +182,414 @@ class ZkMigrationClient(ZkLeadershipClient):
         acl_provider: Callable[[str], list[ACL]] | None = None,
         clock: Callable[[], int] | None = None,
         retry_timeout_s: float = 30.0,
+        fused: bool = True,
     ) -> None:
         super().__init__(client, acl_provider=acl_provider, clock=clock, retry_timeout_s=retry_timeout_s)
         self.password_encoder = password_encoder
         self.java8 = java8
-        self._handlers: dict[type, Callable[[Any, MigrationLeadershipState], MigrationLeadershipState]] = {
-            CreateTopic: self._create_topic,
-            UpdateTopic: self._update_topic,
-            DeleteTopic: self._delete_topic,
-            ClearPendingTopicDeletions: self._clear_pending_topic_deletions,
-            CreateTopicPartitions: self._create_topic_partitions,
-            UpdateTopicPartitions: self._update_topic_partitions,
-            DeleteTopicPartitions: self._delete_topic_partitions,
-            WriteConfigs: self._write_configs,
-            DeleteConfigs: self._delete_configs,
-            WriteClientQuotas: self._write_client_quotas,
-            WriteProducerId: self._write_producer_id,
-            WriteResourceAcls: self._write_resource_acls,
-            DeleteResourceAcls: self._delete_resource_acls,
-            WriteDelegationToken: self._write_delegation_token,
-            DeleteDelegationToken: self._delete_delegation_token,
+        self.fused = fused
+        # Containers seen to exist (a notification landed in them, or we created them): the Kafka path skips
+        # their guarded creates. Forgotten when a write into one answers NONODE.
+        self._known_containers: set[str] = set()
+        self._planners: dict[type, Callable[[Any, MigrationLeadershipState], _Plan]] = {
+            CreateTopic: self._plan_create_topic,
+            UpdateTopic: self._plan_update_topic,
+            DeleteTopic: self._plan_delete_topic,
+            ClearPendingTopicDeletions: self._plan_clear_pending_topic_deletions,
+            CreateTopicPartitions: self._plan_create_topic_partitions,
+            UpdateTopicPartitions: self._plan_update_topic_partitions,
+            DeleteTopicPartitions: self._plan_delete_topic_partitions,
+            WriteConfigs: self._plan_write_configs,
+            DeleteConfigs: self._plan_delete_configs,
+            WriteClientQuotas: self._plan_write_client_quotas,
+            WriteProducerId: self._plan_write_producer_id,
+            WriteResourceAcls: self._plan_write_resource_acls,
+            DeleteResourceAcls: self._plan_delete_resource_acls,
+            WriteDelegationToken: self._plan_write_delegation_token,
+            DeleteDelegationToken: self._plan_delete_delegation_token,
         }
 
+    # ------------------------------------------------------------------ public
+
     def apply(self, operation: ZkOperation, state: MigrationLeadershipState) -> MigrationLeadershipState:
-        """Perform `operation` in ZooKeeper; returns the state to use for the next write."""
-        handler = self._handlers.get(type(operation))
-        if handler is None:
+        """Perform `operation` in ZooKeeper, writing `state` to `/migration` with it (as Kafka does per
+        operation); returns the state to use for the next write. Errors are raised as they come."""
+        plan = self._plan(operation, state)
+        if not self.fused:
+            return state if plan.requests == () else plan.kafka_path(state)
+        return self._run([plan], [operation], state, state, batch=False)
+
+    def apply_all(
+        self,
+        operations: Sequence[ZkOperation],
+        state: MigrationLeadershipState,
+        *,
+        final_state: MigrationLeadershipState,
+    ) -> MigrationLeadershipState:
+        """Perform `operations` in log order, pipelined, and leave `/migration` at `final_state`'s offset/epoch.
+
+        Each operation's multi rewrites `/migration` at the version the previous one leaves (a chain), so
+        when one fails, every later one fails too: exactly a prefix lands. Intermediate multis keep
+        `/migration`'s offset as in `state`; only the last operation's multi writes `final_state`'s offset
+        and epoch (a separate guarded write when no operation is left to carry it), so `/migration` never
+        names an offset whose changes have not all landed. An operation whose multi fails on a request is
+        redone the Kafka way, then the rest is sent again. A lost fence raises FencedError or
+        ControllerMovedError; any other failure raises ZkBatchError saying which operations landed.
+        """
+        if (final_state.kraft_controller_id, final_state.kraft_controller_epoch) != (
+            state.kraft_controller_id,
+            state.kraft_controller_epoch,
+        ):
+            raise InvalidRequestError(
+                f"apply_all: final state names KRaft controller {final_state.kraft_controller_id} epoch "
+                f"{final_state.kraft_controller_epoch}, the state held names {state.kraft_controller_id} epoch "
+                f"{state.kraft_controller_epoch}"
+            )
+        final = state.with_kraft_metadata_offset_and_epoch(
+            final_state.kraft_metadata_offset, final_state.kraft_metadata_epoch
+        )
+        plans: list[_Plan] = []
+        plan_error: Zk2KraftError | None = None
+        for op in operations:
+            try:
+                plans.append(self._plan(op, state))
+            except Zk2KraftError as exc:
+                plan_error = exc
+                break
+        ops = list(operations[: len(plans)])
+        # A batch that cannot be written whole moves no offset.
+        target = final if plan_error is None else state
+        if self.fused:
+            done = self._run(plans, ops, state, target, batch=True)
+        else:
+            done = self._run_unfused(plans, ops, state, target)
+        if plan_error is not None:
+            failed = len(plans)
+            raise ZkBatchError(
+                f"dual write stopped at operation {failed + 1} of {len(operations)} "
+                f"({_name(operations[failed])}): {plan_error}; the {failed} before it landed, none after it "
+                f"was sent",
+                state=done,
+                failed_index=failed,
+            ) from plan_error
+        return done
+
+    # ------------------------------------------------------------------ running plans
+
+    def _plan(self, operation: ZkOperation, state: MigrationLeadershipState) -> _Plan:
+        planner = self._planners.get(type(operation))
+        if planner is None:
             raise InvalidRequestError(f"{type(operation).__name__} is not a ZooKeeper dual-write operation")
-        return handler(operation, state)
+        return planner(operation, state)
 
-    # ------------------------------------------------------------------ notifications (unfenced)
+    def _run(
+        self,
+        plans: Sequence[_Plan],
+        ops: Sequence[ZkOperation],
+        state: MigrationLeadershipState,
+        final: MigrationLeadershipState,
+        *,
+        batch: bool,
+    ) -> MigrationLeadershipState:
+        """Send the fused multis of `plans` in pipelined runs, chained through `/migration`'s version."""
+        n = len(plans)
+        original = znodes.encode_migration(state.to_znode())
+        final_data = znodes.encode_migration(final.to_znode())
+        written = original  # what /migration holds now, as far as our writes go
+        current = state
+        k = 0
+        while k < n:
+            if plans[k].requests is None:  # too big for one multi
+                current, written = self._take_kafka_path(plans, ops, k, current, final, written, batch)
+                k += 1
+                continue
+            segment: list[int] = []
+            end = k
+            while end < n and plans[end].requests is not None:
+                if plans[end].requests:
+                    segment.append(end)
+                end += 1
+            k = end
+            if not segment:
+                continue
+            epoch_version, base = current.zk_controller_epoch_zk_version, current.migration_zk_version
+            multis = [
+                GuardedMulti(plans[i].requests or (), base + pos, final_data if i == n - 1 else original)
+                for pos, i in enumerate(segment)
+            ]
+            try:
+                self.require_fence(current, _name(ops[segment[0]]))
+                replies = self.send_guarded(
+                    multis, epoch_version, f"fenced write of {len(multis)} operation(s)"
+                )
+            except Zk2KraftError as exc:
+                self._raise_batch(exc, batch, segment[0], n, ops, current)
+            for pos, (i, reply) in enumerate(zip(segment, replies, strict=True)):
+                if reply.landed:
+                    assert reply.migration_stat is not None  # /migration was set and the multi landed
+                    current = current.with_migration_zk_version(reply.migration_stat.version)
+                    written = reply.multi.migration_data or written
+                    self._learn_stores(plans[i].notes)
+                    continue
+                self.raise_if_fenced(reply, epoch_version, _name(ops[i]))
+                strays = [
+                    _name(ops[x])
+                    for x, r in zip(segment[pos + 1 :], replies[pos + 1 :], strict=True)
+                    if r.landed
+                ]
+                if strays:  # impossible unless someone else set /migration to exactly our next version
+                    error = MigrationClientError(
+                        f"{_name(ops[i])} failed but {', '.join(strays)} behind it landed although their "
+                        f"{paths.MIGRATION} version check should have refused them"
+                    )
+                    self._raise_batch(error, batch, i, n, ops, current)
+                self._forget_stores(reply.results)
+                current, written = self._take_kafka_path(plans, ops, i, current, final, written, batch)
+                k = i + 1
+                break
+        if written != final_data:
+            try:
+                current = self.fenced_set_migration_state(
+                    final.with_migration_zk_version(current.migration_zk_version)
+                )
+            except (FencedError, ControllerMovedError):
+                raise
+            except Zk2KraftError as exc:
+                self._raise_batch(exc, batch, n, n, ops, current)
+        return final.with_migration_zk_version(current.migration_zk_version)
 
-    def create_config_change_notification(self, entity_path: str) -> str:
-        """Kafka's createConfigChangeNotification: `/config/changes/config_change_<seq>`; returns its path."""
-        self.create_recursive(paths.CONFIG_CHANGES)
+    def _take_kafka_path(
+        self,
+        plans: Sequence[_Plan],
+        ops: Sequence[ZkOperation],
+        i: int,
+        current: MigrationLeadershipState,
+        final: MigrationLeadershipState,
+        written: bytes,
+        batch: bool,
+    ) -> tuple[MigrationLeadershipState, bytes]:
+        """Perform operation `i` the Kafka way (its fused multi landed nothing); the last one writes `final`."""
+        content = (
+            current.with_kraft_metadata_offset_and_epoch(
+                final.kraft_metadata_offset, final.kraft_metadata_epoch
+            )
+            if i == len(plans) - 1
+            else current
+        )
+        try:
+            new = plans[i].kafka_path(content)
+        except (FencedError, ControllerMovedError):
+            raise
+        except Zk2KraftError as exc:
+            self._raise_batch(exc, batch, i, len(plans), ops, current)
+        if new.migration_zk_version != current.migration_zk_version:
+            written = znodes.encode_migration(content.to_znode())
+        return current.with_migration_zk_version(new.migration_zk_version), written
+
+    def _raise_batch(
+        self,
+        error: Zk2KraftError,
+        batch: bool,
+        failed: int,
+        total: int,
+        ops: Sequence[ZkOperation],
+        current: MigrationLeadershipState,
+    ) -> Any:
+        """Re-raise `error` (single operation) or as ZkBatchError naming what landed (batch)."""
+        if not batch or isinstance(error, FencedError | ControllerMovedError):
+            raise error
+        what = _name(ops[failed]) if failed < len(ops) else f"the final {paths.MIGRATION} update"
+        raise ZkBatchError(
+            f"dual write stopped at operation {failed + 1} of {total} ({what}): {error}; the {failed} before "
+            f"it landed, none after it was sent",
+            state=self._state_after_failure(current),
+            failed_index=failed,
+        ) from error
+
+    def _state_after_failure(self, current: MigrationLeadershipState) -> MigrationLeadershipState:
+        """`current` with `/migration`'s version and offset as ZooKeeper has them, if the znode still names us.
+
+        A failed operation of the Kafka path may have bumped `/migration` before failing; the next write
+        must expect that version or it would take itself for fenced.
+        """
+        try:
+            found = self.get(paths.MIGRATION)
+        except Zk2KraftError as exc:
+            log.warning("cannot re-read %s after a failed write: %s", paths.MIGRATION, exc)
+            return current
+        if found is None:
+            return current
+        data, stat = found
+        try:
+            znode: MigrationState = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version)
+        except Zk2KraftError:
+            return current
+        if (znode.kraft_controller_id, znode.kraft_controller_epoch) != (
+            current.kraft_controller_id,
+            current.kraft_controller_epoch,
+        ):
+            return current  # someone else's: the next write will find itself fenced
+        return current.with_migration_zk_version(stat.version).with_kraft_metadata_offset_and_epoch(
+            znode.kraft_metadata_offset, znode.kraft_metadata_epoch
+        )
+
+    def _run_unfused(
+        self,
+        plans: Sequence[_Plan],
+        ops: Sequence[ZkOperation],
+        state: MigrationLeadershipState,
+        final: MigrationLeadershipState,
+    ) -> MigrationLeadershipState:
+        """The former grouping: each operation the Kafka way, then `/migration`'s offset in its own write."""
+        current = state
+        for i, plan in enumerate(plans):
+            if plan.requests == ():
+                continue
+            try:
+                current = plan.kafka_path(current)
+            except Zk2KraftError as exc:
+                self._raise_batch(exc, True, i, len(plans), ops, current)
+        if ops or final.to_znode() != state.to_znode():
+            current = self.set_migration_state(final.with_migration_zk_version(current.migration_zk_version))
+        return current
+
+    def _fused(
+        self,
+        requests: Sequence[ZkRequest],
+        kafka_path: Callable[[MigrationLeadershipState], MigrationLeadershipState],
+        notes: Sequence[_Note] = (),
+    ) -> _Plan:
+        """A plan whose optimistic multi is `requests` then `notes`, unless that is too big for one multi."""
+        everything = (*requests, *(note.request for note in notes))
+        size = sum(
+            len(r.path) + _REQUEST_OVERHEAD + (len(r.data or b"") if not isinstance(r, DeleteRequest) else 0)
+            for r in everything
+        )
+        return _Plan(everything if size <= MAX_FUSED_BYTES else None, kafka_path, tuple(notes))
+
+    # ------------------------------------------------------------------ notifications
+
+    def _config_note(self, entity_path: str) -> _Note:
         data = znodes.encode_config_change(ConfigChangeNotification(entity_path, 2))
         prefix = f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}"
-        result = self.request(CreateRequest(prefix, data), sequential=True)
-        if not result.ok or result.created_path is None:
-            raise_for_results(f"config change notification for {entity_path}", [result])
-        return result.created_path
+        return _Note(CreateRequest(prefix, data, sequential=True), entity_path)
 
-    def _acl_change_notification(self, pattern: ResourcePattern) -> None:
-        """The literal or extended ACL change event ZK brokers' authorizers watch (result unchecked, as Kafka)."""
+    @staticmethod
+    def _acl_note(pattern: ResourcePattern) -> _Note:
+        """The literal or extended ACL change event ZK brokers' authorizers watch."""
         if pattern.pattern_type == PatternType.LITERAL:
             store = paths.KAFKA_ACL_CHANGES
             data = znodes.encode_acl_change(AclChangeNotification(pattern))
         else:
             store = paths.KAFKA_ACL_EXTENDED_CHANGES
             data = znodes.encode_extended_acl_change(AclChangeNotification(pattern, 1))
-        prefix = f"{store}/{paths.ACL_CHANGE_PREFIX}"
-        result = self.request(CreateRequest(prefix, data), sequential=True)
-        if not result.ok:
-            # Kafka ignores this result; the store exists wherever an AclAuthorizer ever ran.
-            log.warning("ACL change notification for %s not written: %s", pattern, result)
+        return _Note(CreateRequest(f"{store}/{paths.ACL_CHANGE_PREFIX}", data, sequential=True))
+
+    def create_config_change_notification(self, entity_path: str) -> str:
+        """Kafka's createConfigChangeNotification, *unfenced* (`fused=False` only); returns the path created."""
+        self.create_recursive(paths.CONFIG_CHANGES)
+        note = self._config_note(entity_path)
+        result = self.request(note.request)
+        if not result.ok or result.created_path is None:
+            raise_for_results(f"config change notification for {entity_path}", [result])
+        return result.created_path
+
+    def _notify_unfenced(self, notes: Sequence[_Note]) -> None:
+        for note in notes:
+            if note.entity_path is not None:
+                self.create_config_change_notification(note.entity_path)
+                continue
+            result = self.request(note.request)
+            if not result.ok:  # Kafka ignores this result
+                log.warning("ACL change notification %s not written: %s", note.request.path, result)
+
+    def _noted_write(
+        self,
+        requests: Sequence[ZkRequest],
+        state: MigrationLeadershipState,
+        notes: Sequence[_Note],
+        *,
+        retried: bool = False,
+    ) -> WriteOutcome:
+        """Kafka's write-then-notify: `requests` as `fenced_write` sends them, `notes` when the last one lands.
+
+        Fused, the notes ride in the last request's multi, after guarded creates of config-change stores not
+        known to exist (Kafka's createRecursive); an ACL note whose store is missing is dropped with a
+        warning and the request sent alone. Unfused, the notes follow unfenced. The results are `requests`'.
+        """
+        if not notes:
+            return self.fenced_write(requests, state)
+        if not self.fused:
+            outcome = self.fenced_write(requests, state)
+            if outcome.results[-1].ok:
+                self._notify_unfenced(notes)
+            return outcome
+        containers = [
+            CreateRequest(p)
+            for p in _unique(
+                p for note in notes if note.entity_path is not None for p in _ancestry(note.store)
+            )
+            if p not in self._known_containers
+        ]
+        outcome = self.fenced_write([*containers, *requests], state, tail=[note.request for note in notes])
+        results = outcome.results[len(containers) :]
+        mine, noted = results[: len(requests)], results[len(requests) :]
+        self._known_containers.update(
+            r.path for r in outcome.results[: len(containers)] if r.code in (OK, NODEEXISTS)
+        )
+        if mine[-1].code == RUNTIMEINCONSISTENCY:  # rolled back: a notification failed
+            failed = [
+                (note, r) for note, r in zip(notes, noted, strict=True) if r.code != RUNTIMEINCONSISTENCY
+            ]
+            self._forget_stores([r for _, r in failed])
+            if all(note.entity_path is None and r.code == NONODE for note, r in failed):
+                for note, _ in failed:
+                    log.warning("ACL change notification not written: %s does not exist", note.store)
+                rest = [n for n in notes if all(n is not note for note, _ in failed)]
+                again = self._noted_write(requests[-1:], outcome.state, rest, retried=retried)
+                return WriteOutcome(again.state, (*mine[:-1], *again.results))
+            if not retried and any(r.code == NONODE for _, r in failed):
+                again = self._noted_write(requests[-1:], outcome.state, notes, retried=True)
+                return WriteOutcome(again.state, (*mine[:-1], *again.results))
+            raise_for_results(f"change notification with {requests[-1].path}", [r for _, r in failed])
+        if mine[-1].ok:
+            self._learn_stores(notes)
+        return WriteOutcome(outcome.state, tuple(mine))
+
+    def _notes_alone(self, notes: Sequence[_Note], state: MigrationLeadershipState) -> None:
+        """Send `notes` without a write (Kafka notifies of a deleted ACL even when it was gone already)."""
+        if not self.fused:
+            self._notify_unfenced(notes)
+            return
+        self.require_fence(state, describe_notes(notes))
+        epoch_version = state.zk_controller_epoch_zk_version
+        multi = GuardedMulti(tuple(note.request for note in notes), state.migration_zk_version)
+        reply = self.send_guarded([multi], epoch_version, describe_notes(notes))[0]
+        self.raise_if_fenced(reply, epoch_version, describe_notes(notes))
+        if reply.landed:
+            self._learn_stores(notes)
+            return
+        failure = reply.first_failure()
+        if (
+            len(notes) == 1
+            and notes[0].entity_path is None
+            and failure is not None
+            and failure.code == NONODE
+        ):
+            log.warning("ACL change notification not written: %s does not exist", notes[0].store)
+            return
+        raise_for_results(describe_notes(notes), reply.results)
+
+    def _learn_stores(self, notes: Sequence[_Note]) -> None:
+        for note in notes:
+            self._known_containers.update(_ancestry(note.store))
+
+    def _forget_stores(self, results: Sequence[ZkResult]) -> None:
+        """A create answered NONODE: its parent (maybe cached as existing) is gone."""
+        for r in results:
+            if r.code == NONODE and isinstance(r.request, CreateRequest):
+                parent = r.path.rpartition("/")[0]
+                self._known_containers = {p for p in self._known_containers if not _within(p, parent)}
 
     # ------------------------------------------------------------------ topics
 
@@ -207,7 +632,7 @@ class ZkMigrationClient(ZkLeadershipClient):
             )
         return requests
 
-    def _create_topic(self, op: CreateTopic, state: MigrationLeadershipState) -> MigrationLeadershipState:
+    def _plan_create_topic(self, op: CreateTopic, state: MigrationLeadershipState) -> _Plan:
         topic_path = paths.topic_path(op.name)
         config_path = paths.config_path(f"{paths.CONFIG_TOPICS}/{op.name}")
         requests: list[ZkRequest] = [
@@ -215,31 +640,43 @@ class ZkMigrationClient(ZkLeadershipClient):
             CreateRequest(config_path, znodes.encode_config_map(config_path, {}, self.java8)),
             *self._partition_creates(op.name, op.partitions, state),
         ]
-        outcome = self.fenced_write(requests, state)
-        codes = outcome.codes_by_path()
-        if codes[topic_path] == NODEEXISTS:
-            # Already created (a replay). Kafka returns the old state here; we keep the /migration version the
-            # write actually left, which is the same unless the final create landed (§13 #6).
-            return outcome.state
-        if all(code == OK for code in codes.values()):
-            return outcome.state
-        raise_for_results(f"Failed to create or update topic {op.name}", outcome.results)
 
-    def _update_topic(self, op: UpdateTopic, state: MigrationLeadershipState) -> MigrationLeadershipState:
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self.fenced_write(requests, state)
+            codes = outcome.codes_by_path()
+            if codes[topic_path] == NODEEXISTS:
+                # Already created (a replay). Kafka returns the old state here; we keep the /migration version
+                # the write actually left, which is the same unless the final create landed (§13 #6).
+                return outcome.state
+            if all(code == OK for code in codes.values()):
+                return outcome.state
+            raise_for_results(f"Failed to create or update topic {op.name}", outcome.results)
+
+        return self._fused(requests, kafka_path)
+
+    def _plan_update_topic(self, op: UpdateTopic, state: MigrationLeadershipState) -> _Plan:
         request = SetDataRequest(
             paths.topic_path(op.name), self._topic_znode(op.name, op.topic_id, op.partitions)
         )
-        return self._all_ok(f"Failed to update topic metadata: {op.name}", [request], state)
+        return self._all_ok(f"Failed to update topic metadata: {op.name}", [request])
 
-    def _delete_topic(self, op: DeleteTopic, state: MigrationLeadershipState) -> MigrationLeadershipState:
-        topic_path = paths.topic_path(op.name)
+    def _plan_delete_topic(self, op: DeleteTopic, state: MigrationLeadershipState) -> _Plan:
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self.fenced_write(self._delete_topic_requests(op.name), state)
+            if outcome.results[-1].ok:
+                return outcome.state
+            raise_for_results(f"Failed to delete topic {op.name}", outcome.results)
+
+        # Read now; an earlier operation of the same batch changing the topic's children makes the fused
+        # multi fail (NOTEMPTY or NONODE), and the Kafka path reads again.
+        return self._fused(self._delete_topic_requests(op.name), kafka_path)
+
+    def _delete_topic_requests(self, name: str) -> list[ZkRequest]:
+        topic_path = paths.topic_path(name)
         requests: list[ZkRequest] = [DeleteRequest(p) for p in self._descendants(topic_path)]
-        requests.append(DeleteRequest(paths.config_path(f"{paths.CONFIG_TOPICS}/{op.name}")))
+        requests.append(DeleteRequest(paths.config_path(f"{paths.CONFIG_TOPICS}/{name}")))
         requests.append(DeleteRequest(topic_path))
-        outcome = self.fenced_write(requests, state)
-        if outcome.results[-1].ok:
-            return outcome.state
-        raise_for_results(f"Failed to delete topic {op.name}", outcome.results)
+        return requests
 
     def _descendants(self, path: str) -> list[str]:
         """Every znode below `path`, children before their parents (Kafka's recursiveChildren order)."""
@@ -250,36 +687,40 @@ class ZkMigrationClient(ZkLeadershipClient):
             out.append(child_path)
         return out
 
-    def _clear_pending_topic_deletions(
+    def _plan_clear_pending_topic_deletions(
         self, op: ClearPendingTopicDeletions, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
+    ) -> _Plan:
         requests: list[ZkRequest] = [DeleteRequest(paths.delete_topic_path(t)) for t in op.names]
-        return self._all_ok(f"Failed to delete pending topic deletions: {sorted(op.names)}", requests, state)
+        return self._all_ok(f"Failed to delete pending topic deletions: {sorted(op.names)}", requests)
 
-    def _create_topic_partitions(
+    def _plan_create_topic_partitions(
         self, op: CreateTopicPartitions, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
+    ) -> _Plan:
         requests: list[ZkRequest] = []
         for topic, partitions in op.partitions.items():
             requests.extend(self._partition_creates(topic, partitions, state))
-        outcome = self.fenced_write(requests, state)
-        if all(code in (OK, NODEEXISTS) for code in outcome.codes_by_path().values()):
-            return outcome.state
-        raise_for_results("Failed to create partition states", outcome.results)
 
-    def _update_topic_partitions(
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self.fenced_write(requests, state)
+            if all(code in (OK, NODEEXISTS) for code in outcome.codes_by_path().values()):
+                return outcome.state
+            raise_for_results("Failed to create partition states", outcome.results)
+
+        return self._fused(requests, kafka_path)
+
+    def _plan_update_topic_partitions(
         self, op: UpdateTopicPartitions, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
+    ) -> _Plan:
         requests: list[ZkRequest] = [
             SetDataRequest(paths.partition_state_path(topic, p), self._state_znode(registration, state))
             for topic, partitions in op.partitions.items()
             for p, registration in partitions.items()
         ]
-        return self._all_ok("Failed to update partition states", requests, state)
+        return self._all_ok("Failed to update partition states", requests)
 
-    def _delete_topic_partitions(
+    def _plan_delete_topic_partitions(
         self, op: DeleteTopicPartitions, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
+    ) -> _Plan:
         # Kafka deletes only `<p>`, which ZooKeeper refuses while `<p>/state` exists (§13 #5); we delete
         # the state first and accept it being gone already.
         requests: list[ZkRequest] = []
@@ -287,41 +728,56 @@ class ZkMigrationClient(ZkLeadershipClient):
             for p in ids:
                 requests.append(DeleteRequest(paths.partition_state_path(topic, p)))
                 requests.append(DeleteRequest(paths.partition_path(topic, p)))
-        outcome = self.fenced_write(requests, state)
-        for result in outcome.results:
-            if not (result.ok or (result.code == NONODE and result.path.endswith("/state"))):
-                raise_for_results("Failed to delete partition states", outcome.results)
-        return outcome.state
 
-    def _all_ok(
-        self, what: str, requests: list[ZkRequest], state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
-        outcome = self.fenced_write(requests, state)
-        if all(r.ok for r in outcome.results):
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self.fenced_write(requests, state)
+            for result in outcome.results:
+                if not (result.ok or (result.code == NONODE and result.path.endswith("/state"))):
+                    raise_for_results("Failed to delete partition states", outcome.results)
             return outcome.state
-        raise_for_results(what, outcome.results)
+
+        return self._fused(requests, kafka_path)
+
+    def _all_ok(self, what: str, requests: Sequence[ZkRequest]) -> _Plan:
+        """A plan whose Kafka path needs every request to land."""
+
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self.fenced_write(requests, state)
+            if all(r.ok for r in outcome.results):
+                return outcome.state
+            raise_for_results(what, outcome.results)
+
+        return self._fused(requests, kafka_path) if requests else _NO_WRITE
 
     # ------------------------------------------------------------------ configs and quotas
 
-    def _write_entity_config(
-        self, entity_type: str, entity: str, data: bytes, parent: str, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
-        """Kafka's tryWriteEntityConfig twice: SetData, and on NONODE createRecursive(parent) then Create."""
+    def _entity_config_plan(self, entity_type: str, entity: str, data: bytes, parent: str) -> _Plan:
+        """Kafka's tryWriteEntityConfig twice: SetData, and on NONODE createRecursive(parent) then Create;
+        then (it landed) the config change notification."""
         path = paths.config_path(f"{entity_type}/{entity}")
-        outcome = self.fenced_write([SetDataRequest(path, data)], state)
-        if outcome.results[0].code == NONODE:
-            self.create_recursive(parent)
-            outcome = self.fenced_write([CreateRequest(path, data)], state)
-            if not outcome.results[0].ok:
-                raise_for_results(
-                    f"Could not write {path} on second attempt when using Create", outcome.results
-                )
-        elif not outcome.results[0].ok:
-            raise_for_results(f"Could not write {path}", outcome.results)
-        self.create_config_change_notification(f"{entity_type}/{entity}")
-        return outcome.state
+        note = self._config_note(f"{entity_type}/{entity}")
 
-    def _write_configs(self, op: WriteConfigs, state: MigrationLeadershipState) -> MigrationLeadershipState:
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self._noted_write([SetDataRequest(path, data)], state, [note])
+            if outcome.results[0].code == NONODE:
+                if self.fused:  # the parents as guarded creates; existing ones answer NODEEXISTS
+                    parents = [CreateRequest(p) for p in _ancestry(parent) if p not in self._known_containers]
+                else:
+                    self.create_recursive(parent)
+                    parents = []
+                outcome = self._noted_write([*parents, CreateRequest(path, data)], state, [note])
+                if not outcome.results[-1].ok:
+                    raise_for_results(
+                        f"Could not write {path} on second attempt when using Create", outcome.results[-1:]
+                    )
+                self._known_containers.update(_ancestry(parent))
+            elif not outcome.results[0].ok:
+                raise_for_results(f"Could not write {path}", outcome.results)
+            return outcome.state
+
+        return self._fused([SetDataRequest(path, data)], kafka_path, [note])
+
+    def _plan_write_configs(self, op: WriteConfigs, state: MigrationLeadershipState) -> _Plan:
         entity_type = _CONFIG_TYPES.get(op.resource_type)
         if entity_type is None:
             log.error(
@@ -329,17 +785,15 @@ class ZkMigrationClient(ZkLeadershipClient):
                 op.resource_type,
                 op.resource_name,
             )
-            return state
+            return _NO_WRITE
         entity = op.resource_name or paths.DEFAULT_ENTITY
         encode = self.password_encoder
         configs = {k: encode(k, v) for k, v in op.configs.items()} if encode else dict(op.configs)
         path = paths.config_path(f"{entity_type}/{entity}")
         data = znodes.encode_config_map(path, configs, self.java8)
-        return self._write_entity_config(
-            entity_type, entity, data, paths.config_type_path(entity_type), state
-        )
+        return self._entity_config_plan(entity_type, entity, data, paths.config_type_path(entity_type))
 
-    def _delete_configs(self, op: DeleteConfigs, state: MigrationLeadershipState) -> MigrationLeadershipState:
+    def _plan_delete_configs(self, op: DeleteConfigs, state: MigrationLeadershipState) -> _Plan:
         entity_type = _CONFIG_TYPES.get(op.resource_type)
         if entity_type is None:
             log.error(
@@ -347,22 +801,25 @@ class ZkMigrationClient(ZkLeadershipClient):
                 op.resource_type,
                 op.resource_name,
             )
-            return state
+            return _NO_WRITE
         entity = op.resource_name or paths.DEFAULT_ENTITY
-        outcome = self.fenced_write([DeleteRequest(paths.config_path(f"{entity_type}/{entity}"))], state)
-        result = outcome.results[0]
-        if result.code == NONODE:
-            log.info("Did not delete %s/%s configs since the znode did not exist", entity_type, entity)
-            return state
-        if not result.ok:
-            raise_for_results(f"Could not delete {entity_type}/{entity} configs", outcome.results)
+        request = DeleteRequest(paths.config_path(f"{entity_type}/{entity}"))
         # Kafka 3.9 interpolates an Option here and writes "Some(brokers)/1", which brokers cannot parse.
-        self.create_config_change_notification(f"{entity_type}/{entity}")
-        return outcome.state
+        note = self._config_note(f"{entity_type}/{entity}")
 
-    def _write_client_quotas(
-        self, op: WriteClientQuotas, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self._noted_write([request], state, [note])
+            result = outcome.results[0]
+            if result.code == NONODE:
+                log.info("Did not delete %s/%s configs since the znode did not exist", entity_type, entity)
+                return state
+            if not result.ok:
+                raise_for_results(f"Could not delete {entity_type}/{entity} configs", outcome.results)
+            return outcome.state
+
+        return self._fused([request], kafka_path, [note])
+
+    def _plan_write_client_quotas(self, op: WriteClientQuotas, state: MigrationLeadershipState) -> _Plan:
         names = dict(op.entity)
         user, client, ip = (
             _zk_entity_name(op, names[t]) if t in names else None for t in ("user", "client-id", "ip")
@@ -377,7 +834,7 @@ class ZkMigrationClient(ZkLeadershipClient):
             entity_type, entity, keys, parent = paths.CONFIG_IPS, ip, _IP_QUOTA_KEYS, None
         else:
             log.error("Skipping unknown client quota entity %s", op.entity)
-            return state
+            return _NO_WRITE
         config: dict[str, str] = {}
         for key, value in op.quotas.items():
             if key not in keys:
@@ -397,58 +854,64 @@ class ZkMigrationClient(ZkLeadershipClient):
             )
         path = paths.config_path(f"{entity_type}/{entity}")
         data = znodes.encode_config_map(path, config, self.java8)
-        return self._write_entity_config(
-            entity_type, entity, data, parent or paths.config_type_path(entity_type), state
+        return self._entity_config_plan(
+            entity_type, entity, data, parent or paths.config_type_path(entity_type)
         )
 
     # ------------------------------------------------------------------ producer ids, ACLs, tokens
 
-    def _write_producer_id(
-        self, op: WriteProducerId, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
+    def _plan_write_producer_id(self, op: WriteProducerId, state: MigrationLeadershipState) -> _Plan:
         block = ProducerIdBlock(-1, op.next_producer_id, op.next_producer_id + PRODUCER_ID_BLOCK_SIZE - 1)
         request = SetDataRequest(paths.LATEST_PRODUCER_ID_BLOCK, znodes.encode_producer_id_block(block))
         # Kafka ignores this result; a lost block would let a reverted ZK controller reuse producer ids.
-        return self._all_ok(f"Could not write next producer id {op.next_producer_id}", [request], state)
+        return self._all_ok(f"Could not write next producer id {op.next_producer_id}", [request])
 
-    def _write_resource_acls(
-        self, op: WriteResourceAcls, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
+    def _plan_write_resource_acls(self, op: WriteResourceAcls, state: MigrationLeadershipState) -> _Plan:
         pattern = _acl_pattern(op.pattern)
         entries = _acl_entries(op)
         path = paths.acl_resource_path(
             pattern.pattern_type.name, pattern.resource_type.pascal_name, pattern.name
         )
         data = znodes.encode_acls(AclResource(pattern, entries))
-        outcome = self.fenced_write([SetDataRequest(path, data)], state)
-        if outcome.results[0].code == NONODE:
-            outcome = self.fenced_write([CreateRequest(path, data)], state)
-        if not outcome.results[0].ok:
-            # Kafka writes the notification and carries on whatever the code; we report the failure.
-            raise_for_results(
-                f"Could not write ACLs for resource pattern {_show_pattern(pattern)}", outcome.results
-            )
-        self._acl_change_notification(pattern)
-        return outcome.state
+        note = self._acl_note(pattern)
 
-    def _delete_resource_acls(
-        self, op: DeleteResourceAcls, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self._noted_write([SetDataRequest(path, data)], state, [note])
+            if outcome.results[0].code == NONODE:
+                outcome = self._noted_write([CreateRequest(path, data)], state, [note])
+            if not outcome.results[0].ok:
+                # Kafka writes the notification and carries on whatever the code; we report the failure.
+                raise_for_results(
+                    f"Could not write ACLs for resource pattern {_show_pattern(pattern)}", outcome.results
+                )
+            return outcome.state
+
+        return self._fused([SetDataRequest(path, data)], kafka_path, [note])
+
+    def _plan_delete_resource_acls(self, op: DeleteResourceAcls, state: MigrationLeadershipState) -> _Plan:
         pattern = _acl_pattern(op.pattern)
         path = paths.acl_resource_path(
             pattern.pattern_type.name, pattern.resource_type.pascal_name, pattern.name
         )
-        outcome = self.fenced_write([DeleteRequest(path)], state)
-        if outcome.results[0].code not in (OK, NONODE):
-            raise_for_results(
-                f"Could not delete ACLs for resource pattern {_show_pattern(pattern)}", outcome.results
-            )
-        self._acl_change_notification(pattern)
-        return outcome.state
+        note = self._acl_note(pattern)
 
-    def _write_delegation_token(
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self._noted_write([DeleteRequest(path)], state, [note])
+            code = outcome.results[0].code
+            if code == NONODE:
+                self._notes_alone([note], state)  # Kafka notifies whatever the delete answered
+                return outcome.state
+            if code != OK:
+                raise_for_results(
+                    f"Could not delete ACLs for resource pattern {_show_pattern(pattern)}", outcome.results
+                )
+            return outcome.state
+
+        return self._fused([DeleteRequest(path)], kafka_path, [note])
+
+    def _plan_write_delegation_token(
         self, op: WriteDelegationToken, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
+    ) -> _Plan:
         token = op.token
         if token is None:
             raise InvalidRequestError("WriteDelegationToken without a token")
@@ -464,24 +927,55 @@ class ZkMigrationClient(ZkLeadershipClient):
         )
         path = paths.token_path(token.token_id)
         data = znodes.encode_delegation_token(model)
-        outcome = self.fenced_write([SetDataRequest(path, data)], state)
-        if outcome.results[0].code == NONODE:
-            outcome = self.fenced_write([CreateRequest(path, data)], state)
-        if not outcome.results[0].ok:
-            raise_for_results(f"Could not write delegation token {token.token_id}", outcome.results)
-        return outcome.state
 
-    def _delete_delegation_token(
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self.fenced_write([SetDataRequest(path, data)], state)
+            if outcome.results[0].code == NONODE:
+                outcome = self.fenced_write([CreateRequest(path, data)], state)
+            if not outcome.results[0].ok:
+                raise_for_results(f"Could not write delegation token {token.token_id}", outcome.results)
+            return outcome.state
+
+        return self._fused([SetDataRequest(path, data)], kafka_path)
+
+    def _plan_delete_delegation_token(
         self, op: DeleteDelegationToken, state: MigrationLeadershipState
-    ) -> MigrationLeadershipState:
-        outcome = self.fenced_write([DeleteRequest(paths.token_path(op.token_id))], state)
-        result: ZkResult = outcome.results[0]
-        if result.code == NONODE:
-            log.info("Did not delete delegation token %s since the znode did not exist", op.token_id)
-            return state
-        if not result.ok:
-            raise_for_results(f"Could not delete delegation token {op.token_id}", outcome.results)
-        return outcome.state
+    ) -> _Plan:
+        request = DeleteRequest(paths.token_path(op.token_id))
+
+        def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
+            outcome = self.fenced_write([request], state)
+            result = outcome.results[0]
+            if result.code == NONODE:
+                log.info("Did not delete delegation token %s since the znode did not exist", op.token_id)
+                return state
+            if not result.ok:
+                raise_for_results(f"Could not delete delegation token {op.token_id}", outcome.results)
+            return outcome.state
+
+        return self._fused([request], kafka_path)
+
+
+def _name(op: ZkOperation) -> str:
+    return f"{type(op).__name__} {op.description}".rstrip()
+
+
+def describe_notes(notes: Sequence[_Note]) -> str:
+    return ", ".join(f"Create {note.request.path}" for note in notes)
+
+
+def _ancestry(path: str) -> list[str]:
+    """`path` and its ancestors below `/`, outermost first: what createRecursive(path) may create."""
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[0]]
+
+
+def _within(path: str, ancestor: str) -> bool:
+    return path == ancestor or path.startswith(ancestor + "/")
+
+
+def _unique(items: Any) -> list[str]:
+    return list(dict.fromkeys(items))
 
 
 def _zk_entity_name(op: WriteClientQuotas, name: str | None) -> str:
