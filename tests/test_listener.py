@@ -395,9 +395,9 @@ def test_listener_refuses_ranges_it_cannot_decode() -> None:
         return None
 
     with pytest.raises(Zk2KraftError, match=r"no schema for versions \[0, 1\]"):
-        KafkaListener(handlers={56: handler}, supported={56: (0, 3)})
+        KafkaListener(handlers={19: handler}, supported={19: (0, 7)})
     with pytest.raises(Zk2KraftError, match="answered by the listener"):
         KafkaListener(handlers={18: handler})
     with pytest.raises(Zk2KraftError, match="no version range"):
         KafkaListener(handlers={60: handler}, supported={3: (0, 12)})
-    assert KafkaListener(handlers={56: handler}).supported == {56: (2, 3), 18: (0, 4)}
+    assert KafkaListener(handlers={19: handler}).supported == {19: (2, 7), 18: (0, 4)}
