@@ -118,17 +118,20 @@ PasswordEncoder = Callable[[str, str], str]
 
 
 class ZkBatchError(MigrationClientError):
-    """`apply_all` stopped at operation `failed_index`: the `failed_index` operations before it landed in full,
-    none after it was sent or landed, and `/migration` still names the offset it had before the batch.
+    """`apply_all` could not write every operation; `unwritten` are the indexes of those that did not land
+    (or, when ZooKeeper gave no reply, may not have).
 
-    `state` is the leadership state to continue with (the `/migration` version as ZooKeeper now has it);
-    the failing operation itself may have landed in part, as in Kafka (SYNC_KRAFT_TO_ZK repairs it).
+    Every other operation landed whole. An unwritten one may have landed in part, as in Kafka, and those
+    after the first unwritten one were not all sent (SYNC_KRAFT_TO_ZK repairs ZooKeeper). `/migration`
+    names the offset it had before the batch. `state` is the leadership state to continue with (the
+    `/migration` version as ZooKeeper now has it); `failed_index` is the first unwritten operation.
     """
 
-    def __init__(self, message: str, *, state: MigrationLeadershipState, failed_index: int) -> None:
+    def __init__(self, message: str, *, state: MigrationLeadershipState, unwritten: Sequence[int]) -> None:
         super().__init__(message)
         self.state = state
-        self.failed_index = failed_index
+        self.unwritten = tuple(unwritten)
+        self.failed_index = self.unwritten[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,13 +231,16 @@ class ZkMigrationClient(ZkLeadershipClient):
     ) -> MigrationLeadershipState:
         """Perform `operations` in log order, pipelined, and leave `/migration` at `final_state`'s offset/epoch.
 
-        Each operation's multi rewrites `/migration` at the version the previous one leaves (a chain), so
-        when one fails, every later one fails too: exactly a prefix lands. Intermediate multis keep
-        `/migration`'s offset as in `state`; only the last operation's multi writes `final_state`'s offset
-        and epoch (a separate guarded write when no operation is left to carry it), so `/migration` never
-        names an offset whose changes have not all landed. An operation whose multi fails on a request is
-        redone the Kafka way, then the rest is sent again. A lost fence raises FencedError or
-        ControllerMovedError; any other failure raises ZkBatchError saying which operations landed.
+        All multis go out at once (one round of network waits) and each checks `/controller_epoch` and the
+        `/migration` version `state` holds; only the last one sets `/migration`, to `final_state`'s offset
+        and epoch (a guarded write of its own when the last operation writes nothing). So any write of
+        another controller to either znode makes every multi behind it fail: a deposed controller lands
+        nothing. ZooKeeper applies the multis in order and a failed one aborts only itself: an operation
+        whose multi fails on a request (a new entity, a replay, a missing container) is redone the Kafka
+        way after the pipeline, unless an operation behind it that landed wrote the same znodes (then the
+        order cannot be kept). If that, or the Kafka path, fails, `/migration` is set back to the offset
+        it had (it is never left naming changes that did not land) and ZkBatchError says which operations
+        did not land. A lost fence raises FencedError or ControllerMovedError.
         """
         if (final_state.kraft_controller_id, final_state.kraft_controller_epoch) != (
             state.kraft_controller_id,
@@ -266,11 +272,11 @@ class ZkMigrationClient(ZkLeadershipClient):
         if plan_error is not None:
             failed = len(plans)
             raise ZkBatchError(
-                f"dual write stopped at operation {failed + 1} of {len(operations)} "
+                f"dual write of {len(operations)} operation(s) stopped at operation {failed + 1} "
                 f"({_name(operations[failed])}): {plan_error}; the {failed} before it landed, none after it "
                 f"was sent",
                 state=done,
-                failed_index=failed,
+                unwritten=range(failed, len(operations)),
             ) from plan_error
         return done
 
@@ -291,63 +297,63 @@ class ZkMigrationClient(ZkLeadershipClient):
         *,
         batch: bool,
     ) -> MigrationLeadershipState:
-        """Send the fused multis of `plans` in pipelined runs, chained through `/migration`'s version."""
+        """Send the fused multis of `plans` pipelined, redo those that failed the Kafka way, then `final`.
+
+        `current` is the state ZooKeeper's `/migration` matches: its version, and content either `state`'s
+        or `final`'s.
+        """
         n = len(plans)
-        original = znodes.encode_migration(state.to_znode())
-        final_data = znodes.encode_migration(final.to_znode())
-        written = original  # what /migration holds now, as far as our writes go
         current = state
         k = 0
         while k < n:
             if plans[k].requests is None:  # too big for one multi
-                current, written = self._take_kafka_path(plans, ops, k, current, final, written, batch)
+                current = self._take_kafka_path(plans, ops, k, current, state, final, batch, range(k, n))
                 k += 1
                 continue
-            segment: list[int] = []
             end = k
             while end < n and plans[end].requests is not None:
-                if plans[end].requests:
-                    segment.append(end)
                 end += 1
+            segment = [i for i in range(k, end) if plans[i].requests]
             k = end
             if not segment:
                 continue
-            epoch_version, base = current.zk_controller_epoch_zk_version, current.migration_zk_version
+            epoch_version, version = current.zk_controller_epoch_zk_version, current.migration_zk_version
+            final_data = znodes.encode_migration(final.to_znode()) if end == n else None
             multis = [
-                GuardedMulti(plans[i].requests or (), base + pos, final_data if i == n - 1 else original)
-                for pos, i in enumerate(segment)
+                GuardedMulti(plans[i].requests or (), version, final_data if i == segment[-1] else None)
+                for i in segment
             ]
             try:
                 self.require_fence(current, _name(ops[segment[0]]))
                 replies = self.send_guarded(
                     multis, epoch_version, f"fenced write of {len(multis)} operation(s)"
                 )
-            except Zk2KraftError as exc:
-                self._raise_batch(exc, batch, segment[0], n, ops, current)
-            for pos, (i, reply) in enumerate(zip(segment, replies, strict=True)):
+            except Zk2KraftError as exc:  # no reply: each of them may or may not have landed
+                unknown = [*segment, *range(end, n)]
+                self._abandon(exc, batch, unknown, n, ops, self._state_after_failure(current), state, final)
+            for i, reply in zip(segment, replies, strict=True):
+                self.raise_if_fenced(reply, epoch_version, _name(ops[i]))  # the multis behind failed as well
+            if replies[-1].migration_stat is not None:
+                current = final.with_migration_zk_version(replies[-1].migration_stat.version)
+            failed = [(i, r) for i, r in zip(segment, replies, strict=True) if not r.landed]
+            for i, reply in zip(segment, replies, strict=True):
                 if reply.landed:
-                    assert reply.migration_stat is not None  # /migration was set and the multi landed
-                    current = current.with_migration_zk_version(reply.migration_stat.version)
-                    written = reply.multi.migration_data or written
                     self._learn_stores(plans[i].notes)
-                    continue
-                self.raise_if_fenced(reply, epoch_version, _name(ops[i]))
-                strays = [
-                    _name(ops[x])
-                    for x, r in zip(segment[pos + 1 :], replies[pos + 1 :], strict=True)
-                    if r.landed
-                ]
-                if strays:  # impossible unless someone else set /migration to exactly our next version
+                else:
+                    self._forget_stores(reply.results)
+            for position, (i, _) in enumerate(failed):
+                landed_behind = [j for j, r in zip(segment, replies, strict=True) if j > i and r.landed]
+                clash = _clash(plans[i], [plans[j] for j in landed_behind])
+                if clash is not None:
                     error = MigrationClientError(
-                        f"{_name(ops[i])} failed but {', '.join(strays)} behind it landed although their "
-                        f"{paths.MIGRATION} version check should have refused them"
+                        f"{_name(ops[i])} failed ({replies[segment.index(i)].first_failure()}) and cannot be "
+                        f"redone in order: {clash} was written by an operation behind it"
                     )
-                    self._raise_batch(error, batch, i, n, ops, current)
-                self._forget_stores(reply.results)
-                current, written = self._take_kafka_path(plans, ops, i, current, final, written, batch)
-                k = i + 1
-                break
-        if written != final_data:
+                    unwritten = [*(f for f, _ in failed[position:]), *range(end, n)]
+                    self._abandon(error, batch, unwritten, n, ops, current, state, final)
+                unwritten = [*(f for f, _ in failed[position:]), *range(end, n)]
+                current = self._take_kafka_path(plans, ops, i, current, state, final, batch, unwritten)
+        if current.to_znode() != final.to_znode():
             try:
                 current = self.fenced_set_migration_state(
                     final.with_migration_zk_version(current.migration_zk_version)
@@ -355,8 +361,8 @@ class ZkMigrationClient(ZkLeadershipClient):
             except (FencedError, ControllerMovedError):
                 raise
             except Zk2KraftError as exc:
-                self._raise_batch(exc, batch, n, n, ops, current)
-        return final.with_migration_zk_version(current.migration_zk_version)
+                self._abandon(exc, batch, [], n, ops, current, state, final)
+        return current
 
     def _take_kafka_path(
         self,
@@ -364,46 +370,55 @@ class ZkMigrationClient(ZkLeadershipClient):
         ops: Sequence[ZkOperation],
         i: int,
         current: MigrationLeadershipState,
+        state: MigrationLeadershipState,
         final: MigrationLeadershipState,
-        written: bytes,
         batch: bool,
-    ) -> tuple[MigrationLeadershipState, bytes]:
-        """Perform operation `i` the Kafka way (its fused multi landed nothing); the last one writes `final`."""
-        content = (
-            current.with_kraft_metadata_offset_and_epoch(
-                final.kraft_metadata_offset, final.kraft_metadata_epoch
-            )
-            if i == len(plans) - 1
-            else current
-        )
+        unwritten: Sequence[int],
+    ) -> MigrationLeadershipState:
+        """Perform operation `i` the Kafka way (its fused multi landed nothing), keeping `/migration`'s content;
+        `unwritten` are the operations not landed (from `i` on) should it fail."""
         try:
-            new = plans[i].kafka_path(content)
+            new = plans[i].kafka_path(current)
         except (FencedError, ControllerMovedError):
             raise
         except Zk2KraftError as exc:
-            self._raise_batch(exc, batch, i, len(plans), ops, current)
-        if new.migration_zk_version != current.migration_zk_version:
-            written = znodes.encode_migration(content.to_znode())
-        return current.with_migration_zk_version(new.migration_zk_version), written
+            after = self._state_after_failure(current)
+            self._abandon(exc, batch, unwritten, len(plans), ops, after, state, final)
+        return current.with_migration_zk_version(new.migration_zk_version)
 
-    def _raise_batch(
+    def _abandon(
         self,
         error: Zk2KraftError,
         batch: bool,
-        failed: int,
+        unwritten: Sequence[int],
         total: int,
         ops: Sequence[ZkOperation],
         current: MigrationLeadershipState,
+        state: MigrationLeadershipState,
+        final: MigrationLeadershipState,
     ) -> Any:
-        """Re-raise `error` (single operation) or as ZkBatchError naming what landed (batch)."""
+        """Raise `error` (one operation) or ZkBatchError, first setting `/migration`'s offset back if it
+        already names the batch's end."""
         if not batch or isinstance(error, FencedError | ControllerMovedError):
             raise error
-        what = _name(ops[failed]) if failed < len(ops) else f"the final {paths.MIGRATION} update"
+        if current.to_znode() == final.to_znode() != state.to_znode():
+            try:
+                current = self.fenced_set_migration_state(
+                    state.with_migration_zk_version(current.migration_zk_version)
+                )
+            except Zk2KraftError as exc:
+                log.error("%s still names offset %d although the batch failed: %s", paths.MIGRATION,
+                          final.kraft_metadata_offset, exc)  # fmt: skip
+        if unwritten:
+            first = unwritten[0]
+            where = f"operation {first + 1} ({_name(ops[first])})"
+            what = f"{len(unwritten)} of {total} operation(s) did not land, from {where}"
+        else:
+            what = f"all {total} operation(s) landed but {paths.MIGRATION} could not be set to the new offset"
         raise ZkBatchError(
-            f"dual write stopped at operation {failed + 1} of {total} ({what}): {error}; the {failed} before "
-            f"it landed, none after it was sent",
-            state=self._state_after_failure(current),
-            failed_index=failed,
+            f"dual write failed: {what}: {error}",
+            state=current,
+            unwritten=unwritten or [total],
         ) from error
 
     def _state_after_failure(self, current: MigrationLeadershipState) -> MigrationLeadershipState:
@@ -448,7 +463,9 @@ class ZkMigrationClient(ZkLeadershipClient):
             try:
                 current = plan.kafka_path(current)
             except Zk2KraftError as exc:
-                self._raise_batch(exc, True, i, len(plans), ops, current)
+                self._abandon(
+                    exc, True, [i], len(plans), ops, self._state_after_failure(current), state, state
+                )
         if ops or final.to_znode() != state.to_znode():
             current = self.set_migration_state(final.with_migration_zk_version(current.migration_zk_version))
         return current
@@ -532,6 +549,7 @@ class ZkMigrationClient(ZkLeadershipClient):
             if p not in self._known_containers
         ]
         outcome = self.fenced_write([*containers, *requests], state, tail=[note.request for note in notes])
+        self._forget_stores(outcome.results)
         results = outcome.results[len(containers) :]
         mine, noted = results[: len(requests)], results[len(requests) :]
         self._known_containers.update(
@@ -585,11 +603,14 @@ class ZkMigrationClient(ZkLeadershipClient):
             self._known_containers.update(_ancestry(note.store))
 
     def _forget_stores(self, results: Sequence[ZkResult]) -> None:
-        """A create answered NONODE: its parent (maybe cached as existing) is gone."""
+        """A request answered NONODE: any cached container above it may be gone, and all below that."""
         for r in results:
-            if r.code == NONODE and isinstance(r.request, CreateRequest):
-                parent = r.path.rpartition("/")[0]
-                self._known_containers = {p for p in self._known_containers if not _within(p, parent)}
+            if r.code != NONODE:
+                continue
+            above = [c for c in self._known_containers if _within(r.path, c)]
+            self._known_containers = {
+                c for c in self._known_containers if not any(_within(c, a) for a in above)
+            }
 
     # ------------------------------------------------------------------ topics
 
@@ -968,6 +989,27 @@ def _ancestry(path: str) -> list[str]:
     """`path` and its ancestors below `/`, outermost first: what createRecursive(path) may create."""
     parts = path.strip("/").split("/")
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[0]]
+
+
+def _clash(plan: _Plan, behind: Sequence[_Plan]) -> str | None:
+    """A znode whose outcome depends on the order of `plan` and one of `behind`: both write it, or one
+    deletes an ancestor of what the other writes (notifications aside: their names are ZooKeeper's)."""
+    mine = _written(plan)
+    for other in behind:
+        for path, deletes in _written(other):
+            for own, own_deletes in mine:
+                if path == own or (deletes and _within(own, path)) or (own_deletes and _within(path, own)):
+                    return path
+    return None
+
+
+def _written(plan: _Plan) -> list[tuple[str, bool]]:
+    """(path, is a delete) of each request of `plan` but its sequential creates."""
+    return [
+        (r.path, isinstance(r, DeleteRequest))
+        for r in plan.requests or ()
+        if not (isinstance(r, CreateRequest) and r.sequential)
+    ]
 
 
 def _within(path: str, ancestor: str) -> bool:
