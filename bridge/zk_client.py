@@ -329,6 +329,8 @@ class ZkMigrationClient(ZkLeadershipClient):
                     multis, epoch_version, f"fenced write of {len(multis)} operation(s)"
                 )
             except Zk2KraftError as exc:  # no reply: each of them may or may not have landed
+                if not batch:
+                    raise
                 unknown = [*segment, *range(end, n)]
                 self._abandon(exc, batch, unknown, n, ops, self._state_after_failure(current), state, final)
             for i, reply in zip(segment, replies, strict=True):
@@ -375,16 +377,24 @@ class ZkMigrationClient(ZkLeadershipClient):
         batch: bool,
         unwritten: Sequence[int],
     ) -> MigrationLeadershipState:
-        """Perform operation `i` the Kafka way (its fused multi landed nothing), keeping `/migration`'s content;
+        """Perform operation `i` the Kafka way (its fused multi landed nothing); it writes `/migration`'s
+        content as it is, or `final`'s when it is the last operation (all before it have landed then).
         `unwritten` are the operations not landed (from `i` on) should it fail."""
+        content = current
+        if i == len(plans) - 1:
+            content = final.with_migration_zk_version(current.migration_zk_version)
         try:
-            new = plans[i].kafka_path(current)
+            new = plans[i].kafka_path(content)
         except (FencedError, ControllerMovedError):
             raise
         except Zk2KraftError as exc:
+            if not batch:
+                raise
             after = self._state_after_failure(current)
             self._abandon(exc, batch, unwritten, len(plans), ops, after, state, final)
-        return current.with_migration_zk_version(new.migration_zk_version)
+        if new.migration_zk_version == current.migration_zk_version:
+            return current  # it wrote nothing
+        return content.with_migration_zk_version(new.migration_zk_version)
 
     def _abandon(
         self,

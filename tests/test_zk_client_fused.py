@@ -367,6 +367,14 @@ def test_the_offset_rides_in_the_last_multi_or_alone(connect: Any) -> None:
     assert done.migration_zk_version == version + 3
     assert client.rounds == 3  # the fused multi, the Kafka path's Delete (NONODE), the offset
 
+    # One whose last operation is redone the Kafka way: it carries the offset itself.
+    client.rounds = 0
+    new_user = quotas((("user", "carol"),), {"producer_byte_rate": 1.0})
+    done = client.apply_all([new_user], done, final_state=done.with_kraft_metadata_offset_and_epoch(180, 2))
+    assert migration_offset(session) == (180, 2, version + 4)
+    assert done.migration_zk_version == version + 4
+    assert client.rounds == 3  # the fused multi, SetData (NONODE), the guarded Create with its note
+
     with pytest.raises(Exception, match="final state names KRaft controller 1"):
         client.apply_all([], done, final_state=done.with_new_kraft_controller(1, 1))
 
