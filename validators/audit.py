@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from migrate.errors import Zk2KraftError
 from migrate.zk.sources import ZkSource
 from validators import report
-from validators.compare import CompareOptions, compare_all, discrepancies, row_counts
+from validators.compare import CompareOptions, compare_all, discrepancies, tally
 from validators.kraft_tasks import kraft_tables, kraft_wide, plan_kraft
 from validators.report import AuditInputs, AuditOffsets, AuditSummary
 from validators.spark import DEFAULT_SHUFFLE_PARTITIONS
@@ -35,7 +35,14 @@ class AuditOptions:
 
 SMALL_INPUT_BYTES = 64 * 1024 * 1024
 """Below this much input, Spark SQL runs interpreted: compiling generated code costs more than it saves."""
-_INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# Small inputs: no code generation, one shuffle partition, no adaptive re-planning (which runs each
+# shuffle stage as a job of its own). Each saves seconds of fixed cost on a few thousand rows.
+_SMALL_SETTINGS = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+}
 
 
 @contextmanager
@@ -83,7 +90,8 @@ def run_audit(spark: SparkSession, options: AuditOptions, *, progress: Callable[
     try:
         t0 = time.monotonic()
         say("parsing znodes")
-        zk_df = zk_wide(spark, zk_input, min_partitions=max(2, parallelism))
+        small_zk = zk_input.dump.stat().st_size < SMALL_INPUT_BYTES
+        zk_df = zk_wide(spark, zk_input, min_partitions=1 if small_zk else max(2, parallelism))
         cached.append(zk_df)
         migration_offset = read_migration_offset(spark, zk_df)
         timings["zk_parse"] = time.monotonic() - t0
@@ -114,14 +122,14 @@ def run_audit(spark: SparkSession, options: AuditOptions, *, progress: Callable[
         t0 = time.monotonic()
         say("comparing")
         small = zk_input.dump.stat().st_size + plan.bytes < SMALL_INPUT_BYTES
-        stack.enter_context(_sql_conf(spark, _INTERPRETED if small else {}))
+        stack.enter_context(_sql_conf(spark, _SMALL_SETTINGS if small else {}))
         zk_t = zk_tables(zk_df)
         kraft_t = kraft_tables(kraft_df)
         outcome = compare_all(zk_t, kraft_t, dedupe=bool(plan.log_ranges)).cache()
         cached.append(outcome)
-        zk_rows, kraft_rows = row_counts(outcome)
-        found = discrepancies(outcome, CompareOptions(migration_offset=migration_offset))
-        counts = report.count_discrepancies(found)
+        compare_options = CompareOptions(migration_offset=migration_offset)
+        counts, zk_rows, kraft_rows = tally(outcome, compare_options)
+        found = discrepancies(outcome, compare_options)
         timings["compare"] = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -133,7 +141,7 @@ def run_audit(spark: SparkSession, options: AuditOptions, *, progress: Callable[
             kinds[kind] = kinds.get(kind, 0) + n
         verdict, exit_code = report.verdict_of(classes, options.fail_on_lag)
         parquet = report.write_parquet(found, out)
-        samples = report.sample_rows(found)
+        samples = report.sample_rows(found, sum(kinds.values()))
         summary = AuditSummary(
             verdict=verdict,
             exit_code=exit_code,

@@ -227,13 +227,32 @@ def discrepancies(outcome: DataFrame, options: CompareOptions) -> DataFrame:
     )
 
 
-def row_counts(outcome: DataFrame) -> tuple[dict[str, int], dict[str, int]]:
-    """Rows per table on the ZooKeeper side and (live) on the KRaft side."""
-    first = outcome.filter(F.col("pos").isNull() | (F.col("pos") == 0))
-    rows = first.groupBy("table").agg(
-        F.sum(F.col("in_zk").cast("long")).alias("zk"), F.sum(F.col("in_kraft").cast("long")).alias("kraft")
-    ).collect()
-    return {r[0]: int(r[1] or 0) for r in rows}, {r[0]: int(r[2] or 0) for r in rows}
+def tally(outcome: DataFrame, options: CompareOptions) -> tuple[list[tuple[str, str, str, int]], dict[str, int], dict[str, int]]:
+    """In one job: (table, class, kind, count) of the discrepancies, and rows per table on each side
+    (ZooKeeper rows; live KRaft rows)."""
+    cls, _reason = _classify(options)
+    first = F.col("pos").isNull() | (F.col("pos") == 0)
+    rows = (
+        outcome.select(
+            "table",
+            F.when(F.col("d").isNotNull(), cls).alias("class"),
+            F.col("d.kind").alias("kind"),
+            F.when(first & F.col("in_zk"), 1).otherwise(0).alias("zk"),
+            F.when(first & F.col("in_kraft"), 1).otherwise(0).alias("kraft"),
+        )
+        .groupBy("table", "class", "kind")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("zk").alias("zk"), F.sum("kraft").alias("kraft"))
+        .collect()
+    )
+    counts: list[tuple[str, str, str, int]] = []
+    zk_rows: dict[str, int] = {}
+    kraft_rows: dict[str, int] = {}
+    for table, klass, kind, n, zk, kraft in rows:
+        zk_rows[table] = zk_rows.get(table, 0) + int(zk)
+        kraft_rows[table] = kraft_rows.get(table, 0) + int(kraft)
+        if klass is not None:
+            counts.append((table, klass, kind, int(n)))
+    return counts, zk_rows, kraft_rows
 
 
 def _classify(options: CompareOptions) -> tuple[Column, Column]:

@@ -36,7 +36,6 @@ SET = "set"
 DEL = "del"
 DELTA = "delta"
 UNREGISTER = "unreg"
-_ABSOLUTE = (SET, DEL)
 
 NO_LEADER_CHANGE = -2
 SNAPSHOT_SEQ_BASE = -(1 << 62)
@@ -169,14 +168,21 @@ _HANDLERS = {
 
 
 def merge_events(a: list[Event], b: list[Event]) -> list[Event]:
-    """Associative merge for reduceByKey: events in seq order, dropping all before the last SET/DEL.
+    """Associative merge for reduceByKey: events in seq order, dropping what a later SET/DEL overwrites.
 
     Everything before an absolute event is overwritten by it, so map-side combining keeps lists short.
     """
     events = a + b
     events.sort(key=_seq)
     for i in range(len(events) - 1, 0, -1):
-        if events[i][1] in _ABSOLUTE:
+        op = events[i][1]
+        if op == SET:
+            return events[i:]
+        if op == DEL:
+            # Keep the last SET before a tombstone: a deleted row is still matched by its payload.
+            for j in range(i - 1, -1, -1):
+                if events[j][1] == SET:
+                    return events[j:]
             return events[i:]
     return events
 

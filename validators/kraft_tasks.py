@@ -116,12 +116,12 @@ def scan_batches(path: Path) -> tuple[list[BatchSpan], int]:
 
 
 def _cut(
-    path: Path, spans: list[BatchSpan], snapshot: bool, target: int, tail_end: int | None, tolerate: bool
+    path: Path, spans: list[BatchSpan], snapshot: bool, target: int, tail: tuple[int, int] | None, tolerate: bool
 ) -> list[FileRange]:
-    """Ranges of about `target` bytes over consecutive `spans`; with `tail_end` the last range runs to it
-    (the end of the file), so a torn or damaged tail after the last whole batch is seen by a task."""
+    """Ranges of about `target` bytes over consecutive `spans`. `tail` = (end of the file's last whole
+    batch, file size): bytes after the last whole batch go to the last range (or a range of their own), so
+    a torn or damaged tail is seen by a task."""
     bounds: list[tuple[int, int]] = []
-    scanned_end = 0
     if spans:
         start = spans[0].position
         for span in spans:
@@ -129,19 +129,23 @@ def _cut(
             if end - start >= target:
                 bounds.append((start, end))
                 start = end
-        scanned_end = spans[-1].position + spans[-1].size
-        if start < scanned_end:
-            bounds.append((start, scanned_end))
-    if tail_end is not None and tail_end > scanned_end:
-        if bounds:
-            bounds[-1] = (bounds[-1][0], tail_end)
+        last_end = spans[-1].position + spans[-1].size
+        if start < last_end:
+            bounds.append((start, last_end))
+    if tail is not None and tail[1] > tail[0]:
+        if bounds and bounds[-1][1] == tail[0]:
+            bounds[-1] = (bounds[-1][0], tail[1])
         else:
-            bounds.append((scanned_end, tail_end))
+            bounds.append(tail)
     last = len(bounds) - 1
     return [
         FileRange(str(path), lo, hi, snapshot, lo == 0, i == last, tolerate and i == last)
         for i, (lo, hi) in enumerate(bounds)
     ]
+
+
+def _tail(spans: list[BatchSpan], size: int) -> tuple[int, int]:
+    return (spans[-1].position + spans[-1].size if spans else 0), size
 
 
 def plan_kraft(
@@ -203,8 +207,9 @@ def plan_kraft(
 
     if plan.snapshot is not None:
         spans, size = scan_batches(plan.snapshot)
-        plan.ranges.extend(_cut(plan.snapshot, spans, True, target_bytes, size, False))
+        plan.ranges.extend(_cut(plan.snapshot, spans, True, target_bytes, _tail(spans, size), False))
         plan.bytes += size
+    read: list[Path] = []
     for seg_path in plan.segments:
         spans, size = scan_batches(seg_path)
         wanted = [
@@ -214,10 +219,12 @@ def plan_kraft(
         ]
         # Past the last whole batch there may be a torn tail: read it unless the stop offset comes first.
         reaches_end = stop_offset is None or not spans or spans[-1].last_offset < stop_offset
-        plan.ranges.extend(
-            _cut(seg_path, wanted, False, target_bytes, size if reaches_end else None, seg_path == newest)
-        )
+        ranges = _cut(seg_path, wanted, False, target_bytes, _tail(spans, size) if reaches_end else None, seg_path == newest)
+        if ranges:
+            plan.ranges.extend(ranges)
+            read.append(seg_path)
         plan.bytes += sum(span.size for span in wanted)
+    plan.segments = read
     return plan
 
 

@@ -82,11 +82,6 @@ def verdict_of(classes: dict[str, int], fail_on_lag: bool) -> tuple[Verdict, int
     return "consistent", 0
 
 
-def count_discrepancies(df: DataFrame) -> list[tuple[str, str, str, int]]:
-    """(table, class, kind, count) of every non-empty group."""
-    return [(r[0], r[1], r[2], int(r[3])) for r in df.groupBy("table", "class", "kind").count().collect()]
-
-
 def table_summaries(
     counts: list[tuple[str, str, str, int]], zk_rows: dict[str, int], kraft_rows: dict[str, int]
 ) -> list[TableSummary]:
@@ -98,8 +93,23 @@ def table_summaries(
     return list(by_table.values())
 
 
-def sample_rows(df: DataFrame, per_kind: int = SAMPLE_ROWS) -> dict[str, list[dict[str, Any]]]:
+_COLLECT_ALL = 5000
+
+
+def sample_rows(df: DataFrame, total: int, per_kind: int = SAMPLE_ROWS) -> dict[str, list[dict[str, Any]]]:
     """The first rows of each kind, errors first, then lag, then expected (one small job)."""
+    out: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    if total <= _COLLECT_ALL:
+        # Few rows: fetching them all is cheaper than a windowed query.
+        priority = {ERROR: 0, LAG: 1, EXPECTED: 2}
+        everything = sorted(
+            (r.asDict() for r in df.collect()),
+            key=lambda r: (priority.get(r["class"], 3), r["table"], r["key"], r["field"] or ""),
+        )
+        for item in everything:
+            if len(out[item["kind"]]) < per_kind:
+                out[item["kind"]].append(item)
+        return out
     rank = F.when(F.col("class") == ERROR, 0).when(F.col("class") == LAG, 1).otherwise(2)
     order = Window.partitionBy("kind").orderBy(rank, "table", "key", "field")
     rows = (
@@ -109,7 +119,6 @@ def sample_rows(df: DataFrame, per_kind: int = SAMPLE_ROWS) -> dict[str, list[di
         .drop("_n")
         .collect()
     )
-    out: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
     for row in rows:
         out[row["kind"]].append(row.asDict())
     return out

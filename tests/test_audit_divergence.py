@@ -1,0 +1,212 @@
+"""Acceptance: divergences injected into a KRaft snapshot are reported exactly, with the right class; lag
+after the /migration offset is told apart from drift; aborted and unfinished transactions are not state."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from pathlib import Path
+
+import pytest
+from audit_support import (
+    append_segment,
+    copy_meta,
+    discrepancy_rows,
+    dump,
+    keyed,
+    migrate,
+    rewrite_snapshot,
+    shared_spark,
+    small_generated_model,
+    summary,
+    tree_of,
+    with_migration_znode,
+)
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from cli.main import cli
+from migrate.kraft import records as rec
+from migrate.kraft.image import AclBinding, MetadataImage, ScramCredential
+from migrate.kraft.reader import load_image
+from migrate.zk.model import ZkClusterModel
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="session")
+def spark() -> SparkSession:
+    return shared_spark()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[ZkClusterModel, Path, Path]:
+    """A generated cluster (every entity kind): its model, a ZooKeeper dump and the migrated KRaft dir."""
+    base = tmp_path_factory.mktemp("generated")
+    model = small_generated_model()
+    return model, dump(tree_of(model), base / "cluster.jsonl"), migrate(model, base / "meta")
+
+
+def audit(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["audit", *args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def baseline_expected(model: ZkClusterModel) -> set[tuple[str, str, str, str | None]]:
+    brokers = {("brokers", f"broker_id={b}", "missing_in_kraft", None) for b in model.brokers}
+    return brokers | {("features", "name=metadata.version", "missing_in_zk", None)}
+
+
+def test_injected_divergences_are_reported_exactly(spark: SparkSession, cluster: tuple[ZkClusterModel, Path, Path], tmp_path: Path) -> None:
+    model, zk_dump, meta = cluster
+    meta = copy_meta(meta, tmp_path / "meta")
+    topics = sorted(model.topics)
+    dropped_topic = next(t for t in topics if t not in model.topic_configs)
+    grown, isr_topic, epoch_topic = [t for t in topics if t != dropped_topic and not t.startswith("__")][:3]
+    config_topic = sorted(model.topic_configs)[0]
+    config_key = sorted(model.topic_configs[config_topic].config)[0]
+    quota_entity_path = sorted(p for p, q in model.client_quotas.items() if q.quotas)[0]
+    quota_key = sorted(model.client_quotas[quota_entity_path].quotas)[0]
+    scram_user, scram_mechanism = next(
+        (q.entity["user"], mechanism)
+        for _path, q in sorted(model.client_quotas.items())
+        for mechanism in sorted(q.scram)
+    )
+    expected: set[tuple[str, str, str, str | None]] = set()
+
+    def mutate(image: MetadataImage) -> None:
+        # 1. a missing topic (and so its partitions)
+        gone = image.topics_by_name.pop(dropped_topic)
+        del image.topics_by_id[gone.topic_id]
+        expected.add(("topics", f"topic={dropped_topic}", "missing_in_kraft", None))
+        expected.update(("partitions", f"topic={dropped_topic} partition={p}", "missing_in_kraft", None) for p in gone.partitions)
+        # 2. an extra partition
+        partitions = image.topics_by_name[grown].partitions
+        partitions[99] = dataclasses.replace(partitions[0])
+        expected.add(("partitions", f"topic={grown} partition=99", "missing_in_zk", None))
+        # 3. a changed ISR
+        p = image.topics_by_name[isr_topic].partitions[0]
+        image.topics_by_name[isr_topic].partitions[0] = dataclasses.replace(p, isr=p.isr[:1])
+        assert p.isr[:1] != p.isr
+        expected.add(("partitions", f"topic={isr_topic} partition=0", "mismatch", "isr"))
+        # 4. a changed leader epoch
+        p = image.topics_by_name[epoch_topic].partitions[1]
+        image.topics_by_name[epoch_topic].partitions[1] = dataclasses.replace(p, leader_epoch=p.leader_epoch + 1)
+        expected.add(("partitions", f"topic={epoch_topic} partition=1", "mismatch", "leader_epoch"))
+        # 5. a dropped config
+        del image.configs[(2, config_topic)][config_key]
+        expected.add(("configs", f"resource_type=topic resource_name={config_topic} name={config_key}", "missing_in_kraft", None))
+        # 6. an extra ACL
+        image.acls[uuid.UUID(int=12345)] = AclBinding(2, "payments", 3, "User:mallory", "*", 4, 3)
+        expected.add(
+            ("acls", "resource_type=TOPIC resource_name=payments pattern_type=LITERAL principal=User:mallory host=* "
+             "operation=WRITE permission_type=ALLOW", "missing_in_zk", None)
+        )
+        # 7. a changed quota
+        entity = next(e for e in image.client_quotas if quota_key in image.client_quotas[e] and _matches(e, model, quota_entity_path))
+        image.client_quotas[entity][quota_key] *= 2
+        expected.add(("client_quotas", f"entity={_entity_text(entity)} key={quota_key}", "mismatch", "value"))
+        # 8. a changed SCRAM iteration count
+        mechanism_id = 1 if scram_mechanism == "SCRAM-SHA-256" else 2
+        cred = image.scram[(scram_user, mechanism_id)]
+        image.scram[(scram_user, mechanism_id)] = ScramCredential(cred.salt, cred.stored_key, cred.server_key, cred.iterations + 1)
+        expected.add(("scram", f"user={scram_user} mechanism={scram_mechanism}", "mismatch", "iterations"))
+
+    rewrite_snapshot(meta, mutate)
+    out = tmp_path / "audit"
+    code, output = audit("--zk-dump", str(zk_dump), "--kraft", str(meta), "--out", str(out))
+    assert code == 1, output
+    assert output.startswith("INCONSISTENT")
+    found = discrepancy_rows(spark, out)
+    assert keyed(found, "error") == expected
+    assert keyed(found, "expected") == baseline_expected(model)
+    assert not keyed(found, "lag")
+    s = summary(out)
+    assert s["verdict"] == "inconsistent" and s["classes"]["error"] == len(expected)
+    isr_row = next(r for r in found if r["field"] == "isr")
+    assert isr_row["zk_value"].startswith("[") and isr_row["kraft_value"].count(",") == 0
+    # Secrets never reach the outputs: SCRAM rows show iterations, credentials only as digests.
+    page = (out / "report.html").read_text()
+    assert "INCONSISTENT" in page[: page.index("<h2>")]
+    for cred in (c for q in model.client_quotas.values() for c in q.scram.values()):
+        assert cred.salt.hex() not in page and cred.stored_key.hex() not in page
+
+
+def _entity_text(entity: tuple[tuple[str, str | None], ...]) -> str:
+    from validators.tables import quota_entity_text
+
+    return quota_entity_text(list(entity))
+
+
+def _matches(entity: tuple[tuple[str, str | None], ...], model: ZkClusterModel, entity_path: str) -> bool:
+    return dict(entity) == model.client_quotas[entity_path].entity
+
+
+def test_lag_after_the_migration_offset_and_transactions(spark: SparkSession, cluster: tuple[ZkClusterModel, Path, Path], tmp_path: Path) -> None:
+    model, _dump, meta = cluster
+    meta = copy_meta(meta, tmp_path / "meta")
+    image, _ = load_image(meta)
+    last = image.provenance.last_contained_offset
+    # ZooKeeper caught up to `last` (its /migration znode says so); KRaft went on writing afterwards.
+    zk_dump = dump(with_migration_znode(tree_of(model), last), tmp_path / "cluster.jsonl")
+    names = sorted(t for t in model.topics if not t.startswith("__"))
+    changed, configured, removed, aborted, unfinished = names[0], names[1], names[2], names[3], names[4]
+    tid = {name: image.topics_by_name[name].topic_id for name in names}
+    isr = image.topics_by_name[changed].partitions[0].isr[:1]
+    append_segment(
+        meta,
+        last + 1,
+        [
+            [(rec.PartitionChangeRecord(topic_id=tid[changed], partition_id=0, isr=isr), 0)],
+            [(rec.ConfigRecord(resource_type=2, resource_name=configured, name="retention.ms", value="1234"), 0)],
+            [(rec.RemoveTopicRecord(topic_id=tid[removed]), 0)],
+            [
+                (rec.BeginTransactionRecord(name="aborted"), 0),
+                (rec.PartitionChangeRecord(topic_id=tid[aborted], partition_id=0, leader=-1), 0),
+                (rec.AbortTransactionRecord(), 0),
+            ],
+            [(rec.BeginTransactionRecord(name="open"), 0), (rec.RemoveTopicRecord(topic_id=tid[unfinished]), 0)],
+        ],
+    )
+    newest = last + 8
+
+    # Default: KRaft is compared as of the /migration offset, so the writes after it are not drift.
+    out = tmp_path / "aligned"
+    code, output = audit("--zk-dump", str(zk_dump), "--kraft", str(meta), "--out", str(out))
+    assert code == 0, output
+    s = summary(out)
+    assert s["offsets"] == {"alignment": "migration znode", "compared_through": last, "migration_offset": last, "snapshot_last_offset": last}
+    assert s["classes"]["error"] == 0 and s["classes"]["lag"] == 0
+
+    # Compared at the newest offset: the committed writes after /migration are lag; the aborted and the
+    # unfinished transaction change nothing.
+    out = tmp_path / "newest"
+    code, output = audit("--zk-dump", str(zk_dump), "--kraft", str(meta), "--out", str(out), "--kraft-offset", str(newest))
+    assert code == 0, output
+    assert output.startswith("LAGGING")
+    found = discrepancy_rows(spark, out)
+    lag = keyed(found, "lag")
+    removed_partitions = {("partitions", f"topic={removed} partition={p}", "missing_in_kraft", None) for p in model.topics[removed].partitions}
+    removed_configs = {
+        ("configs", f"resource_type=topic resource_name={removed} name={k}", "missing_in_kraft", None)
+        for k in (model.topic_configs[removed].config if removed in model.topic_configs else {})
+    }
+    assert lag == {
+        ("partitions", f"topic={changed} partition=0", "mismatch", "isr"),
+        ("configs", f"resource_type=topic resource_name={configured} name=retention.ms", _config_kind(model, configured), _config_field(model, configured)),
+        ("topics", f"topic={removed}", "missing_in_kraft", None),
+    } | removed_partitions | removed_configs
+    assert not keyed(found, "error")
+    assert all(r["kraft_offset"] > last for r in found if r["class"] == "lag")
+
+    code, output = audit("--zk-dump", str(zk_dump), "--kraft", str(meta), "--out", str(tmp_path / "gate"), "--kraft-offset", str(newest), "--fail-on", "lag")
+    assert code == 1, output
+
+
+def _config_kind(model: ZkClusterModel, topic: str) -> str:
+    config = model.topic_configs.get(topic)
+    return "mismatch" if config is not None and "retention.ms" in config.config else "missing_in_zk"
+
+
+def _config_field(model: ZkClusterModel, topic: str) -> str | None:
+    return "value" if _config_kind(model, topic) == "mismatch" else None

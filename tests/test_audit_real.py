@@ -1,0 +1,107 @@
+"""Acceptance: the real ZooKeeper snapshots of a Kafka 3.5 cluster against the KRaft dir migrate makes of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from audit_support import (
+    REAL,
+    REAL_CHROOT,
+    copy_meta,
+    discrepancy_rows,
+    drop_snapshots,
+    dump,
+    keyed,
+    migrate,
+    real_tree,
+    shared_spark,
+    summary,
+)
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from cli.main import cli
+
+pytestmark = pytest.mark.spark
+
+# What differs by design: ZooKeeper's 3 broker registrations (KRaft has none until the brokers restart in
+# migration mode) and metadata.version, which only KRaft finalizes.
+EXPECTED = {
+    ("brokers", "broker_id=1", "missing_in_kraft", None),
+    ("brokers", "broker_id=2", "missing_in_kraft", None),
+    ("brokers", "broker_id=3", "missing_in_kraft", None),
+    ("features", "name=metadata.version", "missing_in_zk", None),
+}
+
+
+@pytest.fixture(scope="session")
+def spark() -> SparkSession:
+    return shared_spark()
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return migrate(real_tree(), tmp_path_factory.mktemp("real") / "meta")
+
+
+def audit(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["audit", *args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_real_snapshots_against_their_migration_are_consistent(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
+    out = tmp_path / "audit"
+    code, output = audit("--zk-data-dir", str(REAL), "--chroot", REAL_CHROOT, "--kraft", str(migrated), "--out", str(out))
+    assert code == 0, output
+    assert output.startswith("CONSISTENT: 0 error, 0 lag, 4 expected")
+    assert "report: " in output
+    s = summary(out)
+    assert s["verdict"] == "consistent" and s["exit_code"] == 0
+    assert s["classes"] == {"error": 0, "lag": 0, "expected": 4}
+    rows = {t["table"]: (t["zk_rows"], t["kraft_rows"]) for t in s["tables"]}
+    assert rows["topics"] == (2, 2) and rows["partitions"] == (53, 53) and rows["configs"] == (4, 4)
+    assert s["offsets"]["alignment"] == "end of log" and s["offsets"]["snapshot_last_offset"] == 66
+    found = discrepancy_rows(spark, out)
+    assert keyed(found) == EXPECTED and all(r["class"] == "expected" and r["reason"] for r in found)
+    page = (out / "report.html").read_text()
+    assert page.index("CONSISTENT") < page.index("<h2>Inputs")
+    assert "<svg" in page and "broker_id=1" in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_dump_and_log_replay_give_the_same_answer(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
+    # The same cluster as a `zk export` dump, and the KRaft side replayed from its log (no snapshot):
+    # the bootstrap and migration metadata transactions are read from the segment.
+    source = dump(real_tree(), tmp_path / "cluster.jsonl")
+    meta = copy_meta(migrated, tmp_path / "meta")
+    drop_snapshots(meta)
+    out = tmp_path / "audit"
+    code, output = audit("--zk-dump", str(source), "--kraft", str(meta / "__cluster_metadata-0"), "--out", str(out))
+    assert code == 0, output
+    s = summary(out)
+    assert s["inputs"]["kraft_snapshot"] is None and len(s["inputs"]["kraft_segments"]) == 1
+    assert keyed(discrepancy_rows(spark, out)) == EXPECTED
+
+
+def test_a_single_snapshot_file_is_an_input_too(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
+    snapshot = next((migrated / "__cluster_metadata-0").glob("*.checkpoint"))
+    out = tmp_path / "audit"
+    code, output = audit("--zk-data-dir", str(REAL), "--chroot", REAL_CHROOT, "--kraft", str(snapshot), "--out", str(out))
+    assert code == 0, output
+    assert keyed(discrepancy_rows(spark, out)) == EXPECTED
+
+
+def test_bad_input_exits_2_naming_the_file(spark: SparkSession, tmp_path: Path) -> None:
+    garbage = tmp_path / "00000000000000000000.log"
+    garbage.write_bytes(b"\x00" * 12 + b"\x00\x00\x00\x40" + b"\xff" * 80)
+    code, output = audit("--zk-data-dir", str(REAL), "--chroot", REAL_CHROOT, "--kraft", str(garbage), "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert str(garbage) in output
+
+    bad_dump = tmp_path / "bad.jsonl"
+    bad_dump.write_text('{"format":"zk2kraft-zk-dump","version":1,"source":"x"}\n{"path":"/brokers/topics/t","data":"{nope"}\n')
+    snapshot = tmp_path / "none"
+    snapshot.mkdir()
+    code, output = audit("--zk-dump", str(bad_dump), "--kraft", str(garbage), "--out", str(tmp_path / "o2"))
+    assert code == 2
+    assert "/brokers/topics/t" in output
