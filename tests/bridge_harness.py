@@ -212,6 +212,13 @@ class BridgeProcess:
         assert self.process is not None
         return self.process.wait(timeout)
 
+    def wait_exit(self, timeout: float) -> int | None:
+        """The exit code if the process ends within `timeout`, else None (it is still running)."""
+        try:
+            return self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def log_tail(self, lines: int = 60) -> str:
         text = self.log_path.read_text("utf-8", "replace").splitlines() if self.log_path.exists() else []
         return f"--- last lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
