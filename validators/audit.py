@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -15,10 +16,10 @@ from migrate.errors import Zk2KraftError
 from migrate.zk.sources import ZkSource
 from validators import report
 from validators.compare import CompareOptions, compare_all, discrepancies, tally
-from validators.kraft_tasks import kraft_tables, kraft_wide, plan_kraft
+from validators.kraft_tasks import kraft_wide, plan_kraft
 from validators.report import AuditInputs, AuditOffsets, AuditSummary
 from validators.spark import DEFAULT_SHUFFLE_PARTITIONS
-from validators.zk_tasks import prepare_zk_input, read_migration_offset, remove_temporary, zk_tables, zk_wide
+from validators.zk_tasks import prepare_zk_input, read_migration_offset, remove_temporary, zk_wide
 
 
 @dataclass(slots=True)
@@ -59,6 +60,27 @@ def _sql_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, old)
+
+
+class _Views:
+    """Temporary views of one audit, named uniquely so audits can share a session."""
+
+    _counter = itertools.count(1)
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.names: list[str] = []
+        self.audit = next(self._counter)
+
+    def add(self, name: str, df: DataFrame) -> str:
+        view = f"zk2kraft_audit{self.audit}_{name}"
+        df.createOrReplaceTempView(view)
+        self.names.append(view)
+        return view
+
+    def drop(self) -> None:
+        for view in self.names:
+            self.spark.catalog.dropTempView(view)
 
 
 @dataclass(slots=True)
@@ -123,13 +145,14 @@ def run_audit(spark: SparkSession, options: AuditOptions, *, progress: Callable[
         say("comparing")
         small = zk_input.dump.stat().st_size + plan.bytes < SMALL_INPUT_BYTES
         stack.enter_context(_sql_conf(spark, _SMALL_SETTINGS if small else {}))
-        zk_t = zk_tables(zk_df)
-        kraft_t = kraft_tables(kraft_df)
-        outcome = compare_all(zk_t, kraft_t, dedupe=bool(plan.log_ranges)).cache()
+        views = _Views(spark)
+        stack.callback(views.drop)
+        compare_options = CompareOptions(migration_offset=migration_offset, dedupe=bool(plan.log_ranges))
+        outcome = compare_all(spark, views.add("zk", zk_df), views.add("kraft", kraft_df), compare_options).cache()
         cached.append(outcome)
-        compare_options = CompareOptions(migration_offset=migration_offset)
-        counts, zk_rows, kraft_rows = tally(outcome, compare_options)
-        found = discrepancies(outcome, compare_options)
+        outcome_view = views.add("outcome", outcome)
+        counts, zk_rows, kraft_rows = tally(spark, outcome_view, compare_options)
+        found = discrepancies(spark, outcome_view, compare_options)
         timings["compare"] = time.monotonic() - t0
 
         t0 = time.monotonic()

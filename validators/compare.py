@@ -5,6 +5,9 @@ join; readable text, for people), field values as text in the table's field orde
 compared in a single full outer join on (table, key) instead of one join (and shuffle) per table. Values
 are compared as text, which is exact: arrays print as `[1,2,3]`, numbers and strings as themselves.
 
+The whole comparison is one SQL statement over the two sides' temporary views: Spark analyses it once,
+where building the same plan through the DataFrame API costs hundreds of JVM round trips.
+
 A discrepancy is one row: the table, the row's key, its kind (`missing_in_kraft`, `missing_in_zk`,
 `mismatch`), the field (mismatches only), both values (a missing row shows the present side as JSON), the
 class and the reason for it, and the KRaft offset of the last record that touched the row.
@@ -14,11 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, LongType, StringType, StructField, StructType
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import ArrayType, DataType
 
-from validators.tables import TABLES, ZK_CONFIG_RESOURCE_TYPES, TableSpec
+from validators.kraft_tasks import kraft_ctes
+from validators.tables import TABLES, ZK_CONFIG_RESOURCE_TYPES, TableSpec, sql_string
+from validators.zk_tasks import zk_ctes
 
 MISSING_IN_KRAFT = "missing_in_kraft"
 MISSING_IN_ZK = "missing_in_zk"
@@ -44,206 +48,143 @@ PARTITION_EPOCH = (
 )
 LAG_REASON = "changed in KRaft after the offset ZooKeeper has caught up to (write-behind)"
 
-DISCREPANCY_SCHEMA = StructType(
-    [
-        StructField("table", StringType(), False),
-        StructField("key", StringType(), False),
-        StructField("kind", StringType(), False),
-        StructField("field", StringType(), True),
-        StructField("zk_value", StringType(), True),
-        StructField("kraft_value", StringType(), True),
-        StructField("class", StringType(), False),
-        StructField("reason", StringType(), True),
-        StructField("kraft_offset", LongType(), True),
-    ]
-)
-
 
 @dataclass(frozen=True, slots=True)
 class CompareOptions:
-    """`migration_offset`: the KRaft offset ZooKeeper holds (from /migration); changes after it are lag."""
+    """`migration_offset`: the KRaft offset ZooKeeper holds (from /migration); changes after it are lag.
+    `dedupe`: collapse several KRaft rows of one key (only a log can produce them)."""
 
     migration_offset: int | None = None
+    dedupe: bool = True
 
 
-def _text(column: Column, kind: DataType) -> Column:
+def _text(column: str, kind: DataType) -> str:
     """A value as text: arrays as `[1,2,3]`, everything else cast (null stays null)."""
     if isinstance(kind, ArrayType):
-        return F.when(column.isNull(), F.lit(None)).otherwise(F.concat(F.lit("["), F.array_join(column, ","), F.lit("]")))
-    return column.cast("string")
+        return f"concat('[', array_join({column}, ','), ']')"
+    return f"CAST({column} AS STRING)"
 
 
-def generic(spec: TableSpec, df: DataFrame, extra: list[Column]) -> DataFrame:
-    """One table in the shape every table shares: table, jkey, key, vals (+ the side's extra columns)."""
+def _generic(spec: TableSpec, source: str, extra: str) -> str:
+    """One table in the shape every table shares: tbl, jkey, key, vals (+ the side's extra columns)."""
     keys = spec.key_names
-    return df.select(
-        F.lit(spec.name).alias("table"),
-        F.to_json(F.struct(*[F.col(k) for k in keys])).alias("jkey"),
-        F.concat_ws(" ", *[F.concat(F.lit(k + "="), F.coalesce(F.col(k).cast("string"), F.lit("null"))) for k in keys]).alias("key"),
-        F.array(*[_text(F.col(name), kind) for name, kind in spec.fields]).alias("vals"),
-        *extra,
-    )
+    jkey = "to_json(named_struct(" + ", ".join(f"'{k}', {k}" for k in keys) + "))"
+    key = "concat_ws(' ', " + ", ".join(f"concat('{k}=', coalesce(CAST({k} AS STRING), 'null'))" for k in keys) + ")"
+    vals = "array(" + ", ".join(_text(name, kind) for name, kind in spec.fields) + ")"
+    return f"SELECT '{spec.name}' AS tbl, {jkey} AS jkey, {key} AS key, {vals} AS vals, {extra} FROM {source}"
 
 
-def zk_generic(tables: dict[str, DataFrame]) -> DataFrame:
-    return _union([generic(spec, tables[name], [F.col("_note").alias("note")]) for name, spec in TABLES.items()])
-
-
-def kraft_generic(tables: dict[str, DataFrame], *, dedupe: bool = True) -> DataFrame:
-    """KRaft rows; several rows of one key (a topic deleted and created again) collapse to the live one.
-
-    Only a log can hold several rows of one key: for a snapshot alone `dedupe=False` skips a shuffle.
-    """
-    frames = []
+def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
+    """The statement whose rows are, per joined row, its discrepancies (`d`, one row each, null when
+    none: posexplode_outer keeps the row so the same pass counts rows) and presence flags."""
+    zk_only_types = ", ".join(sql_string(t) for t in ZK_CONFIG_RESOURCE_TYPES)
+    ctes = [*zk_ctes(zk_view), *kraft_ctes(kraft_view)]
+    zg = " UNION ALL ".join(_generic(spec, f"z_{name}", "_note AS note") for name, spec in TABLES.items())
+    kg_parts = []
     for name, spec in TABLES.items():
-        df = tables[name]
-        kraft_only = (
-            ~F.col("resource_type").isin(*ZK_CONFIG_RESOURCE_TYPES) if name == "configs" else F.lit(False)
+        kraft_only = f"NOT resource_type IN ({zk_only_types})" if name == "configs" else "false"
+        kg_parts.append(
+            _generic(spec, f"k_{name}", f"CAST(_offset AS BIGINT) AS koffset, _deleted AS deleted, {kraft_only} AS kraft_only")
         )
-        frames.append(
-            generic(spec, df, [F.col("_offset").cast("long").alias("offset"), F.col("_deleted").alias("deleted"), kraft_only.alias("kraft_only")])
+    ctes.append(("zg", zg))
+    ctes.append(("kg", " UNION ALL ".join(kg_parts)))
+    if options.dedupe:
+        ctes.append(
+            (
+                "kd",
+                "SELECT tbl, jkey, b.key, b.vals, b.koffset, b.deleted, b.kraft_only FROM (SELECT tbl, jkey, "
+                "max_by(named_struct('key', key, 'vals', vals, 'koffset', koffset, 'deleted', deleted, 'kraft_only', kraft_only), "
+                "named_struct('live', NOT deleted, 'koffset', koffset)) AS b FROM kg GROUP BY tbl, jkey)",
+            )
         )
-    rows = _union(frames)
-    if not dedupe:
-        return rows
-    best = F.max_by(
-        F.struct("key", "vals", "offset", "deleted", "kraft_only"),
-        F.struct((~F.col("deleted")).alias("live"), F.col("offset")),
+    else:
+        ctes.append(("kd", "SELECT * FROM kg"))
+    names = "map(" + ", ".join(
+        f"'{name}', array(" + ", ".join(f"'{f}'" for f in spec.field_names) + ")" for name, spec in TABLES.items()
+    ) + ")"
+    ctes.append(
+        (
+            "joined",
+            "SELECT coalesce(z.tbl, k.tbl) AS tbl, coalesce(z.key, k.key) AS key, z.vals AS z_vals, z.note AS z_note, "
+            "z.tbl IS NOT NULL AS in_zk, k.tbl IS NOT NULL AND NOT k.deleted AS in_kraft, "
+            "k.vals AS k_vals, k.koffset AS k_offset, k.kraft_only AS k_kraft_only, "
+            f"element_at({names}, coalesce(z.tbl, k.tbl)) AS names "
+            "FROM zg z FULL OUTER JOIN kd k ON z.tbl = k.tbl AND z.jkey = k.jkey",
+        )
     )
-    return rows.groupBy("table", "jkey").agg(best.alias("b")).select("table", "jkey", "b.*")
 
+    def entry(kind: str, field: str, zk: str, kraft: str) -> str:
+        return (
+            f"named_struct('kind', '{kind}', 'field', {field}, 'zk_value', {zk}, 'kraft_value', {kraft})"
+        )
 
-def _union(frames: list[DataFrame]) -> DataFrame:
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
-
-
-_ENTRY = ArrayType(
-    StructType(
-        [
-            StructField("kind", StringType()),
-            StructField("field", StringType()),
-            StructField("zk_value", StringType()),
-            StructField("kraft_value", StringType()),
-        ]
-    )
-)
-
-
-def compare_all(zk: dict[str, DataFrame], kraft: dict[str, DataFrame], *, dedupe: bool = True) -> DataFrame:
-    """The outcome of the join: per joined row its discrepancies (`d`, one row each) and presence flags.
-
-    Cache it: `discrepancies` and `row_counts` read it.
-    """
-    z = zk_generic(zk).select(
-        "table", "jkey", F.col("key").alias("z_key"), F.col("vals").alias("z_vals"), F.col("note").alias("z_note"), F.lit(True).alias("z_present")
-    )
-    k = kraft_generic(kraft, dedupe=dedupe).select(
-        F.col("table").alias("k_table"),
-        F.col("jkey").alias("k_jkey"),
-        F.col("key").alias("k_key"),
-        F.col("vals").alias("k_vals"),
-        F.col("offset").alias("k_offset"),
-        F.col("deleted").alias("k_deleted"),
-        F.col("kraft_only").alias("k_kraft_only"),
-    )
-    joined = z.join(k, (z["table"] == k["k_table"]) & (z["jkey"] == k["k_jkey"]), "full_outer")
-    table = F.coalesce(F.col("table"), F.col("k_table"))
-    names = F.create_map(*[x for name, spec in TABLES.items() for x in (F.lit(name), F.array(*[F.lit(f) for f in spec.field_names]))])
-    field_names = F.element_at(names, table)
-
-    in_zk = F.col("z_present").isNotNull()
-    in_kraft = F.col("k_table").isNotNull() & ~F.col("k_deleted")
-    null = F.lit(None).cast("string")
-
-    def as_json(vals: str) -> Column:
-        return F.to_json(F.map_from_arrays(field_names, F.col(vals)))
-
-    mismatches = F.filter(
-        F.transform(
-            field_names,
-            lambda name, i: F.when(
-                ~F.col("z_vals")[i].eqNullSafe(F.col("k_vals")[i]),
-                F.struct(
-                    F.lit(MISMATCH).alias("kind"),
-                    name.alias("field"),
-                    F.col("z_vals")[i].alias("zk_value"),
-                    F.col("k_vals")[i].alias("kraft_value"),
-                ),
-            ),
-        ),
-        lambda d: d.isNotNull(),
+    null = "CAST(NULL AS STRING)"
+    mismatches = (
+        "filter(transform(names, (n, i) -> CASE WHEN NOT (z_vals[i] <=> k_vals[i]) THEN "
+        + entry(MISMATCH, "n", "z_vals[i]", "k_vals[i]")
+        + " END), e -> e IS NOT NULL)"
     )
     diffs = (
-        F.when(
-            in_zk & ~in_kraft,
-            F.array(F.struct(F.lit(MISSING_IN_KRAFT).alias("kind"), null.alias("field"), as_json("z_vals").alias("zk_value"), null.alias("kraft_value"))),
-        )
-        .when(
-            ~in_zk & in_kraft,
-            F.array(F.struct(F.lit(MISSING_IN_ZK).alias("kind"), null.alias("field"), null.alias("zk_value"), as_json("k_vals").alias("kraft_value"))),
-        )
-        .when(in_zk & in_kraft, mismatches)
-        .otherwise(F.array().cast(_ENTRY))
+        f"CASE WHEN in_zk AND NOT in_kraft THEN array({entry(MISSING_IN_KRAFT, null, 'to_json(map_from_arrays(names, z_vals))', null)}) "
+        f"WHEN in_kraft AND NOT in_zk THEN array({entry(MISSING_IN_ZK, null, null, 'to_json(map_from_arrays(names, k_vals))')}) "
+        f"WHEN in_zk AND in_kraft THEN {mismatches} END"
     )
-    # posexplode_outer keeps rows without discrepancies (d null), so the same pass also counts rows.
-    return joined.select(
-        table.alias("table"),
-        F.posexplode_outer(diffs).alias("pos", "d"),
-        F.coalesce(F.col("z_key"), F.col("k_key")).alias("key"),
-        "z_note",
-        "k_offset",
-        "k_kraft_only",
-        in_zk.alias("in_zk"),
-        in_kraft.alias("in_kraft"),
-    ).select(
-        "table",
-        "pos",
-        "d",
-        F.when(F.col("d").isNotNull(), F.col("key")).alias("key"),
-        "z_note",
-        "k_offset",
-        "k_kraft_only",
-        "in_zk",
-        "in_kraft",
+    body = (
+        "SELECT tbl, pos, d, CASE WHEN d IS NOT NULL THEN key END AS key, z_note, k_offset, k_kraft_only, in_zk, in_kraft "
+        f"FROM (SELECT tbl, key, z_note, k_offset, k_kraft_only, in_zk, in_kraft, posexplode_outer({diffs}) AS (pos, d) FROM joined)"
     )
+    return "WITH " + ",\n".join(f"{name} AS ({sql})" for name, sql in ctes) + "\n" + body
 
 
-def discrepancies(outcome: DataFrame, options: CompareOptions) -> DataFrame:
-    """The discrepancy rows of `compare_all`'s outcome, classified (DISCREPANCY_SCHEMA)."""
-    cls, reason = _classify(options)
-    return outcome.filter(F.col("d").isNotNull()).select(
-        "table",
-        "key",
-        F.col("d.kind").alias("kind"),
-        F.col("d.field").alias("field"),
-        F.col("d.zk_value").alias("zk_value"),
-        F.col("d.kraft_value").alias("kraft_value"),
-        cls.alias("class"),
-        reason.alias("reason"),
-        F.col("k_offset").alias("kraft_offset"),
+def classify_sql(options: CompareOptions) -> tuple[str, str]:
+    """(class, reason) SQL expressions over an outcome row; the first rule that applies wins: the
+    expected rules, then lag, then error."""
+    rules = [
+        ("tbl = 'brokers'", EXPECTED, sql_string(BROKERS_EXPECTED)),
+        ("tbl = 'features'", EXPECTED, sql_string(FEATURES_EXPECTED)),
+        (f"tbl = 'configs' AND d.kind = '{MISSING_IN_ZK}' AND k_kraft_only", EXPECTED, sql_string(KRAFT_ONLY_CONFIG)),
+        (f"tbl = 'partitions' AND d.kind = '{MISMATCH}' AND d.field = 'partition_epoch'", EXPECTED, sql_string(PARTITION_EPOCH)),
+        (f"z_note IS NOT NULL AND d.kind IN ('{MISSING_IN_KRAFT}', '{MISMATCH}')", EXPECTED, "z_note"),
+    ]
+    m = options.migration_offset
+    if m is not None:
+        why = f"concat({sql_string(LAG_REASON + ': KRaft offset ')}, CAST(k_offset AS STRING), ' > {m}')"
+        rules.append((f"k_offset IS NOT NULL AND k_offset > {m}", LAG, why))
+    cls = "CASE " + " ".join(f"WHEN {cond} THEN '{name}'" for cond, name, _ in rules) + f" ELSE '{ERROR}' END"
+    reason = "CASE " + " ".join(f"WHEN {cond} THEN {why}" for cond, _, why in rules) + " END"
+    return cls, reason
+
+
+def compare_all(spark: SparkSession, zk_view: str, kraft_view: str, options: CompareOptions) -> DataFrame:
+    """The outcome of the comparison (see `outcome_sql`); cache it, `discrepancies` and `tally` read it."""
+    return spark.sql(outcome_sql(zk_view, kraft_view, options))
+
+
+def discrepancies(spark: SparkSession, outcome_view: str, options: CompareOptions) -> DataFrame:
+    """The discrepancy rows of an outcome, classified: table, key, kind, field, zk_value, kraft_value,
+    class, reason, kraft_offset."""
+    cls, reason = classify_sql(options)
+    return spark.sql(
+        f"SELECT tbl AS `table`, key, d.kind AS kind, d.field AS field, d.zk_value AS zk_value, "
+        f"d.kraft_value AS kraft_value, {cls} AS `class`, {reason} AS reason, k_offset AS kraft_offset "
+        f"FROM {outcome_view} WHERE d IS NOT NULL"
     )
 
 
-def tally(outcome: DataFrame, options: CompareOptions) -> tuple[list[tuple[str, str, str, int]], dict[str, int], dict[str, int]]:
+def tally(
+    spark: SparkSession, outcome_view: str, options: CompareOptions
+) -> tuple[list[tuple[str, str, str, int]], dict[str, int], dict[str, int]]:
     """In one job: (table, class, kind, count) of the discrepancies, and rows per table on each side
     (ZooKeeper rows; live KRaft rows)."""
-    cls, _reason = _classify(options)
-    first = F.col("pos").isNull() | (F.col("pos") == 0)
-    rows = (
-        outcome.select(
-            "table",
-            F.when(F.col("d").isNotNull(), cls).alias("class"),
-            F.col("d.kind").alias("kind"),
-            F.when(first & F.col("in_zk"), 1).otherwise(0).alias("zk"),
-            F.when(first & F.col("in_kraft"), 1).otherwise(0).alias("kraft"),
-        )
-        .groupBy("table", "class", "kind")
-        .agg(F.count(F.lit(1)).alias("n"), F.sum("zk").alias("zk"), F.sum("kraft").alias("kraft"))
-        .collect()
-    )
+    cls, _reason = classify_sql(options)
+    first = "(pos IS NULL OR pos = 0)"
+    rows = spark.sql(
+        f"SELECT tbl, CASE WHEN d IS NOT NULL THEN {cls} END AS `class`, d.kind AS kind, "
+        "COUNT(d) AS n, "
+        f"SUM(CASE WHEN {first} AND in_zk THEN 1 ELSE 0 END) AS zk, "
+        f"SUM(CASE WHEN {first} AND in_kraft THEN 1 ELSE 0 END) AS kraft "
+        f"FROM {outcome_view} GROUP BY 1, 2, 3"
+    ).collect()
     counts: list[tuple[str, str, str, int]] = []
     zk_rows: dict[str, int] = {}
     kraft_rows: dict[str, int] = {}
@@ -255,24 +196,7 @@ def tally(outcome: DataFrame, options: CompareOptions) -> tuple[list[tuple[str, 
     return counts, zk_rows, kraft_rows
 
 
-def _classify(options: CompareOptions) -> tuple[Column, Column]:
-    """(class, reason) columns; the first rule that applies wins: expected rules, then lag, then error."""
-    table, kind, field = F.col("table"), F.col("d.kind"), F.col("d.field")
-    rules: list[tuple[Column, str, Column]] = [
-        (table == "brokers", EXPECTED, F.lit(BROKERS_EXPECTED)),
-        (table == "features", EXPECTED, F.lit(FEATURES_EXPECTED)),
-        ((table == "configs") & (kind == MISSING_IN_ZK) & F.col("k_kraft_only"), EXPECTED, F.lit(KRAFT_ONLY_CONFIG)),
-        ((table == "partitions") & (kind == MISMATCH) & (field == "partition_epoch"), EXPECTED, F.lit(PARTITION_EPOCH)),
-        (F.col("z_note").isNotNull() & kind.isin(MISSING_IN_KRAFT, MISMATCH), EXPECTED, F.col("z_note")),
-    ]
-    if options.migration_offset is not None:
-        m = options.migration_offset
-        lagging = F.col("k_offset").isNotNull() & (F.col("k_offset") > F.lit(m))
-        why = F.concat(F.lit(f"{LAG_REASON}: KRaft offset "), F.col("k_offset").cast("string"), F.lit(f" > {m}"))
-        rules.append((lagging, LAG, why))
-    cls = F.when(rules[0][0], F.lit(rules[0][1]))
-    reason = F.when(rules[0][0], rules[0][2])
-    for condition, name, why_col in rules[1:]:
-        cls = cls.when(condition, F.lit(name))
-        reason = reason.when(condition, why_col)
-    return cls.otherwise(F.lit(ERROR)), reason.otherwise(F.lit(None).cast("string"))
+def side_tables(spark: SparkSession, ctes: list[tuple[str, str]], prefix: str) -> dict[str, DataFrame]:
+    """The typed tables of one side (`zk_ctes` / `kraft_ctes`) as DataFrames, e.g. for inspection."""
+    head = "WITH " + ",\n".join(f"{name} AS ({sql})" for name, sql in ctes) + "\n"
+    return {name: spark.sql(head + f"SELECT * FROM {prefix}{name}") for name in TABLES}

@@ -404,56 +404,43 @@ def kraft_wide(spark: SparkSession, plan: KraftPlan, *, shuffle_partitions: int)
     return df
 
 
-def _kind(df: DataFrame, kind: str) -> DataFrame:
-    return df.filter(F.col("kind") == kind).select(f"{kind}.*", F.col("offset").alias("_offset"), F.col("deleted").alias("_deleted"))
+def kraft_ctes(view: str) -> list[tuple[str, str]]:
+    """SQL common table expressions `k_<table>` for every compared table of the KRaft side, read from the
+    wide rows in temporary view `view`. Each has the table's columns, `_offset` (the last record that
+    touched the row) and `_deleted`; a key can have several rows (a topic deleted and created again)."""
+    def kind(name: str) -> str:
+        return f"SELECT {name}.*, `offset` AS _offset, deleted AS _deleted FROM {view} WHERE kind = '{name}'"
 
-
-def kraft_tables(df: DataFrame) -> dict[str, DataFrame]:
-    """Compared tables of the KRaft side; every table has `_offset` and `_deleted` beside its columns."""
-    out: dict[str, DataFrame] = {}
-    topics_by_id = _kind(df, "topics")
-    out["topics"] = topics_by_id
-    parts = _kind(df, "kraft_partitions").alias("p")
-    t = topics_by_id.select(
-        F.col("topic_id").alias("t_id"), "topic", F.col("_offset").alias("t_offset"), F.col("_deleted").alias("t_deleted")
-    )
-    # Topics are few next to partitions: broadcast them instead of shuffling the partitions.
-    joined = parts.join(F.broadcast(t), parts["topic_id"] == t["t_id"], "inner")
-    spec = TABLES["partitions"]
-    out["partitions"] = joined.select(
-        "topic",
-        "partition",
-        *spec.field_names,
-        F.greatest(F.col("_offset"), F.when(F.col("t_deleted"), F.col("t_offset")).otherwise(F.lit(-1))).alias("_offset"),
-        (F.col("_deleted") | F.col("t_deleted")).alias("_deleted"),
-    )
-    # RemoveTopicRecord also deletes the topic's configs (by name), unless they were set again later.
-    removed = (
-        topics_by_id.filter(F.col("_deleted")).groupBy("topic").agg(F.max("_offset").alias("removed_at"))
-    )
-    configs = _kind(df, "configs")
-    cleared = configs.join(
-        F.broadcast(removed),
-        (configs["resource_type"] == F.lit("topic")) & (configs["resource_name"] == removed["topic"]),
-        "left",
-    )
-    wiped = F.col("removed_at").isNotNull() & (F.col("removed_at") > F.col("_offset"))
-    out["configs"] = cleared.select(
-        *[configs[c] for c in TABLES["configs"].key_names],
-        F.when(wiped, F.lit(None)).otherwise(configs["value"]).alias("value"),
-        F.when(wiped, F.col("removed_at")).otherwise(configs["_offset"]).alias("_offset"),
-        (configs["_deleted"] | wiped).alias("_deleted"),
-    )
-    acl_keys = TABLES["acls"].key_names
-    out["acls"] = (
-        _kind(df, "kraft_acls")
-        .groupBy(*acl_keys)
-        .agg(
-            F.sum(F.when(F.col("_deleted"), 0).otherwise(1)).cast("int").alias("count"),
-            F.max("_offset").alias("_offset"),
-        )
-        .withColumn("_deleted", F.col("count") == 0)
-    )
+    fields = ", ".join("p." + f for f in TABLES["partitions"].field_names)
+    acl_keys = ", ".join(TABLES["acls"].key_names)
+    ctes = [
+        ("k_topics", kind("topics")),
+        (
+            # Topics are few next to partitions: broadcast them instead of shuffling the partitions.
+            "k_partitions",
+            f"SELECT /*+ BROADCAST(t) */ t.topic, p.partition, {fields}, "
+            "GREATEST(p._offset, CASE WHEN t._deleted THEN t._offset ELSE -1 END) AS _offset, "
+            "p._deleted OR t._deleted AS _deleted "
+            f"FROM ({kind('kraft_partitions')}) p JOIN k_topics t ON p.topic_id = t.topic_id",
+        ),
+        # RemoveTopicRecord also deletes the topic's configs (by name), unless they were set again later.
+        ("k_removed", "SELECT topic, MAX(_offset) AS removed_at FROM k_topics WHERE _deleted GROUP BY topic"),
+        (
+            "k_configs",
+            "SELECT /*+ BROADCAST(r) */ c.resource_type, c.resource_name, c.name, "
+            "CASE WHEN r.removed_at > c._offset THEN NULL ELSE c.value END AS value, "
+            "CASE WHEN r.removed_at > c._offset THEN r.removed_at ELSE c._offset END AS _offset, "
+            "c._deleted OR COALESCE(r.removed_at > c._offset, false) AS _deleted "
+            f"FROM ({kind('configs')}) c "
+            "LEFT JOIN k_removed r ON c.resource_type = 'topic' AND c.resource_name = r.topic",
+        ),
+        (
+            "k_acls",
+            f"SELECT {acl_keys}, CAST(SUM(CASE WHEN _deleted THEN 0 ELSE 1 END) AS INT) AS count, "
+            "MAX(_offset) AS _offset, SUM(CASE WHEN _deleted THEN 0 ELSE 1 END) = 0 AS _deleted "
+            f"FROM ({kind('kraft_acls')}) GROUP BY {acl_keys}",
+        ),
+    ]
     for name in ("brokers", "client_quotas", "scram", "delegation_tokens", "producer_ids", "features"):
-        out[name] = _kind(df, name)
-    return {name: out[name] for name in TABLES}
+        ctes.append((f"k_{name}", kind(name)))
+    return ctes

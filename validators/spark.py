@@ -56,8 +56,12 @@ def build_session(
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     app_name: str = "zk2kraft audit",
     conf: dict[str, str] | None = None,
+    java_options: str = "",
 ) -> SparkSession:
-    """A new SparkSession (or the active one, which then keeps its own settings)."""
+    """A new SparkSession (or the active one, which then keeps its own settings).
+
+    `java_options` are added to the driver JVM's (e.g. `-XX:TieredStopAtLevel=1` for short runs).
+    """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -65,6 +69,7 @@ def build_session(
     # The JVM inherits this: Python workers on executors use the same interpreter and virtualenv.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log4j = f"-Dlog4j2.configurationFile={_log4j_file().as_uri()}"
+    driver_options = f"{log4j} {java_options}".strip()
     builder = (
         SparkSession.builder.appName(app_name)
         .master(chosen)
@@ -74,7 +79,7 @@ def build_session(
         .config("spark.default.parallelism", str(max(2, shuffle_partitions)))
         .config("spark.driver.memory", driver_memory)
         .config("spark.pyspark.python", sys.executable)
-        .config("spark.driver.extraJavaOptions", log4j)
+        .config("spark.driver.extraJavaOptions", driver_options)
         .config("spark.executor.extraJavaOptions", log4j)
         .config("spark.sql.adaptive.enabled", "true")
     )

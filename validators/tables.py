@@ -112,6 +112,11 @@ def secret_digest(*parts: bytes) -> str:
     return "sha256:" + h.hexdigest()[:16]
 
 
+def sql_string(text: str) -> str:
+    """`text` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def config_value(name: str, value: str | None) -> str | None:
     """The comparable form of a config value: sensitive values become digests."""
     if value is None or not is_sensitive_config(name):

@@ -33,6 +33,7 @@ from validators.tables import (
     TABLES,
     WIDE_SCHEMA,
     Row,
+    sql_string,
     wide,
     wide_error,
     zk_acl_rows,
@@ -275,65 +276,59 @@ def zk_wide(spark: SparkSession, zk: ZkInput, *, min_partitions: int) -> DataFra
     return df
 
 
-def _kind(df: DataFrame, kind: str) -> DataFrame:
-    return df.filter(F.col("kind") == kind).select(f"{kind}.*")
-
-
 PENDING_DELETION = "topic pending deletion in ZooKeeper (/admin/delete_topics): Kafka does not migrate it"
 ORPHAN_CONFIG = "config of a topic that does not exist in ZooKeeper: Kafka migrates only configs of existing topics"
 MISSING_STATE = "partition state znode missing in ZooKeeper: the KRaft values are what Kafka invents"
 MISSING_TOPIC_ID = "topic znode without topic_id: KRaft holds the id generated at migration"
 
 
-def zk_tables(df: DataFrame) -> dict[str, DataFrame]:
-    """Compared tables of the ZooKeeper side; every table has `_note` (a reason that makes a difference
-    expected, e.g. a topic pending deletion) beside its columns."""
-    no_note = F.lit(None).cast("string")
-    pending = F.broadcast(_kind(df, "zk_pending_deletions").withColumn("_pending", F.lit(True)))
-    topics = _kind(df, "topics")
-    out: dict[str, DataFrame] = {}
-    out["topics"] = (
-        topics.join(pending, "topic", "left")
-        .withColumn(
-            "_note",
-            F.when(F.col("_pending"), F.lit(PENDING_DELETION))
-            .when(F.col("topic_id").isNull(), F.lit(MISSING_TOPIC_ID))
-            .otherwise(no_note),
-        )
-        .drop("_pending")
+def zk_ctes(view: str) -> list[tuple[str, str]]:
+    """SQL common table expressions `z_<table>` for every compared table of the ZooKeeper side, read from
+    the wide rows in temporary view `view`. Each has the table's columns and `_note`: a reason that makes a
+    difference expected (e.g. a topic pending deletion), or null."""
+    acl_keys = ", ".join(TABLES["acls"].key_names)
+    partition_fields = ", ".join(
+        ("a." if f in ("replicas", "adding_replicas", "removing_replicas") else "s.") + f
+        for f in TABLES["partitions"].field_names
     )
-    assignments = _kind(df, "zk_assignments")
-    states = _kind(df, "zk_states")
-    fields = TABLES["partitions"].field_names
-    joined = assignments.join(states, ["topic", "partition"], "left").join(pending, "topic", "left")
-    out["partitions"] = joined.select(
-        "topic",
-        "partition",
-        *fields,
-        F.when(F.col("_pending"), F.lit(PENDING_DELETION))
-        .when(F.col("leader").isNull(), F.lit(MISSING_STATE))
-        .otherwise(no_note)
-        .alias("_note"),
-    )
-    configs = _kind(df, "configs")
-    topic_names = F.broadcast(topics.select(F.col("topic").alias("_t"), F.lit(True).alias("_exists")))
-    with_topics = configs.join(
-        topic_names, (configs["resource_type"] == F.lit("topic")) & (configs["resource_name"] == topic_names["_t"]), "left"
-    ).join(pending.withColumnRenamed("topic", "_p"), F.col("resource_name") == F.col("_p"), "left")
-    is_topic = F.col("resource_type") == F.lit("topic")
-    out["configs"] = with_topics.select(
-        *TABLES["configs"].key_names,
-        "value",
-        F.when(is_topic & F.col("_pending").isNotNull(), F.lit(PENDING_DELETION))
-        .when(is_topic & F.col("_exists").isNull(), F.lit(ORPHAN_CONFIG))
-        .otherwise(no_note)
-        .alias("_note"),
-    )
-    acl_keys = TABLES["acls"].key_names
-    out["acls"] = _kind(df, "acls").groupBy(*acl_keys).agg(F.sum("count").cast("int").alias("count")).withColumn("_note", no_note)
+    ctes = [
+        ("z_pending", f"SELECT zk_pending_deletions.topic AS topic FROM {view} WHERE kind = 'zk_pending_deletions'"),
+        ("z_topics_raw", f"SELECT topics.* FROM {view} WHERE kind = 'topics'"),
+        (
+            "z_topics",
+            "SELECT /*+ BROADCAST(p) */ t.topic, t.topic_id, "
+            f"CASE WHEN p.topic IS NOT NULL THEN {sql_string(PENDING_DELETION)} "
+            f"WHEN t.topic_id IS NULL THEN {sql_string(MISSING_TOPIC_ID)} END AS _note "
+            "FROM z_topics_raw t LEFT JOIN z_pending p ON t.topic = p.topic",
+        ),
+        (
+            "z_partitions",
+            f"SELECT /*+ BROADCAST(p) */ a.topic, a.partition, {partition_fields}, "
+            f"CASE WHEN p.topic IS NOT NULL THEN {sql_string(PENDING_DELETION)} "
+            f"WHEN s.leader IS NULL THEN {sql_string(MISSING_STATE)} END AS _note "
+            f"FROM (SELECT zk_assignments.* FROM {view} WHERE kind = 'zk_assignments') a "
+            f"LEFT JOIN (SELECT zk_states.* FROM {view} WHERE kind = 'zk_states') s "
+            "ON a.topic = s.topic AND a.partition = s.partition "
+            "LEFT JOIN z_pending p ON a.topic = p.topic",
+        ),
+        (
+            "z_configs",
+            "SELECT /*+ BROADCAST(t, p) */ c.resource_type, c.resource_name, c.name, c.value, "
+            f"CASE WHEN c.resource_type = 'topic' AND p.topic IS NOT NULL THEN {sql_string(PENDING_DELETION)} "
+            f"WHEN c.resource_type = 'topic' AND t.topic IS NULL THEN {sql_string(ORPHAN_CONFIG)} END AS _note "
+            f"FROM (SELECT configs.* FROM {view} WHERE kind = 'configs') c "
+            "LEFT JOIN z_topics_raw t ON c.resource_type = 'topic' AND c.resource_name = t.topic "
+            "LEFT JOIN z_pending p ON c.resource_type = 'topic' AND c.resource_name = p.topic",
+        ),
+        (
+            "z_acls",
+            f"SELECT {acl_keys}, CAST(SUM(count) AS INT) AS count, CAST(NULL AS STRING) AS _note "
+            f"FROM (SELECT acls.* FROM {view} WHERE kind = 'acls') GROUP BY {acl_keys}",
+        ),
+    ]
     for name in ("brokers", "client_quotas", "scram", "delegation_tokens", "producer_ids", "features"):
-        out[name] = _kind(df, name).withColumn("_note", no_note)
-    return {name: out[name] for name in TABLES}
+        ctes.append((f"z_{name}", f"SELECT {name}.*, CAST(NULL AS STRING) AS _note FROM {view} WHERE kind = '{name}'"))
+    return ctes
 
 
 def remove_temporary(zk: ZkInput) -> None:
