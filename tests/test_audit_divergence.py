@@ -68,7 +68,7 @@ def test_injected_divergences_are_reported_exactly(spark: SparkSession, cluster:
     quota_entity_path = sorted(p for p, q in model.client_quotas.items() if q.quotas)[0]
     quota_key = sorted(model.client_quotas[quota_entity_path].quotas)[0]
     scram_user, scram_mechanism = next(
-        (q.entity["user"], mechanism)
+        (str(q.entity["user"]), mechanism)
         for _path, q in sorted(model.client_quotas.items())
         for mechanism in sorted(q.scram)
     )
