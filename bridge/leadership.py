@@ -376,8 +376,11 @@ class ZkLeadershipClient:
             raise MigrationClientAuthError(f"{what}: ZooKeeper refused the request ({error!r})") from error
         raise MigrationClientError(f"{what}: ZooKeeper error {error!r}") from error
 
-    def _multi(self, batches: Sequence[Sequence[Any]], what: str) -> list[list[Any]]:
-        """Send every batch as its own multi, pipelined; resend those a lost connection left unanswered."""
+    def _multi(
+        self, batches: Sequence[Sequence[Any]], what: str, *, resent: set[int] | None = None
+    ) -> list[list[Any]]:
+        """Send every batch as its own multi, pipelined; resend those a lost connection left unanswered
+        (their indexes go to `resent`: ZooKeeper may have applied the first copy)."""
         results: list[list[Any]] = [[] for _ in batches]
         pending = list(range(len(batches)))
         deadline = time.monotonic() + self.retry_timeout_s
@@ -396,6 +399,8 @@ class ZkLeadershipClient:
                     retry.append(i)
             if retry:
                 self._wait_connected(deadline, what)
+                if resent is not None:
+                    resent.update(retry)
             pending = retry
         return results
 
@@ -505,7 +510,14 @@ class ZkLeadershipClient:
                 f"whatever is there, once per leadership"
             )
         data = znodes.encode_migration(state.to_znode())
-        result = self.request(SetDataRequest(paths.MIGRATION, data, version))
+        request = SetDataRequest(paths.MIGRATION, data, version)
+        resent: set[int] = set()
+        reply = self._multi([[self._op(request)]], describe(request), resent=resent)[0][0]
+        result = ZkResult(request, _code(reply), reply if isinstance(reply, ZnodeStat) else None)
+        if result.code == BADVERSION and resent and version >= 0:
+            found = self.get(paths.MIGRATION)  # the first copy may have landed, its answer lost
+            if found is not None and found[0] == data and found[1].version == version + 1:
+                result = ZkResult(request, OK, found[1])
         if result.ok and result.stat is not None:
             return replace(
                 state, migration_zk_version=result.stat.version, last_updated_time_ms=result.stat.mtime
@@ -639,8 +651,29 @@ class ZkLeadershipClient:
             ops = [self._check_op(paths.CONTROLLER_EPOCH, epoch_version), guard]
             ops.extend(self._op(request) for request in multi.requests)
             batches.append(ops)
-        replies = self._multi(batches, what)
-        return [_parse_reply(multi, raw) for multi, raw in zip(multis, replies, strict=True)]
+        resent: set[int] = set()
+        replies = self._multi(batches, what, resent=resent)
+        parsed = [_parse_reply(multi, raw) for multi, raw in zip(multis, replies, strict=True)]
+        for i in sorted(resent):
+            parsed[i] = self._landed_before(parsed[i], what)
+        return parsed
+
+    def _landed_before(self, reply: MultiReply, what: str) -> MultiReply:
+        """A resent multi that sets `/migration` and found it moved on: if `/migration` holds exactly what
+        this multi writes, one version on, the first copy landed (its answer was lost with the connection)
+        and this reply stands for it. Another controller's write names another controller (or epoch)."""
+        multi = reply.multi
+        if multi.migration_data is None or reply.epoch_code != OK or reply.migration_code != BADVERSION:
+            return reply
+        found = self.get(paths.MIGRATION)
+        if (
+            found is None
+            or found[0] != multi.migration_data
+            or found[1].version != multi.migration_version + 1
+        ):
+            return reply
+        log.info("%s: the reply was lost with the connection, but the multi had landed", what)
+        return MultiReply(multi, OK, OK, found[1], tuple(ZkResult(r, OK) for r in multi.requests))
 
     def raise_if_fenced(self, reply: MultiReply, epoch_version: int, subject: str) -> None:
         """ControllerMovedError / FencedError when a guard of `reply` failed; `subject` names what was not applied."""

@@ -70,9 +70,11 @@ class CountingClient(ZkMigrationClient):
 
     rounds = 0
 
-    def _multi(self, batches: Sequence[Sequence[Any]], what: str) -> list[list[Any]]:
+    def _multi(
+        self, batches: Sequence[Sequence[Any]], what: str, *, resent: set[int] | None = None
+    ) -> list[list[Any]]:
         self.rounds += 1
-        return super()._multi(batches, what)
+        return super()._multi(batches, what, resent=resent)
 
 
 def partition(replicas: list[int], leader_epoch: int = 0) -> PartitionRegistration:
