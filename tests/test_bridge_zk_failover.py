@@ -26,7 +26,7 @@ from bridge_harness import (
 )
 from kazoo.client import KazooClient
 
-from bridge.leadership import CreateRequest
+from bridge.leadership import CreateRequest, FencedError
 from bridge.zk_client import ZkMigrationClient
 from migrate.zk import paths, znodes
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
@@ -37,6 +37,8 @@ pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 NODE_ID = 3000
 CLIENTS = 4
 SESSION_TIMEOUT_MS = 3000  # the server's maxSessionTimeout: the bridge asks for 18 s and gets this
+# Each test hitting this defect ends as an expected failure, recognised by its signature only (FencedError,
+# or exit code 3, with no other controller anywhere); once it is fixed they simply pass.
 LOST_REPLY_DEFECT = (
     "bridge.leadership._multi resends a multi whose reply a connection loss swallowed; when the multi had "
     "landed, its own SetData /migration now fails BADVERSION and the controller takes itself for fenced "
@@ -168,7 +170,6 @@ def test_ensemble_leader_restarts_lose_no_acknowledged_change(zk_ensemble: Embed
 
 
 
-@pytest.mark.xfail(strict=True, reason=LOST_REPLY_DEFECT)
 def test_a_fenced_write_whose_reply_was_lost_is_not_taken_for_fencing(zk: EmbeddedZooKeeper) -> None:
     seeded_chroot(zk.connect_string, "/lost-reply")
     cutter = ZkReplyCutter(zk.port)
@@ -181,7 +182,12 @@ def test_a_fenced_write_whose_reply_was_lost_is_not_taken_for_fencing(zk: Embedd
         state = zk_client.set_migration_state(state, -1)
         cutter.arm(containing=set_data_op_bytes("/lost-reply/migration"))
         # The multi lands, its answer is lost with the connection; the client resends it once reconnected.
-        outcome = zk_client.fenced_write([CreateRequest("/lost-reply-marker", b"1")], state)
+        try:
+            outcome = zk_client.fenced_write([CreateRequest("/lost-reply-marker", b"1")], state)
+        except FencedError:
+            # Nobody else writes here: the resent copy found /migration moved on by the first one.
+            assert cutter.cuts == 1 and client.exists("/lost-reply-marker") is not None
+            pytest.xfail(LOST_REPLY_DEFECT)
         assert cutter.cuts == 1
         assert client.exists("/lost-reply-marker") is not None
         assert [r.ok for r in outcome.results] == [True]
@@ -192,7 +198,6 @@ def test_a_fenced_write_whose_reply_was_lost_is_not_taken_for_fencing(zk: Embedd
         cutter.close()
 
 
-@pytest.mark.xfail(strict=True, reason=LOST_REPLY_DEFECT + "; the bridge exits 3 on a mere connection loss")
 def test_a_lost_reply_to_a_dual_write_is_survived(zk: EmbeddedZooKeeper, tmp_path: Path) -> None:
     rng = random.Random(SEED)
     seeded_chroot(zk.connect_string, "/lost-reply-bridge")
