@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import shutil
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from pyspark.sql import SparkSession
 from bench.generate_cluster import ClusterSpec, build_tree, generate_model
 from migrate.kraft.batch import encode_kraft_batch
 from migrate.kraft.framing import encode_control_record, encode_metadata_record
-from migrate.kraft.image import MetadataImage
+from migrate.kraft.image import AclBinding, MetadataImage, ScramCredential
 from migrate.kraft.logdir import list_snapshots, write_segment
 from migrate.kraft.reader import load_image
 from migrate.kraft.snapshot import write_snapshot
@@ -26,6 +28,7 @@ from migrate.zk.sources import ZkSource, read_source
 from migrate.zk.tree import Stat, ZNode, ZTree
 from migrate.zk.znodes import encode_migration
 from validators.spark import build_session
+from validators.tables import quota_entity_text
 
 REAL = Path(__file__).parent / "fixtures" / "zk-real-kafka-3.5"
 REAL_CHROOT = "/de-4-3-kafka-cluster"
@@ -131,3 +134,79 @@ def discrepancy_rows(spark: SparkSession, out: Path) -> list[dict[str, Any]]:
 def keyed(rows: list[dict[str, Any]], cls: str | None = None) -> set[tuple[str, str, str, str | None]]:
     """(table, key, kind, field) of the rows, optionally of one class only."""
     return {(r["table"], r["key"], r["kind"], r["field"]) for r in rows if cls is None or r["class"] == cls}
+
+
+Keyed = set[tuple[str, str, str, str | None]]
+
+
+def inject_divergences(model: ZkClusterModel, meta: Path) -> Keyed:
+    """Rewrite the newest snapshot of `meta` (migrated from `model`) with one divergence of each kind;
+    returns the (table, key, kind, field) the audit must report for them, as errors."""
+    topics = sorted(model.topics)
+    dropped_topic = next(t for t in topics if t not in model.topic_configs)
+    grown, isr_topic, epoch_topic = [t for t in topics if t != dropped_topic and not t.startswith("__")][:3]
+    config_topic = sorted(model.topic_configs)[0]
+    config_key = sorted(model.topic_configs[config_topic].config)[0]
+    quota_entity_path = sorted(p for p, q in model.client_quotas.items() if q.quotas)[0]
+    quota_key = sorted(model.client_quotas[quota_entity_path].quotas)[0]
+    scram_user, scram_mechanism = next(
+        (str(q.entity["user"]), mechanism)
+        for _path, q in sorted(model.client_quotas.items())
+        for mechanism in sorted(q.scram)
+    )
+    expected: Keyed = set()
+
+    def mutate(image: MetadataImage) -> None:
+        # 1. a missing topic (and so its partitions)
+        gone = image.topics_by_name.pop(dropped_topic)
+        del image.topics_by_id[gone.topic_id]
+        expected.add(("topics", f"topic={dropped_topic}", "missing_in_kraft", None))
+        expected.update(("partitions", f"topic={dropped_topic} partition={p}", "missing_in_kraft", None) for p in gone.partitions)
+        # 2. an extra partition
+        partitions = image.topics_by_name[grown].partitions
+        partitions[99] = dataclasses.replace(partitions[0])
+        expected.add(("partitions", f"topic={grown} partition=99", "missing_in_zk", None))
+        # 3. a changed ISR
+        p = image.topics_by_name[isr_topic].partitions[0]
+        image.topics_by_name[isr_topic].partitions[0] = dataclasses.replace(p, isr=p.isr[:1])
+        assert p.isr[:1] != p.isr
+        expected.add(("partitions", f"topic={isr_topic} partition=0", "mismatch", "isr"))
+        # 4. a changed leader epoch
+        p = image.topics_by_name[epoch_topic].partitions[1]
+        image.topics_by_name[epoch_topic].partitions[1] = dataclasses.replace(p, leader_epoch=p.leader_epoch + 1)
+        expected.add(("partitions", f"topic={epoch_topic} partition=1", "mismatch", "leader_epoch"))
+        # 5. a dropped config
+        del image.configs[(2, config_topic)][config_key]
+        expected.add(("configs", f"resource_type=topic resource_name={config_topic} name={config_key}", "missing_in_kraft", None))
+        # 6. an extra ACL
+        image.acls[uuid.UUID(int=12345)] = AclBinding(2, "payments", 3, "User:mallory", "*", 4, 3)
+        expected.add(
+            ("acls", "resource_type=TOPIC resource_name=payments pattern_type=LITERAL principal=User:mallory host=* "
+             "operation=WRITE permission_type=ALLOW", "missing_in_zk", None)
+        )
+        # 7. a changed quota
+        entity = next(e for e in image.client_quotas if quota_key in image.client_quotas[e] and _matches(e, model, quota_entity_path))
+        image.client_quotas[entity][quota_key] *= 2
+        expected.add(("client_quotas", f"entity={_entity_text(entity)} key={quota_key}", "mismatch", "value"))
+        # 8. a changed SCRAM iteration count
+        mechanism_id = 1 if scram_mechanism == "SCRAM-SHA-256" else 2
+        cred = image.scram[(scram_user, mechanism_id)]
+        image.scram[(scram_user, mechanism_id)] = ScramCredential(cred.salt, cred.stored_key, cred.server_key, cred.iterations + 1)
+        expected.add(("scram", f"user={scram_user} mechanism={scram_mechanism}", "mismatch", "iterations"))
+
+    rewrite_snapshot(meta, mutate)
+    return expected
+
+
+def _entity_text(entity: tuple[tuple[str, str | None], ...]) -> str:
+    return quota_entity_text(list(entity))
+
+
+def _matches(entity: tuple[tuple[str, str | None], ...], model: ZkClusterModel, entity_path: str) -> bool:
+    return dict(entity) == model.client_quotas[entity_path].entity
+
+
+def baseline_expected(model: ZkClusterModel) -> Keyed:
+    """What differs by design between a cluster and its migration: broker registrations, metadata.version."""
+    brokers: Keyed = {("brokers", f"broker_id={b}", "missing_in_kraft", None) for b in model.brokers}
+    return brokers | {("features", "name=metadata.version", "missing_in_zk", None)}
