@@ -654,8 +654,19 @@ class ZkLeadershipClient:
         resent: set[int] = set()
         replies = self._multi(batches, what, resent=resent)
         parsed = [_parse_reply(multi, raw) for multi, raw in zip(multis, replies, strict=True)]
+        ours_moved = False
         for i in sorted(resent):
-            parsed[i] = self._landed_before(parsed[i], what)
+            first = parsed[i]
+            parsed[i] = self._landed_before(first, what)
+            ours_moved |= parsed[i] is not first
+        refused = [i for i in resent if parsed[i].migration_code == BADVERSION]
+        if ours_moved and refused:
+            # Their first copies were processed before ours that moved /migration on: landed or failed on
+            # a request, nobody can tell. Not fencing: the caller must have ZooKeeper reconciled.
+            raise MigrationClientError(
+                f"{what}: the connection was lost with {len(refused)} multi(s) unanswered that ZooKeeper "
+                f"processed before our own {paths.MIGRATION} update; whether they landed is unknown"
+            )
         return parsed
 
     def _landed_before(self, reply: MultiReply, what: str) -> MultiReply:

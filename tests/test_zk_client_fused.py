@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from bridge_harness import ZkReplyCutter, set_data_op_bytes
 from kazoo.client import KazooClient
 
 from bridge import zk_client
@@ -53,6 +54,7 @@ from migrate.kraft.image import (
     ScramCredential,
 )
 from migrate.zk import paths, znodes
+from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
 
 pytestmark = pytest.mark.zookeeper
@@ -591,3 +593,52 @@ def test_a_notification_racing_the_takeover_does_not_land(connect: Any) -> None:
     assert config_changes(session) == {}
     changed = {p for p in after if after[p] != before.get(p)}
     assert changed <= {paths.CONTROLLER, paths.CONTROLLER_EPOCH, paths.MIGRATION, "/"}  # the claim's own
+
+
+# ---------------------------------------------------------------- a reply lost with the connection
+
+
+def test_lost_replies_are_not_taken_for_fencing(
+    zk_server: EmbeddedZooKeeper, zk_client: KazooClient, zk_chroot: str
+) -> None:
+    kafka_cluster(zk_client)
+    for t in range(4):
+        zk_client.create(f"/config/topics/t{t}", b'{"version":1,"config":{}}')
+    cutter = ZkReplyCutter(zk_server.port)
+    session = KazooClient(hosts=cutter.connect_string + zk_chroot)
+    session.start(timeout=15)
+    migration = set_data_op_bytes(f"{zk_chroot}{paths.MIGRATION}")
+    try:
+        client, state = leader(session)
+        # One operation: its multi lands, the answer is lost, the client resends it; the copy is refused
+        # by the version the first one moved on, and /migration holds exactly what it wrote.
+        cutter.arm(containing=migration)
+        state = client.apply_all(
+            [config(TOPIC_RESOURCE, "t0", {"x": "1"})],
+            state,
+            final_state=state.with_kraft_metadata_offset_and_epoch(400, 1),
+        )
+        assert cutter.cuts == 1
+        assert migration_offset(zk_client) == (400, 1, state.migration_zk_version)
+        assert len(config_changes(zk_client)) == 1  # the resent copy wrote nothing
+
+        # A batch: the answers of the multis before the last are lost too, and what became of them cannot
+        # be known (each landed, or failed on a request). No fencing: a ZkBatchError for reconciliation,
+        # with /migration set back to the offset it had and a state that writes on.
+        cutter.arm(containing=migration)
+        ops: list[ZkOperation] = [config(TOPIC_RESOURCE, f"t{t}", {"x": "2"}) for t in range(4)]
+        with pytest.raises(ZkBatchError, match="whether they landed is unknown") as raised:
+            client.apply_all(ops, state, final_state=state.with_kraft_metadata_offset_and_epoch(500, 1))
+        assert cutter.cuts == 2
+        assert migration_offset(zk_client)[:2] == (400, 1)
+        assert len(config_changes(zk_client)) == 5  # they had landed
+        state = client.apply_all(
+            ops,
+            raised.value.state,
+            final_state=raised.value.state.with_kraft_metadata_offset_and_epoch(500, 1),
+        )
+        assert migration_offset(zk_client) == (500, 1, state.migration_zk_version)
+    finally:
+        session.stop()
+        session.close()
+        cutter.close()
