@@ -16,7 +16,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,6 @@ from kio.schema.incremental_alter_configs.v1 import request as config_req
 from kio.static.primitive import f64, i8, i16, i32
 
 from bridge.client import KafkaConnection
-from bridge.metadata_log import MetadataLog
 from bridge.operations import WriteClientQuotas, ZkOperation
 from bridge.zk_client import SCRAM_MECHANISM_NAMES
 from bridge.zk_writer import plan_reconciliation
@@ -64,39 +62,6 @@ def seed_small_cluster(client: KazooClient) -> list[str]:
     cluster = generate(SMALL_CLUSTER, "/")
     load_tree(client, cluster.kafka_tree())
     return sorted(cluster.model.topics)
-
-
-def register_brokers(metadata_dir: Path, node_id: int, broker_ids: range = range(1, SMALL_CLUSTER.brokers + 1)) -> None:
-    """Append unfenced RegisterBrokerRecords for ZK brokers (bridge stopped), as their BrokerRegistration would.
-
-    A migrated log holds no broker registrations (Kafka's ZK brokers register through BrokerRegistration
-    and heartbeats, which the bridge does not serve yet), so CreateTopics has nowhere to place replicas.
-    """
-    metadata_log = MetadataLog.open(metadata_dir, node_id=node_id)
-    try:
-        version = metadata_log.image.metadata_version.register_broker_record_version()
-        records = [
-            (
-                rec.RegisterBrokerRecord(
-                    broker_id=b,
-                    is_migrating_zk_broker=True,
-                    incarnation_id=uuid.UUID(int=b),
-                    broker_epoch=100 + b,
-                    end_points=[
-                        rec.RegisterBrokerRecord.BrokerEndpoint(
-                            name="PLAINTEXT", host=f"kafka-{b}", port=9092, security_protocol=0
-                        )
-                    ],
-                    rack=None,
-                    fenced=False,
-                ),
-                version,
-            )
-            for b in broker_ids
-        ]
-        metadata_log.append(records).durable.result(30)
-    finally:
-        metadata_log.close()
 
 
 # ---------------------------------------------------------------------------------------------- the process
@@ -228,15 +193,9 @@ class BridgeProcess:
 
 
 def bring_up(bridge: BridgeProcess, clients: int) -> None:
-    """Start to DUAL_WRITE and create each client's config topic (registering brokers first if needed)."""
+    """Start to DUAL_WRITE and create each client's config topic (replicas go to the ZK brokers)."""
     bridge.start().wait_for_state("DUAL_WRITE")
-    if prepare_entities(bridge.listen_port, clients):
-        return
-    # No registered brokers to place replicas on: give the log the registrations the brokers would make.
-    assert bridge.terminate() == 0, bridge.log_tail()
-    register_brokers(bridge.metadata_dir, bridge.node_id)
-    bridge.start().wait_for_state("DUAL_WRITE")
-    assert prepare_entities(bridge.listen_port, clients), "CreateTopics still finds no usable broker"
+    prepare_entities(bridge.listen_port, clients)
 
 
 @contextlib.contextmanager
@@ -455,21 +414,17 @@ class ChangeStream:
                     await connection.close()
 
 
-def prepare_entities(port: int, clients: int) -> bool:
-    """Create each client's config topic through the bridge; False when no broker can hold a replica."""
+def prepare_entities(port: int, clients: int) -> None:
+    """Create each client's config topic through the bridge."""
 
-    async def run() -> bool:
+    async def run() -> None:
         async with await KafkaConnection.open("127.0.0.1", port, timeout=10.0) as connection:
             for index in range(clients):
                 change = Change("topic", topic_of_client(index), 0, index)
                 response = await connection.send(build_request(change), timeout=CLIENT_TIMEOUT_S)
-                codes = response_codes(response)
-                if codes == [int(ErrorCode.invalid_replication_factor)]:
-                    return False
-                assert codes in ([0], [int(ErrorCode.topic_already_exists)]), response
-        return True
+                assert response_codes(response) in ([0], [int(ErrorCode.topic_already_exists)]), response
 
-    return asyncio.run(run())
+    asyncio.run(run())
 
 
 # ---------------------------------------------------------------------------------------------- verification
