@@ -4,8 +4,9 @@
 run the same thing on a background thread. Requests are handled one at a time on the event loop against
 the log's image (Kafka's controller event thread); a handler's records are appended as one batch, the
 ZooKeeper operations they need are planned at once from a slice of the image before and after, and a
-single writer thread applies them in log order once the batch is durable. The response goes out after
-ZooKeeper has the change, so a ZooKeeper-mode broker reading after the answer sees it.
+single writer thread applies them in log order once the batch is durable, merging the batches queued
+meanwhile into one pipelined ZooKeeper write. The response goes out after ZooKeeper has the change, so a
+ZooKeeper-mode broker reading after the answer sees it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +42,7 @@ from bridge.image_slice import cut, touched_keys
 from bridge.listener import KafkaListener, RequestContext
 from bridge.metadata_log import LOCK_FILE
 from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
+from bridge.operations import ZkOperation
 from bridge.protocol import (
     ANONYMOUS,
     KafkaPrincipal,
@@ -181,7 +184,8 @@ class BridgeController:
         self.watcher: ForeignWriteWatcher | None = None
         self.foreign_batches_handled = 0
         self._zk_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zk-writer")
-        self._queued_zk_writes = 0
+        # Committed batches waiting for ZooKeeper, in log order; the writer thread takes them all at once.
+        self._queued_writes: list[_QueuedWrite] = []
         self._queue_lock = threading.Lock()
         # Foreign-write judging needs ZooKeeper and the image to agree on our part: it waits until no dual
         # write is in flight (appended, not yet in ZooKeeper) and holds new appends back (`_judging`).
@@ -728,13 +732,20 @@ class BridgeController:
                 self._inflight += 1
         finally:
             self._gate.release()
-        ops = plan_delta(before, after)
         self.metrics.set_offsets(log_end_offset=appended.last_offset)
+        try:
+            ops = plan_delta(before, after)
+        except BaseException as exc:
+            # Committed, but ZooKeeper cannot be told the delta: a reconciliation repairs it.
+            self._zk_write_failed(f"planning the dual write of offset {appended.last_offset} failed: {exc}")
+            self._write_done()
+            raise
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Queued in log order: appends and this queue only move on the event loop, with no await between.
         with self._queue_lock:
-            self._queued_zk_writes += 1
-        epoch = metadata_log.leader_epoch
-        future = self._zk_executor.submit(self._write_through, appended, ops, epoch)
-        await asyncio.wrap_future(future)
+            self._queued_writes.append(_QueuedWrite(appended, ops, metadata_log.leader_epoch, done))
+        self._zk_executor.submit(self._drain_writes)
+        await done
         return int(appended.last_offset)
 
     async def _enter_append(self) -> None:
@@ -756,27 +767,68 @@ class BridgeController:
         with watcher.own_writes(), self._gate:  # the watcher holds own_writes for the whole judgment
             self._judging = False
 
-    def _write_through(self, appended: Any, ops: list[Any], epoch: int) -> None:
-        """Writer thread: wait for the batch to be durable, then apply its ZooKeeper operations in order."""
-        assert self.driver is not None
+    def _drain_writes(self) -> None:
+        """Writer thread: write every queued batch to ZooKeeper in one pipelined `apply_ops`, then answer them.
+
+        An empty queue means an earlier drain took this job's batch. The log fsyncs in order, so once the
+        last batch is durable so are those before it; each answer goes out only after ZooKeeper has the change.
+        """
+        with self._queue_lock:
+            batch, self._queued_writes = self._queued_writes, []
+        if not batch:
+            return
+        errors: list[BaseException | None] = [None] * len(batch)
         try:
-            with self._queue_lock:
-                self._queued_zk_writes -= 1
-            appended.durable.result()
-            self.metrics.set_offsets(durable_offset=appended.last_offset)
-            # Another batch right behind this one will record a later offset in /migration anyway; while
-            # ZooKeeper misses an earlier change, no offset is recorded until the repair.
-            record_offset = self._queued_zk_writes == 0 and self.zk_out_of_sync is None
-            try:
-                self.driver.apply_ops(ops, appended.last_offset, epoch, "delta", record_offset=record_offset)
-            except FencedOut:
-                raise
-            except (Zk2KraftError, KazooException) as exc:
-                # The change is committed (the client is answered so); ZooKeeper gets it by reconciliation.
-                self._zk_write_failed(f"dual write of offset {appended.last_offset} failed: {exc}")
-            self.metrics.set_offsets(zk_offset=self.driver.leadership.kraft_metadata_offset)
+            self._write_batch(batch, errors)
+        except BaseException as exc:  # a defect: answer every request with it rather than leave them hanging
+            log.exception("dual write of %d batch(es) failed unexpectedly", len(batch))
+            errors = [exc] * len(batch)
         finally:
-            self._write_done()
+            for _ in batch:
+                self._write_done()
+            self._answer_writes(batch, errors)
+
+    def _write_batch(self, batch: list[_QueuedWrite], errors: list[BaseException | None]) -> None:
+        """Writer thread: apply the durable batches' operations in log order; failures go into `errors`."""
+        assert self.driver is not None
+        durable = _durable_count(batch, errors)
+        if durable == 0:
+            return
+        written = batch[:durable]
+        last = written[-1]
+        last_offset = last.appended.last_offset
+        self.metrics.set_offsets(durable_offset=last_offset)
+        ops = [op for item in written for op in item.ops]
+        try:
+            # While ZooKeeper misses an earlier change, no offset is recorded until the repair.
+            self.driver.apply_ops(
+                ops, last_offset, last.epoch, "delta", record_offset=self.zk_out_of_sync is None
+            )
+        except FencedOut as exc:
+            errors[:durable] = [exc] * durable
+        except (Zk2KraftError, KazooException) as exc:
+            # The changes are committed (the clients are answered so); ZooKeeper gets them by reconciliation.
+            first = written[0].appended.base_offset
+            self._zk_write_failed(f"dual write of offsets {first}..{last_offset} failed: {exc}")
+        self.metrics.set_offsets(zk_offset=self.driver.leadership.kraft_metadata_offset)
+
+    def _answer_writes(self, batch: list[_QueuedWrite], errors: list[BaseException | None]) -> None:
+        """Writer thread: resolve the batch's waiters on the event loop, in one hand-off."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+
+        def resolve() -> None:
+            for item, error in zip(batch, errors, strict=True):
+                if item.done.done():  # its request was cancelled
+                    continue
+                if error is None:
+                    item.done.set_result(None)
+                else:
+                    item.done.set_exception(error)
+
+        with contextlib.suppress(RuntimeError):  # the loop is closing
+            loop.call_soon_threadsafe(resolve)
 
     def _zk_write_failed(self, reason: str) -> None:
         """Writer thread: note that ZooKeeper misses a committed change and have it repaired."""
@@ -952,6 +1004,36 @@ class BridgeController:
         finally:
             self.foreign_batches_handled += 1
             self._notify()
+
+
+@dataclass(slots=True)
+class _QueuedWrite:
+    """A committed batch waiting for ZooKeeper: its append, its operations, its epoch and its waiter."""
+
+    appended: Any
+    ops: list[ZkOperation]
+    epoch: int
+    done: asyncio.Future[None]
+
+
+def _durable_count(batch: list[_QueuedWrite], errors: list[BaseException | None]) -> int:
+    """How many batches (from the first) are durable; the others' errors go into `errors`.
+
+    The log fsyncs in order and a failed write fails every append behind it, so the durable ones are a prefix.
+    """
+    try:
+        batch[-1].appended.durable.result()
+        return len(batch)
+    except Exception:
+        pass
+    count = 0
+    for i, item in enumerate(batch):
+        error = item.appended.durable.exception()
+        if error is not None:
+            errors[i] = error
+        elif count == i:
+            count += 1
+    return count
 
 
 class _Stopped(Exception):

@@ -28,7 +28,7 @@ from bridge.leadership import (
     MigrationLeadershipState,
 )
 from bridge.operations import ZkOperation
-from bridge.zk_client import ZkMigrationClient
+from bridge.zk_client import ZkBatchError, ZkMigrationClient
 from bridge.zk_writer import count_op_types, describe, format_op_counts, plan_reconciliation
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
@@ -414,29 +414,30 @@ class MigrationDriver:
     def apply_ops(
         self, ops: Sequence[ZkOperation], offset: int, epoch: int, kind: str, *, record_offset: bool = True
     ) -> None:
-        """Apply `ops` in order, then record `offset`/`epoch` in `/migration` (Kafka's §7.4 steps 2-3).
+        """Apply `ops` in order, pipelined, recording `offset`/`epoch` in `/migration` with the last (§7.4).
 
-        Runs on the ZooKeeper writer thread. `record_offset=False` leaves `/migration`'s offset to a write
-        queued right behind (saving a round trip). A lost fence marks the driver fenced and raises FencedOut.
+        Runs on the ZooKeeper writer thread. `record_offset=False` leaves `/migration`'s offset as it is. A
+        lost fence marks the driver fenced and raises FencedOut; a batch that did not land whole raises
+        ZkBatchError (the driver keeps `/migration`'s version as the batch left it).
         """
         if self.fenced_reason is not None:
             raise FencedOut(f"not writing to ZooKeeper: {self.fenced_reason}")
         started = time.monotonic()
         try:
-            # Each op's last multi bumps /migration: keep every new version, even if a later op fails.
-            for op in ops:
-                self.leadership = self.zk.apply(op, self.leadership)
             state = self.leadership
+            final = state
             if record_offset and (offset > state.kraft_metadata_offset or ops):
-                self.leadership = self.zk.set_migration_state(
-                    state.with_kraft_metadata_offset_and_epoch(offset, epoch)
-                )
+                final = state.with_kraft_metadata_offset_and_epoch(offset, epoch)
+            self.leadership = self.zk.apply_all(ops, state, final_state=final)
         except (FencedError, ControllerMovedError) as exc:
             self.fenced_reason = str(exc)
             log.error("event=fenced reason=%r", str(exc), extra={"event": "fenced"})
             if self.on_fenced is not None:
                 self.on_fenced(str(exc))
             raise FencedOut(str(exc)) from exc
+        except ZkBatchError as exc:
+            self.leadership = exc.state  # /migration's version as the failed batch left it
+            raise
         except (Zk2KraftError, KazooException):
             self._resync_migration_version()
             raise
