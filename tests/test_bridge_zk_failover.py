@@ -26,7 +26,7 @@ from bridge_harness import (
 )
 from kazoo.client import KazooClient
 
-from bridge.leadership import CreateRequest, FencedError
+from bridge.leadership import CreateRequest
 from bridge.zk_client import ZkMigrationClient
 from migrate.zk import paths, znodes
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
@@ -37,14 +37,6 @@ pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 NODE_ID = 3000
 CLIENTS = 4
 SESSION_TIMEOUT_MS = 3000  # the server's maxSessionTimeout: the bridge asks for 18 s and gets this
-# Each test hitting this defect ends as an expected failure, recognised by its signature only (FencedError,
-# or exit code 3, with no other controller anywhere); once it is fixed they simply pass.
-LOST_REPLY_DEFECT = (
-    "bridge.leadership._multi resends a multi whose reply a connection loss swallowed; when the multi had "
-    "landed, its own SetData /migration now fails BADVERSION and the controller takes itself for fenced "
-    "(FencedError 'another KRaft controller ... was not applied' although the write was applied)"
-)
-EXIT_FENCED = 3
 SEED = int(os.environ.get("ZK2KRAFT_FAULT_SEED", "0")) or random.SystemRandom().randrange(1, 2**31)
 
 
@@ -97,11 +89,6 @@ def survive(
         while stream.acknowledged_count() < acked + 20 and time.monotonic() < deadline and bridge.running:
             time.sleep(0.05)
         assert bridge.running, f"bridge exited (code {bridge.returncode}) after {events}\n{bridge.log_tail()}"
-    except AssertionError:
-        if bridge.wait_exit(2.0) == EXIT_FENCED:
-            stream.stop()
-            pytest.xfail(f"{LOST_REPLY_DEFECT} (seed {SEED}, after {events})")
-        raise
     finally:
         outcomes = stream.stop()
     context = f"seed {SEED}; {events}; {outcomes.summary()}"
@@ -182,12 +169,8 @@ def test_a_fenced_write_whose_reply_was_lost_is_not_taken_for_fencing(zk: Embedd
         state = zk_client.set_migration_state(state, -1)
         cutter.arm(containing=set_data_op_bytes("/lost-reply/migration"))
         # The multi lands, its answer is lost with the connection; the client resends it once reconnected.
-        try:
-            outcome = zk_client.fenced_write([CreateRequest("/lost-reply-marker", b"1")], state)
-        except FencedError:
-            # Nobody else writes here: the resent copy found /migration moved on by the first one.
-            assert cutter.cuts == 1 and client.exists("/lost-reply-marker") is not None
-            pytest.xfail(LOST_REPLY_DEFECT)
+        # Before bba9526 the resent copy found /migration moved on by the first one and raised FencedError.
+        outcome = zk_client.fenced_write([CreateRequest("/lost-reply-marker", b"1")], state)
         assert cutter.cuts == 1
         assert client.exists("/lost-reply-marker") is not None
         assert [r.ok for r in outcome.results] == [True]
