@@ -878,7 +878,8 @@ class ForeignWriteWatcher:
         self._queue.put(item)
 
     def _on_event(self, event: WatchedEvent) -> None:
-        if not self._stopped.is_set():
+        # Session events (expiry, closing) carry no path; the state listener rescans after reconnection.
+        if event.path is not None and not self._stopped.is_set():
             self._put(("event", str(event.type), event.path))
 
     def _on_state(self, state: str) -> None:
