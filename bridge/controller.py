@@ -187,12 +187,14 @@ class BridgeController:
         # Committed batches waiting for ZooKeeper, in log order; the writer thread takes them all at once.
         self._queued_writes: list[_QueuedWrite] = []
         self._queue_lock = threading.Lock()
+        self._drain_scheduled = False  # a drain job is queued that has not taken the queue yet
         # Foreign-write judging needs ZooKeeper and the image to agree on our part: it waits until no dual
         # write is in flight (appended, not yet in ZooKeeper) and holds new appends back (`_judging`).
         self._inflight = 0
         self._inflight_cond = threading.Condition()
         self._gate = threading.Lock()
         self._judging = False
+        self._judgment_over: asyncio.Future[None] | None = None  # one waiter for every held-back append
         self._log_closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
         # Set when a dual write failed for another reason than fencing: ZooKeeper misses a committed change
@@ -740,13 +742,21 @@ class BridgeController:
             self._zk_write_failed(f"planning the dual write of offset {appended.last_offset} failed: {exc}")
             self._write_done()
             raise
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Queued in log order: appends and this queue only move on the event loop, with no await between.
-        with self._queue_lock:
-            self._queued_writes.append(_QueuedWrite(appended, ops, metadata_log.leader_epoch, done))
-        self._zk_executor.submit(self._drain_writes)
-        await done
+        await self._queue_write(_QueuedWrite(appended, ops, metadata_log.leader_epoch, self._new_future()))
         return int(appended.last_offset)
+
+    def _new_future(self) -> asyncio.Future[None]:
+        return asyncio.get_running_loop().create_future()
+
+    async def _queue_write(self, item: _QueuedWrite) -> None:
+        """Queue `item` for the writer thread (one drain job for all queued meanwhile); wait for its answer."""
+        with self._queue_lock:
+            self._queued_writes.append(item)
+            schedule, self._drain_scheduled = not self._drain_scheduled, True
+        if schedule:
+            self._zk_executor.submit(self._drain_writes)
+        await item.done
 
     async def _enter_append(self) -> None:
         """Take `_gate` for an append (released by the caller), first waiting out a foreign-write judgment."""
@@ -755,7 +765,12 @@ class BridgeController:
             if not self._judging:
                 return
             self._gate.release()
-            await asyncio.get_running_loop().run_in_executor(None, self._await_judgment)
+            over = self._judgment_over
+            if over is None or over.done():
+                over = self._judgment_over = asyncio.ensure_future(
+                    asyncio.get_running_loop().run_in_executor(None, self._await_judgment)
+                )
+            await asyncio.shield(over)  # shared: a cancelled request must not cancel the others' wait
 
     def _await_judgment(self) -> None:
         """Worker thread: wait until the watcher finished judging, then let appends go on."""
@@ -775,6 +790,7 @@ class BridgeController:
         """
         with self._queue_lock:
             batch, self._queued_writes = self._queued_writes, []
+            self._drain_scheduled = False
         if not batch:
             return
         errors: list[BaseException | None] = [None] * len(batch)
@@ -790,27 +806,34 @@ class BridgeController:
 
     def _write_batch(self, batch: list[_QueuedWrite], errors: list[BaseException | None]) -> None:
         """Writer thread: apply the durable batches' operations in log order; failures go into `errors`."""
-        assert self.driver is not None
+        driver = self.driver
+        assert driver is not None
         durable = _durable_count(batch, errors)
         if durable == 0:
             return
         written = batch[:durable]
-        last = written[-1]
-        last_offset = last.appended.last_offset
-        self.metrics.set_offsets(durable_offset=last_offset)
+        commits = [item.appended for item in written if item.appended is not None]
         ops = [op for item in written for op in item.ops]
+        state = driver.leadership
+        # A batch of reverts only leaves the offset; while ZooKeeper misses an earlier change, no offset is
+        # recorded until the repair.
+        record_offset = bool(commits) and self.zk_out_of_sync is None
+        offset, epoch = state.kraft_metadata_offset, state.kraft_metadata_epoch
+        if commits:
+            offset, epoch = commits[-1].last_offset, written[-1].epoch
+            self.metrics.set_offsets(durable_offset=offset)
         try:
-            # While ZooKeeper misses an earlier change, no offset is recorded until the repair.
-            self.driver.apply_ops(
-                ops, last_offset, last.epoch, "delta", record_offset=self.zk_out_of_sync is None
-            )
+            driver.apply_ops(ops, offset, epoch, "delta", record_offset=record_offset)
         except FencedOut as exc:
             errors[:durable] = [exc] * durable
         except (Zk2KraftError, KazooException) as exc:
-            # The changes are committed (the clients are answered so); ZooKeeper gets them by reconciliation.
-            first = written[0].appended.base_offset
-            self._zk_write_failed(f"dual write of offsets {first}..{last_offset} failed: {exc}")
-        self.metrics.set_offsets(zk_offset=self.driver.leadership.kraft_metadata_offset)
+            # Committed changes are answered as such; ZooKeeper gets them (and the reverts) by reconciliation.
+            what = f"offsets {commits[0].base_offset}..{offset}" if commits else "foreign-write reverts"
+            self._zk_write_failed(f"dual write of {what} failed: {exc}")
+            for i, item in enumerate(written):
+                if item.appended is None:
+                    errors[i] = exc
+        self.metrics.set_offsets(zk_offset=driver.leadership.kraft_metadata_offset)
 
     def _answer_writes(self, batch: list[_QueuedWrite], errors: list[BaseException | None]) -> None:
         """Writer thread: resolve the batch's waiters on the event loop, in one hand-off."""
@@ -981,25 +1004,14 @@ class BridgeController:
             # Planned on the event loop against the current image: it is what ZooKeeper must say.
             ops = batch.revert_operations(self.log.image)
             if ops:
-                driver = self.driver
                 with self._inflight_cond:
                     self._inflight += 1
-
-                def write() -> None:
-                    try:
-                        state = driver.leadership
-                        driver.apply_ops(
-                            ops, state.kraft_metadata_offset, state.kraft_metadata_epoch, "delta",
-                            record_offset=False,
-                        )  # fmt: skip
-                    finally:
-                        self._write_done()
-
-                await asyncio.wrap_future(self._zk_executor.submit(write))
+                # In the dual writes' queue: after every change appended before it, before any after it.
+                await self._queue_write(_QueuedWrite(None, ops, self.log.leader_epoch, self._new_future()))
                 log.info(
                     "event=foreign_revert ops=%d paths=%s", len(ops), ",".join(w.path for w in batch.writes)
                 )
-        except (FencedOut, Zk2KraftError) as exc:
+        except (FencedOut, Zk2KraftError, KazooException) as exc:
             log.error("foreign ZooKeeper writes not reverted: %s", exc)
         finally:
             self.foreign_batches_handled += 1
@@ -1008,9 +1020,12 @@ class BridgeController:
 
 @dataclass(slots=True)
 class _QueuedWrite:
-    """A committed batch waiting for ZooKeeper: its append, its operations, its epoch and its waiter."""
+    """A committed batch waiting for ZooKeeper: its append, its operations, its epoch and its waiter.
 
-    appended: Any
+    `appended` is None for a revert of foreign writes (operations only, nothing in the log).
+    """
+
+    appended: Any | None
     ops: list[ZkOperation]
     epoch: int
     done: asyncio.Future[None]
@@ -1021,18 +1036,22 @@ def _durable_count(batch: list[_QueuedWrite], errors: list[BaseException | None]
 
     The log fsyncs in order and a failed write fails every append behind it, so the durable ones are a prefix.
     """
+    last = next((item.appended for item in reversed(batch) if item.appended is not None), None)
     try:
-        batch[-1].appended.durable.result()
+        if last is not None:
+            last.durable.result()
         return len(batch)
     except Exception:
         pass
     count = 0
+    first: BaseException | None = None
     for i, item in enumerate(batch):
-        error = item.appended.durable.exception()
-        if error is not None:
-            errors[i] = error
-        elif count == i:
+        error = item.appended.durable.exception() if item.appended is not None else None
+        first = first or error
+        if first is None:
             count += 1
+        else:  # not written: a revert behind a lost append waits for the repair too
+            errors[i] = error or first
     return count
 
 
