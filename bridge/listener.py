@@ -2,7 +2,9 @@
 
 Per connection, requests are handled one at a time and answered in order (Kafka mutes a channel while its
 request is in flight). A connection that sends an oversized, malformed or unsupported request is logged
-and closed; other connections are not affected.
+and closed; other connections are not affected. Optionally TLS (an ssl.SSLContext; a client certificate
+makes the principal `User:<subject DN>`) and SASL (bridge.shim.security.SaslConfig: the connection must
+authenticate before any request reaches a handler; the principal is the SASL user).
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ import asyncio
 import contextlib
 import logging
 import re
+import ssl
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
@@ -38,6 +41,9 @@ from bridge.protocol import (
 )
 from migrate.errors import Zk2KraftError
 
+if TYPE_CHECKING:
+    from bridge.shim.security import SaslConfig
+
 log = logging.getLogger(__name__)
 
 # Kafka's connections.max.idle.ms default.
@@ -55,7 +61,7 @@ class RequestContext:
     correlation_id: int
     api_key: int
     api_version: int
-    # Filled by authentication once SASL/TLS exist; PLAINTEXT connections are ANONYMOUS, as in Kafka.
+    # Who authenticated the connection (SASL user, TLS client certificate DN); ANONYMOUS on PLAINTEXT.
     principal: KafkaPrincipal = ANONYMOUS
 
     @property
@@ -91,12 +97,27 @@ class KafkaListener:
         features: Callable[[], ApiVersionsFeatures] | None = None,
         idle_timeout: float = IDLE_TIMEOUT_SECONDS,
         backlog: int = 1024,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslConfig | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.handlers = dict(handlers or {})
         if API_VERSIONS_KEY in self.handlers:
             raise Zk2KraftError("ApiVersions (api key 18) is answered by the listener; register no handler")
+        self.ssl_context = ssl_context
+        self.sasl = sasl
+        if sasl is not None:
+            # The SASL apis are the listener's own: served before authentication, refused after it.
+            sasl_handlers = sasl.handlers()
+            taken = sorted(set(sasl_handlers) & set(self.handlers))
+            if taken:
+                raise Zk2KraftError(
+                    f"api keys {taken} are answered by the listener's SASL layer; register no handler"
+                )
+            self.handlers.update(sasl_handlers)
+            if supported is not None:
+                supported = {**supported, **sasl.supported()}
         self.supported = _checked_ranges(self.handlers, supported)
         self.max_request_bytes = max_request_bytes
         self.features = features
@@ -109,9 +130,17 @@ class KafkaListener:
 
     async def start(self) -> int:
         """Start listening; returns the bound port (useful with port 0)."""
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, backlog=self.backlog)
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, backlog=self.backlog, ssl=self.ssl_context
+        )
         self.port = int(self._server.sockets[0].getsockname()[1])
-        log.info("Kafka listener on %s:%d (apis %s)", self.host, self.port, sorted(self.supported))
+        log.info(
+            "Kafka listener on %s:%d (%s, apis %s)",
+            self.host,
+            self.port,
+            self.security_protocol,
+            sorted(self.supported),
+        )
         return self.port
 
     async def stop(self) -> None:
@@ -140,6 +169,12 @@ class KafkaListener:
     def open_connections(self) -> int:
         return len(self._connections)
 
+    @property
+    def security_protocol(self) -> str:
+        """Kafka's name of what this listener speaks: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+        transport = "SSL" if self.ssl_context is not None else "PLAINTEXT"
+        return transport if self.sasl is None else f"SASL_{transport}"
+
     # ------------------------------------------------------------ connections
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -149,12 +184,18 @@ class KafkaListener:
         peer = _peer(writer)
         source = f"connection from {_peer_text(peer)}"
         try:
+            principal = _tls_principal(writer)
+            if self.sasl is not None:
+                authenticated = await self._authenticate(reader, writer, source, self.sasl)
+                if authenticated is None:
+                    return
+                principal = authenticated
             while True:
                 async with asyncio.timeout(self.idle_timeout):
                     payload = await read_frame(reader, self.max_request_bytes, source)
                 if payload is None:
                     break
-                response = await self._answer(peer, payload, source)
+                response = await self._answer(peer, payload, source, principal)
                 if response is not None:
                     writer.write(frame(response))
                     await writer.drain()
@@ -176,7 +217,32 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, peer: tuple[str, int], payload: bytes, source: str) -> bytes | None:
+    async def _authenticate(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, source: str, sasl: SaslConfig
+    ) -> KafkaPrincipal | None:
+        """Run the SASL exchange; the authenticated principal, or None once the connection must close."""
+        authenticator = sasl.authenticator(self._api_versions, self.supported, source)
+        # sasl.server.max.receive.size bounds every frame until authentication completes.
+        limit = min(self.max_request_bytes, sasl.max_receive_size)
+        while True:
+            async with asyncio.timeout(self.idle_timeout):
+                payload = await read_frame(reader, limit, source)
+            if payload is None:
+                return None
+            step = authenticator.receive(payload)
+            if step.response is not None:
+                writer.write(frame(step.response))
+                await writer.drain()
+            if step.close:
+                log.info("closing %s: %s", source, step.reason)
+                return None
+            if step.principal is not None:
+                log.debug("%s authenticated as %s", source, step.principal)
+                return step.principal
+
+    async def _answer(
+        self, peer: tuple[str, int], payload: bytes, source: str, principal: KafkaPrincipal = ANONYMOUS
+    ) -> bytes | None:
         request = decode_request(payload, source, self.supported)
         if request.api_key == API_VERSIONS_KEY:
             return encode_response(request.correlation_id, self._api_versions(request))
@@ -186,6 +252,7 @@ class KafkaListener:
             correlation_id=request.correlation_id,
             api_key=request.api_key,
             api_version=request.api_version,
+            principal=principal,
         )
         response = await self.handlers[request.api_key](context, request.body)
         if response is None:
@@ -273,6 +340,16 @@ def _checked_ranges(
     if extra:
         raise Zk2KraftError(f"version ranges given for api keys without a handler: {sorted(extra)}")
     return ranges
+
+
+def _tls_principal(writer: asyncio.StreamWriter) -> KafkaPrincipal:
+    ssl_object = writer.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return ANONYMOUS
+    # Imported here: bridge.shim builds on this module.
+    from bridge.shim.security_tls import ssl_principal
+
+    return ssl_principal(ssl_object)
 
 
 def _peer(writer: asyncio.StreamWriter) -> tuple[str, int]:
