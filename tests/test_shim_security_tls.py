@@ -1,0 +1,224 @@
+"""TLS on the Kafka listener (SSL and SASL_SSL) over real sockets, with throwaway certificates from openssl.
+
+The principal of a client certificate is `User:<subject DN>` in Java's RFC 2253 form; clients without one
+are ANONYMOUS (ssl.client.auth=requested) or refused (required).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from kio.schema.metadata.v12 import MetadataRequest
+from test_shim_security import PASSWORDS, Cluster, lookup
+
+from bridge.client import ConnectionClosedError, KafkaConnection
+from bridge.listener import KafkaListener, ListenerThread
+from bridge.protocol import ANONYMOUS, KafkaPrincipal
+from bridge.shim.security import SaslConfig
+from bridge.shim.security_tls import server_ssl_context, subject_name
+from migrate.errors import Zk2KraftError
+
+HOST = "127.0.0.1"
+TIMEOUT = 20.0
+ALICE_DN = "CN=alice,OU=eng,O=zk2kraft,C=US"
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+
+
+@dataclass(frozen=True)
+class Pki:
+    directory: Path
+
+    def path(self, name: str) -> Path:
+        return self.directory / name
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def issue(pki: Path, name: str, subject: str, *extra: str, extensions: str = "") -> None:
+    """A P-256 key and a certificate for `subject`, signed by the test CA."""
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
+            "-out", f"{name}.csr", "-subj", subject, *extra, cwd=pki)  # fmt: skip
+    args = ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.crt", "-days", "2"]  # fmt: skip
+    if extensions:
+        (pki / f"{name}.ext").write_text(extensions)
+        args += ["-extfile", f"{name}.ext"]
+    openssl(*args, cwd=pki)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    directory = tmp_path_factory.mktemp("pki")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=zk2kraft test CA", "-days", "2",
+            cwd=directory)  # fmt: skip
+    issue(directory, "server", "/CN=localhost", extensions="subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    issue(directory, "alice", "/C=US/O=zk2kraft/OU=eng/CN=alice")
+    issue(directory, "bob", "/CN=bob, jr\\+x/emailAddress=bob@example.com")
+    issue(directory, "multi", "/DC=org/DC=example/CN=svc+UID=42/O=a;b", "-multivalue-rdn")
+    issue(directory, "unicode", "/CN=Zoë ", "-utf8")
+    return Pki(directory)
+
+
+def context(pki: Pki, client_auth: Any) -> ssl.SSLContext:
+    return server_ssl_context(
+        pki.path("server.crt"), pki.path("server.key"), cafile=pki.path("ca.crt"), client_auth=client_auth
+    )
+
+
+def client_context(pki: Pki, cert: str | None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki.path("ca.crt")))
+    if cert is not None:
+        ctx.load_cert_chain(str(pki.path(f"{cert}.crt")), str(pki.path(f"{cert}.key")))
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def required(pki: Pki) -> Iterator[Cluster]:
+    yield from serve(KafkaListener(HOST, 0, handlers={}, ssl_context=context(pki, "required")))
+
+
+@pytest.fixture(scope="module")
+def requested(pki: Pki) -> Iterator[Cluster]:
+    yield from serve(KafkaListener(HOST, 0, handlers={}, ssl_context=context(pki, "requested")))
+
+
+def serve(listener: KafkaListener) -> Iterator[Cluster]:
+    cluster = Cluster()
+    listener.handlers[3] = cluster.metadata
+    listener.supported[3] = (0, 12)
+    with ListenerThread(listener) as port:
+        cluster.port = port
+        yield cluster
+
+
+METADATA = MetadataRequest(
+    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+)
+
+
+def metadata_over_tls(port: int, ctx: ssl.SSLContext) -> None:
+    async def scenario() -> None:
+        reader, writer = await asyncio.open_connection(HOST, port, ssl=ctx, server_hostname="localhost")
+        async with KafkaConnection(reader, writer, f"{HOST}:{port}", client_id="tls-tests") as connection:
+            await connection.send(METADATA, timeout=TIMEOUT)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("cert", "principal"),
+    [
+        ("alice", ALICE_DN),
+        # emailAddress is no RFC 2253 keyword: its OID and DER value in hex; ',' and '+' are escaped.
+        ("bob", "1.2.840.113549.1.9.1=#16" + "0f" + b"bob@example.com".hex() + ",CN=bob\\, jr\\+x"),
+        ("multi", "O=a\\;b,CN=svc+UID=42,DC=example,DC=org"),
+        ("unicode", "CN=Zoë\\ "),
+    ],
+)
+def test_client_certificate_principal_is_the_subject_dn(
+    required: Cluster, pki: Pki, cert: str, principal: str
+) -> None:
+    metadata_over_tls(required.port, client_context(pki, cert))
+    assert required.principals[-1] == KafkaPrincipal("User", principal)
+
+
+def test_requested_client_auth_lets_certificate_less_clients_in_as_anonymous(
+    requested: Cluster, pki: Pki
+) -> None:
+    metadata_over_tls(requested.port, client_context(pki, None))
+    assert requested.principals[-1] == ANONYMOUS
+    metadata_over_tls(requested.port, client_context(pki, "alice"))
+    assert requested.principals[-1] == KafkaPrincipal("User", ALICE_DN)
+
+
+def test_required_client_auth_refuses_clients_without_a_certificate(required: Cluster, pki: Pki) -> None:
+    before = len(required.principals)
+    with pytest.raises((ConnectionClosedError, ssl.SSLError, ConnectionError)):
+        metadata_over_tls(required.port, client_context(pki, None))
+    assert len(required.principals) == before
+    metadata_over_tls(required.port, client_context(pki, "alice"))  # others are still served
+
+
+def test_plaintext_client_on_a_tls_listener_is_dropped(requested: Cluster, pki: Pki) -> None:
+    before = len(requested.principals)
+
+    async def scenario() -> None:
+        connection = await KafkaConnection.open(HOST, requested.port, timeout=TIMEOUT)
+        async with connection:
+            await connection.send(METADATA, timeout=TIMEOUT)
+
+    with pytest.raises((ConnectionClosedError, Zk2KraftError)):
+        asyncio.run(scenario())
+    assert len(requested.principals) == before
+    metadata_over_tls(requested.port, client_context(pki, None))
+
+
+def test_librdkafka_over_ssl_with_a_client_certificate(required: Cluster, pki: Pki) -> None:
+    client = AdminClient({
+        "bootstrap.servers": f"localhost:{required.port}",
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki.path("ca.crt")),
+        "ssl.certificate.location": str(pki.path("alice.crt")),
+        "ssl.key.location": str(pki.path("alice.key")),
+    })  # fmt: skip
+    before = len(required.principals)
+    client.list_topics(timeout=TIMEOUT)
+    assert set(required.principals[before:]) == {KafkaPrincipal("User", ALICE_DN)}
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl(pki: Pki) -> Iterator[Cluster]:
+    sasl = SaslConfig(mechanisms=("SCRAM-SHA-512", "PLAIN"), plain_users=PASSWORDS, scram_credentials=lookup)
+    yield from serve(KafkaListener(HOST, 0, handlers={}, ssl_context=context(pki, "none"), sasl=sasl))
+
+
+def sasl_ssl_admin(port: int, pki: Pki, password: str) -> AdminClient:
+    return AdminClient({
+        "bootstrap.servers": f"localhost:{port}",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(pki.path("ca.crt")),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": password,
+        "log_level": 0,
+    })  # fmt: skip
+
+
+def test_librdkafka_over_sasl_ssl(sasl_ssl: Cluster, pki: Pki) -> None:
+    before = len(sasl_ssl.principals)
+    sasl_ssl_admin(sasl_ssl.port, pki, PASSWORDS["alice"]).list_topics(timeout=TIMEOUT)
+    # SASL decides the principal on SASL_SSL, not the (absent) client certificate.
+    assert set(sasl_ssl.principals[before:]) == {KafkaPrincipal("User", "alice")}
+    served = len(sasl_ssl.principals)
+    with pytest.raises(KafkaException):
+        sasl_ssl_admin(sasl_ssl.port, pki, "wrong").list_topics(timeout=1.5)
+    assert len(sasl_ssl.principals) == served
+
+
+def test_subject_name_rejects_garbage() -> None:
+    for data in (b"", b"\x30", b"\x30\x84\xff\xff\xff\xff", b"\x30\x03\x30\x01\x00"):
+        with pytest.raises(Zk2KraftError):
+            subject_name(data)
+
+
+def test_server_context_settings_are_checked(pki: Pki) -> None:
+    with pytest.raises(Zk2KraftError, match="needs a CA file"):
+        server_ssl_context(pki.path("server.crt"), pki.path("server.key"), client_auth="required")
+    with pytest.raises(Zk2KraftError, match=r"ssl\.client\.auth"):
+        server_ssl_context(pki.path("server.crt"), pki.path("server.key"), client_auth="always")  # type: ignore[arg-type]
+    with pytest.raises(Zk2KraftError, match="cannot load"):
+        server_ssl_context(pki.path("missing.crt"), pki.path("server.key"))
