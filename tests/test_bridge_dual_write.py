@@ -4,6 +4,7 @@ each one the log, the image and ZooKeeper agree. Also: plans from image slices e
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import uuid
@@ -22,7 +23,7 @@ from kio.schema.incremental_alter_configs.v1.request import (
 from kio.static.primitive import i8
 
 from bridge.api import DriverState
-from bridge.client import send_envelope_sync, send_request_sync
+from bridge.client import KafkaConnection, send_envelope_sync, send_request_sync
 from bridge.controller import BridgeConfig, BridgeController
 from bridge.image_slice import cut, touched_keys
 from bridge.protocol import KafkaPrincipal, encode_request
@@ -188,6 +189,40 @@ def test_requests_are_refused_with_not_controller_once_fenced(
     # The forwarding broker retries an envelope answered NOT_CONTROLLER.
     assert result.error_code == ErrorCode.not_controller and result.inner_response is None
     assert "1" not in from_tree(read_tree(zk_connect, acls=False)).broker_configs
+
+
+def test_concurrent_changes_are_each_in_zookeeper_when_answered(
+    bridge: BridgeController, zk_connect: str, zk_client: KazooClient
+) -> None:
+    """Many clients at once (their changes share group commits and ZooKeeper writes): each answer comes only
+    once ZooKeeper holds that change, and afterwards the log, the image and ZooKeeper agree."""
+    assert bridge.log is not None
+    topics = sorted(bridge.log.image.topics_by_name)[:8]
+    per_client = 6
+    seen_in_zookeeper: list[bool] = []
+
+    async def client(topic: str) -> None:
+        connection = await KafkaConnection.open("127.0.0.1", bridge.listen_port)
+        try:
+            for i in range(per_client):
+                value = str(1_000 + i)
+                response = await connection.send(incremental(TOPIC, topic, ("retention.ms", SET, value)))
+                assert [r.error_code for r in response.responses] == [ErrorCode.none]
+                data, _stat = zk_client.get(f"/config/topics/{topic}")
+                seen_in_zookeeper.append(json.loads(data)["config"].get("retention.ms") == value)
+        finally:
+            await connection.close()
+
+    async def all_clients() -> None:
+        await asyncio.gather(*(client(topic) for topic in topics))
+
+    asyncio.run(all_clients())
+    assert seen_in_zookeeper == [True] * (len(topics) * per_client)
+    znodes = assert_log_image_and_zookeeper_agree(bridge, zk_connect)
+    changed = [n["entity_path"] for n in notifications(znodes)]
+    assert sorted(changed) == sorted(f"topics/{topic}" for topic in topics for _ in range(per_client))
+    status = bridge.status()
+    assert status.zk_write_behind_lag == 0 and status.zk_metadata_offset == status.log_end_offset
 
 
 # ------------------------------------------------------------------ image slices plan what whole images plan
