@@ -1,0 +1,515 @@
+"""The controller's side of KRaft replication: serve `__cluster_metadata` to observers with Fetch and FetchSnapshot.
+
+KRaft brokers (and the redirect shim) follow the metadata log by fetching it from the active controller, as
+Kafka 3.9's KafkaRaftClient serves it: one partition named by METADATA_TOPIC_ID (Fetch v13+; older versions
+carry no topic id and are refused with INVALID_REQUEST as Kafka's `RaftUtil.hasValidTopicPartition` does),
+whole record batches read from the segment files from the batch holding the fetch offset (at most one segment
+and 8 MiB per response, at least one batch), the high watermark, and the leader's epoch. A fetch offset/epoch
+that does not match the log answers with a diverging epoch, and one below the log start (or 0 while a
+snapshot exists) with the snapshot id to download with FetchSnapshot.
+
+Unlike Kafka's leader this serves only durable (fsynced) batches: for a single-voter quorum that is exactly the
+committed log, so an observer never sees a batch the controller could still lose. Fetches are answered at once
+(the pure-handler contract cannot park a request until `MaxWaitMs`); followers poll.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import mmap
+import os
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.primitive import i32, i64
+
+from bridge.api import ControllerHandler, ControllerResult, HandlerContext
+from bridge.handlers._common import build, nested
+from migrate.errors import CorruptDataError
+from migrate.kraft.batch import HEADER_SIZE, MAGIC
+from migrate.kraft.logdir import METADATA_TOPIC_ID, SnapshotId, list_segments, list_snapshots
+
+log = logging.getLogger(__name__)
+
+FETCH_KEY: Final = 1
+FETCH_SNAPSHOT_KEY: Final = 59
+METADATA_TOPIC: Final = "__cluster_metadata"
+METADATA_PARTITION: Final = 0
+# KafkaRaftClient.MAX_FETCH_SIZE_BYTES: what one read of the metadata log returns at most (beyond one batch).
+MAX_FETCH_SIZE_BYTES: Final = 8 * 1024 * 1024
+# Kafka 3.9 answers Fetch 0-17 and FetchSnapshot 0-1; kio has Fetch from v4. Below v13 a request has no
+# topic id, which Kafka's controller refuses (INVALID_REQUEST) for the metadata partition.
+FIRST_TOPIC_ID_VERSION: Final = 13
+SUPPORTED: Final[dict[int, tuple[int, int]]] = {FETCH_KEY: (4, 17), FETCH_SNAPSHOT_KEY: (0, 1)}
+
+_NO_EPOCH: Final = -1
+_NO_OFFSET: Final = -1
+# baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32, attributes int16,
+# lastOffsetDelta int32: the batch-header prefix an index needs.
+_PREFIX = struct.Struct(">qiibIhi")
+_LOG_OVERHEAD = 12
+
+
+class MetadataLogSource(Protocol):
+    """What serving needs from bridge.metadata_log.MetadataLog (which has all of it)."""
+
+    partition_dir: Path
+    cluster_id: str
+    node_id: int
+    leader_epoch: int
+    durable_offset: int
+    lock: threading.Condition
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+@dataclass(slots=True)
+class _Segment:
+    """One segment file and the batches of it known to be durable, in file order."""
+
+    base_offset: int
+    path: Path
+    scanned: int = 0  # bytes of whole durable batches indexed
+    last_offsets: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndEpoch:
+    offset: int
+    epoch: int
+
+
+class MetadataLogReader:
+    """Durable batches of one metadata log directory by offset, plus its leader-epoch history.
+
+    Batch headers are indexed incrementally as the durable offset moves; only the first 27 bytes of each batch
+    are read for that. `refresh` must run before the other methods see new batches.
+    """
+
+    def __init__(self, source: MetadataLogSource) -> None:
+        self.source = source
+        self.pdir = Path(source.partition_dir)
+        self._segments: list[_Segment] = []
+        # (epoch, start offset), epochs rising, as Kafka's LeaderEpochFileCache holds them.
+        self._epochs: list[tuple[int, int]] = []
+        self.end_offset = 0  # one past the last indexed (durable) offset
+        self._lock = threading.Lock()
+
+    @property
+    def start_offset(self) -> int:
+        """The log start offset: the first segment's base offset (nothing is ever deleted before it)."""
+        if self._segments:
+            return self._segments[0].base_offset
+        return self.end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.end_offset
+
+    def refresh(self) -> None:
+        """Index every batch up to the log's durable offset."""
+        with self.source.lock:
+            durable = self.source.durable_offset
+        with self._lock:
+            if durable < self.end_offset:
+                return
+            known = {segment.base_offset for segment in self._segments}
+            for found in list_segments(self.pdir):
+                if found.base_offset not in known and (
+                    not self._segments or found.base_offset > self._segments[-1].base_offset
+                ):
+                    self._segments.append(_Segment(found.base_offset, Path(found.path)))
+            for segment in self._segments:
+                if segment.last_offsets and segment.last_offsets[-1] >= durable:
+                    continue
+                self._scan(segment, durable)
+
+    def _scan(self, segment: _Segment, durable: int) -> None:
+        source = str(segment.path)
+        try:
+            with open(segment.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size <= segment.scanned:
+                    return
+                with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as data:
+                    pos = segment.scanned
+                    while pos + HEADER_SIZE <= size:
+                        base, length, epoch, magic, _crc, _attrs, last_delta = _PREFIX.unpack_from(data, pos)
+                        total = length + _LOG_OVERHEAD
+                        if magic != MAGIC or length < HEADER_SIZE - _LOG_OVERHEAD:
+                            raise CorruptDataError(source, pos, f"not a v2 record batch (magic {magic})")
+                        last = base + last_delta
+                        if last > durable or pos + total > size:
+                            break
+                        if base < self.end_offset:
+                            raise CorruptDataError(
+                                source,
+                                pos,
+                                f"batch at offset {base} goes back before offset {self.end_offset}",
+                            )
+                        segment.last_offsets.append(last)
+                        segment.positions.append(pos)
+                        segment.sizes.append(total)
+                        if not self._epochs or epoch > self._epochs[-1][0]:
+                            self._epochs.append((epoch, base))
+                        self.end_offset = last + 1
+                        pos += total
+                    segment.scanned = pos
+        except OSError as exc:
+            raise CorruptDataError(source, segment.scanned, f"cannot read: {exc.strerror or exc}") from None
+
+    def read(self, offset: int, max_bytes: int = MAX_FETCH_SIZE_BYTES) -> bytes:
+        """Whole batches from the one holding `offset`, within one segment, up to `max_bytes` (at least one)."""
+        with self._lock:
+            bases = [segment.base_offset for segment in self._segments]
+            index = bisect.bisect_right(bases, offset) - 1
+            if index < 0 or offset >= self.end_offset:
+                return b""
+            segment = self._segments[index]
+            first = bisect.bisect_left(segment.last_offsets, offset)
+            if first >= len(segment.last_offsets):
+                return b""
+            start = segment.positions[first]
+            end = first + 1
+            total = segment.sizes[first]
+            while end < len(segment.sizes) and total + segment.sizes[end] <= max_bytes:
+                total += segment.sizes[end]
+                end += 1
+            path = segment.path
+        with open(path, "rb") as f:
+            data = os.pread(f.fileno(), total, start)
+        if len(data) != total:
+            raise CorruptDataError(str(path), start, f"expected {total} bytes of batches, read {len(data)}")
+        return data
+
+    # ------------------------------------------------------------------ Kafka's offset/epoch validation
+
+    def snapshots(self) -> list[tuple[SnapshotId, Path]]:
+        """Complete snapshots Kafka would keep (end offset at or after the log start), oldest first."""
+        start = self.start_offset
+        return [(sid, path) for sid, path in list_snapshots(self.pdir) if sid.end_offset >= start]
+
+    def last_fetched_epoch(self) -> int:
+        """ReplicatedLog.lastFetchedEpoch: the latest batch epoch, else an empty log's snapshot epoch, else 0."""
+        if self._epochs:
+            return self._epochs[-1][0]
+        snapshots = self.snapshots()
+        return snapshots[-1][0].epoch if snapshots else 0
+
+    def _epoch_end_offset(self, epoch: int) -> OffsetAndEpoch | None:
+        """LeaderEpochFileCache.endOffsetFor with the log end offset; None for Kafka's undefined answer."""
+        if epoch == _NO_EPOCH or not self._epochs:
+            return None
+        if self._epochs[-1][0] == epoch:
+            return OffsetAndEpoch(self.end_offset, epoch)
+        epochs = [e for e, _ in self._epochs]
+        higher = bisect.bisect_right(epochs, epoch)
+        if higher >= len(epochs):
+            return None
+        floor = higher - 1
+        higher_start = self._epochs[higher][1]
+        if floor < 0:
+            return OffsetAndEpoch(higher_start, epoch)
+        return OffsetAndEpoch(higher_start, self._epochs[floor][0])
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """KafkaMetadataLog.endOffsetForEpoch."""
+        found = self._epoch_end_offset(epoch)
+        snapshots = self.snapshots()
+        if found is not None and snapshots:
+            earliest = snapshots[0][0]
+            if found.offset == earliest.end_offset and found.epoch == epoch:
+                return OffsetAndEpoch(earliest.end_offset, earliest.epoch)
+        if found is not None:
+            return found
+        return OffsetAndEpoch(self.end_offset, self.last_fetched_epoch())
+
+    def validate(self, offset: int, epoch: int) -> tuple[str, OffsetAndEpoch | None]:
+        """ReplicatedLog.validateOffsetAndEpoch: ("valid", None), ("diverging", end) or ("snapshot", id)."""
+        start = self.start_offset
+        if start == 0 and offset == 0:
+            return "valid", None
+        snapshots = self.snapshots()
+        if snapshots:
+            earliest = snapshots[0][0]
+            if offset < start or (offset == start and epoch != earliest.epoch) or epoch < earliest.epoch:
+                latest = snapshots[-1][0]
+                return "snapshot", OffsetAndEpoch(latest.end_offset, latest.epoch)
+        end = self.end_offset_for_epoch(epoch)
+        if end.epoch != epoch or end.offset < offset:
+            return "diverging", end
+        return "valid", None
+
+
+# ---------------------------------------------------------------------------------------------- handlers
+
+
+class MetadataFetchServer:
+    """Fetch and FetchSnapshot handlers over whatever log `log_provider` returns (None: no log open)."""
+
+    def __init__(self, log_provider: Callable[[], MetadataLogSource | None]) -> None:
+        self.log_provider = log_provider
+        self._reader: MetadataLogReader | None = None
+
+    @property
+    def handlers(self) -> dict[int, ControllerHandler]:
+        return {FETCH_KEY: self.fetch, FETCH_SNAPSHOT_KEY: self.fetch_snapshot}
+
+    def _current(self) -> MetadataLogReader | None:
+        source = self.log_provider()
+        if source is None:
+            return None
+        reader = self._reader
+        # A controller reopens its log on takeover: a new object, perhaps more batches by another writer.
+        if reader is None or reader.source is not source:
+            reader = self._reader = MetadataLogReader(source)
+        reader.refresh()
+        return reader
+
+    # ------------------------------------------------------------------ Fetch
+
+    def fetch(self, ctx: HandlerContext, request: Any) -> ControllerResult:
+        """KafkaRaftClient.handleFetchRequest (answered at once, whatever MaxWaitMs says)."""
+        version = ctx.api_version
+        reader = self._current()
+        if reader is None:
+            return ControllerResult([], _fetch_top_level(version, ErrorCode.not_controller))
+        source = reader.source
+        if request.cluster_id is not None and request.cluster_id != source.cluster_id:
+            return ControllerResult([], _fetch_top_level(version, ErrorCode.inconsistent_cluster_id))
+        topics = request.topics
+        if (
+            version < FIRST_TOPIC_ID_VERSION
+            or len(topics) != 1
+            or topics[0].topic_id != METADATA_TOPIC_ID
+            or len(topics[0].partitions) != 1
+            or topics[0].partitions[0].partition != METADATA_PARTITION
+        ):
+            return ControllerResult([], _fetch_top_level(version, ErrorCode.invalid_request))
+        wanted = topics[0].partitions[0]
+        max_wait_ms = request.max_wait.total_seconds() * 1000
+        if (
+            max_wait_ms < 0
+            or wanted.fetch_offset < 0
+            or wanted.last_fetched_epoch < 0
+            or wanted.last_fetched_epoch > wanted.current_leader_epoch
+        ):
+            return ControllerResult([], _fetch_partition(version, reader, ErrorCode.invalid_request))
+        leader_error = _leader_only_error(source, int(wanted.current_leader_epoch))
+        if leader_error is not None:
+            return ControllerResult([], _fetch_partition(version, reader, leader_error))
+        offset, epoch = int(wanted.fetch_offset), int(wanted.last_fetched_epoch)
+        snapshots = reader.snapshots()
+        where: OffsetAndEpoch | None
+        if offset == 0 and snapshots:
+            # Kafka 3.9: an empty follower is sent the newest snapshot rather than the whole log.
+            kind, where = "snapshot", OffsetAndEpoch(snapshots[-1][0].end_offset, snapshots[-1][0].epoch)
+        else:
+            kind, where = reader.validate(offset, epoch)
+        records = b""
+        if kind == "valid":
+            if offset < reader.start_offset:
+                # Kafka's read throws OffsetOutOfRangeException here; its fetch path answers that generically.
+                return ControllerResult([], _fetch_partition(version, reader, ErrorCode.unknown_server_error))
+            records = reader.read(offset)
+        response = _fetch_partition(
+            version, reader, ErrorCode.none, records=records, high_watermark=reader.high_watermark,
+            diverging=where if kind == "diverging" else None, snapshot=where if kind == "snapshot" else None,
+        )  # fmt: skip
+        return ControllerResult([], response)
+
+    # ------------------------------------------------------------------ FetchSnapshot
+
+    def fetch_snapshot(self, ctx: HandlerContext, request: Any) -> ControllerResult:
+        """KafkaRaftClient.handleFetchSnapshotRequest."""
+        version = ctx.api_version
+        module = load_payload_module(FETCH_SNAPSHOT_KEY, version, EntityType.response)
+        reader = self._current()
+        if reader is None:
+            return ControllerResult([], _snapshot_top_level(module, ErrorCode.not_controller))
+        source = reader.source
+        if request.cluster_id is not None and request.cluster_id != source.cluster_id:
+            return ControllerResult([], _snapshot_top_level(module, ErrorCode.inconsistent_cluster_id))
+        topics = request.topics
+        # Kafka's check reads `size() != 1 && ...` (so only a request with no usable first item fails here).
+        if not topics or not topics[0].partitions:
+            return ControllerResult([], _snapshot_top_level(module, ErrorCode.invalid_request))
+        wanted = next(
+            (
+                p
+                for t in topics
+                if t.name == METADATA_TOPIC
+                for p in t.partitions
+                if p.partition == METADATA_PARTITION
+            ),
+            None,
+        )
+        if wanted is None:
+            first = topics[0]
+            return ControllerResult(
+                [],
+                _snapshot_partition(
+                    module,
+                    first.name,
+                    int(first.partitions[0].partition),
+                    ErrorCode.unknown_topic_or_partition,
+                ),
+            )
+        leader = (source.node_id, source.leader_epoch)
+        leader_error = _leader_only_error(source, int(wanted.current_leader_epoch))
+        if leader_error is not None:
+            return ControllerResult([], _snapshot_partition(module, METADATA_TOPIC, 0, leader_error, leader))
+        wanted_id = SnapshotId(int(wanted.snapshot_id.end_offset), int(wanted.snapshot_id.epoch))
+        path = next((p for sid, p in reader.snapshots() if sid == wanted_id), None)
+        try:
+            size = path.stat().st_size if path is not None else -1
+        except OSError:
+            size = -1
+        if path is None or size < 0:
+            return ControllerResult(
+                [], _snapshot_partition(module, METADATA_TOPIC, 0, ErrorCode.snapshot_not_found, leader)
+            )
+        position = int(wanted.position)
+        if position < 0 or position >= size:
+            return ControllerResult(
+                [], _snapshot_partition(module, METADATA_TOPIC, 0, ErrorCode.position_out_of_range, leader)
+            )
+        length = min(int(request.max_bytes), size - position)
+        with open(path, "rb") as f:
+            chunk = os.pread(f.fileno(), length, position)
+        response = _snapshot_partition(
+            module, METADATA_TOPIC, 0, ErrorCode.none, leader,
+            snapshot=wanted_id, size=size, position=position, records=chunk,
+        )  # fmt: skip
+        return ControllerResult([], response)
+
+
+def _leader_only_error(source: MetadataLogSource, request_epoch: int) -> ErrorCode | None:
+    """KafkaRaftClient.validateLeaderOnlyRequest for the only voter, which leads."""
+    if request_epoch < source.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    if request_epoch > source.leader_epoch:
+        return ErrorCode.unknown_leader_epoch
+    return None
+
+
+def _fetch_top_level(version: int, error: ErrorCode) -> Any:
+    """`new FetchResponseData().setErrorCode(error)`: no topics."""
+    module = load_payload_module(FETCH_KEY, version, EntityType.response)
+    return build(
+        module.FetchResponse, throttle_time=timedelta(0), error_code=error, session_id=i32(0), responses=()
+    )
+
+
+def _fetch_partition(
+    version: int,
+    reader: MetadataLogReader,
+    error: ErrorCode,
+    *,
+    records: bytes = b"",
+    high_watermark: int = _NO_OFFSET,
+    diverging: OffsetAndEpoch | None = None,
+    snapshot: OffsetAndEpoch | None = None,
+) -> Any:
+    """RaftUtil.singletonFetchResponse as KafkaRaftClient.buildFetchResponse fills it."""
+    module = load_payload_module(FETCH_KEY, version, EntityType.response)
+    source = reader.source
+    partition_cls = module.PartitionData
+    values: dict[str, Any] = {
+        "partition_index": i32(METADATA_PARTITION),
+        "error_code": error,
+        "high_watermark": i64(high_watermark),
+        "log_start_offset": i64(reader.start_offset),
+        "aborted_transactions": None,
+        "records": records,
+        "current_leader": nested(partition_cls, "LeaderIdAndEpoch")(
+            leader_id=i32(source.node_id), leader_epoch=i32(source.leader_epoch)
+        ),
+    }
+    if diverging is not None:
+        values["diverging_epoch"] = nested(partition_cls, "EpochEndOffset")(
+            epoch=i32(diverging.epoch), end_offset=i64(diverging.offset)
+        )
+    if snapshot is not None:
+        values["snapshot_id"] = nested(partition_cls, "SnapshotId")(
+            end_offset=i64(snapshot.offset), epoch=i32(snapshot.epoch)
+        )
+    partition = build(partition_cls, **values)
+    topic = build(
+        module.FetchableTopicResponse,
+        topic_id=METADATA_TOPIC_ID,
+        topic=METADATA_TOPIC,
+        partitions=(partition,),
+    )
+    return build(
+        module.FetchResponse,
+        throttle_time=timedelta(0),
+        error_code=ErrorCode.none,
+        session_id=i32(0),
+        responses=(topic,),
+    )
+
+
+def _snapshot_top_level(module: Any, error: ErrorCode) -> Any:
+    return module.FetchSnapshotResponse(throttle_time=timedelta(0), error_code=error, topics=())
+
+
+def _snapshot_partition(
+    module: Any,
+    topic: str,
+    partition: int,
+    error: ErrorCode,
+    leader: tuple[int, int] | None = None,
+    *,
+    snapshot: SnapshotId | None = None,
+    size: int = -1,
+    position: int = -1,
+    records: bytes = b"",
+) -> Any:
+    """FetchSnapshotResponse.singleton with `addQuorumLeader` when `leader` is given (Kafka's defaults else)."""
+    leader_id, leader_epoch = leader if leader is not None else (-1, -1)
+    sid = snapshot if snapshot is not None else SnapshotId(-1, -1)
+    item = module.PartitionSnapshot(
+        index=i32(partition),
+        error_code=error,
+        snapshot_id=module.SnapshotId(end_offset=i64(sid.end_offset), epoch=i32(sid.epoch)),
+        current_leader=module.LeaderIdAndEpoch(leader_id=i32(leader_id), leader_epoch=i32(leader_epoch)),
+        size=i64(size),
+        position=i64(position),
+        unaligned_records=records,
+    )
+    return module.FetchSnapshotResponse(
+        throttle_time=timedelta(0),
+        error_code=ErrorCode.none,
+        topics=(module.TopicSnapshot(name=topic, partitions=(item,)),),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- wiring
+
+
+def fetch_handlers(log_provider: Callable[[], MetadataLogSource | None]) -> dict[int, ControllerHandler]:
+    """HANDLERS for Fetch/FetchSnapshot over the log `log_provider` returns (a controller's `lambda: self.log`)."""
+    return MetadataFetchServer(log_provider).handlers
+
+
+def register(
+    handlers: dict[int, Any],
+    supported: dict[int, tuple[int, int]],
+    log_provider: Callable[[], MetadataLogSource | None],
+) -> None:
+    """Add Fetch and FetchSnapshot to a controller's handler and version tables (one line in the controller)."""
+    handlers.update(fetch_handlers(log_provider))
+    supported.update(SUPPORTED)
