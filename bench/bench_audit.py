@@ -229,8 +229,8 @@ def measure(partitions: int, work: Path, master: str, driver_memory: str) -> dic
         "audit_python_workers_peak_rss_mb": audit["python_workers_peak_rss_mb"],
         "partitions_per_s": round(info["partitions"] / audit["wall_s"]),
         "audit_vs_baseline": round(audit["wall_s"] / baseline["wall_s"], 2),
-        "meets_target": audit["wall_s"] < TARGET_S and audit["driver_peak_rss_mb"] < TARGET_DRIVER_MB,
-        "audit_stderr_tail": audit["stderr_tail"] if audit["exit_code"] not in (0, 1) else "",
+        "meets_target": bool(summary) and audit["wall_s"] < TARGET_S and audit["driver_peak_rss_mb"] < TARGET_DRIVER_MB,
+        "audit_stderr_tail": "" if summary else audit["stderr_tail"],
     }
 
 

@@ -117,10 +117,10 @@ def _print(summary: AuditSummary) -> None:
         f"{c.get('lag', 0)} lag, {c.get('expected', 0)} expected"
     )
     through = summary.offsets.compared_through
-    console.print(
-        f"KRaft compared through {'the end of the log' if through is None else f'offset {through}'} "
-        f"({summary.offsets.alignment})"
-    )
+    if through is None:
+        console.print("KRaft compared through the end of the log")
+    else:
+        console.print(f"KRaft compared through offset {through} ({summary.offsets.alignment})")
     table = Table("table", "ZooKeeper", "KRaft", "error", "lag", "expected", box=None, pad_edge=False)
     for t in summary.tables:
         if t.zk_rows or t.kraft_rows or t.error or t.lag or t.expected:

@@ -147,7 +147,7 @@ def test_znode_rows_equal_the_whole_model_rows(tmp_path: Path) -> None:
             from_lines[(kind, _hashable(row[4 + list(KINDS).index(kind)]))] += 1
     from_model = Counter((kind, _hashable(row)) for kind, row in zk_model_rows(model))
     assert from_lines == from_model
-    assert {k for k, _ in from_lines} >= {"brokers", "topics", "zk_assignments", "zk_states", "configs", "client_quotas", "scram", "acls", "delegation_tokens", "producer_ids", "zk_pending_deletions", "zk_cluster_id"}
+    assert {k for k, _ in from_lines} >= {"brokers", "topics", "zk_assignments", "zk_states", "configs", "client_quotas", "scram", "acls", "delegation_tokens", "producer_ids", "zk_pending_deletions", "cluster"}
 
 
 def _hashable(value: Any) -> Any:

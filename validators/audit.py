@@ -16,7 +16,7 @@ from migrate.errors import Zk2KraftError
 from migrate.zk.sources import ZkSource
 from validators import report
 from validators.compare import CompareOptions, compare_all, discrepancies, tally
-from validators.kraft_tasks import kraft_wide, plan_kraft
+from validators.kraft_tasks import kraft_cluster_id, kraft_wide, plan_kraft
 from validators.report import AuditInputs, AuditOffsets, AuditSummary
 from validators.spark import DEFAULT_SHUFFLE_PARTITIONS
 from validators.zk_tasks import prepare_zk_input, read_migration_offset, remove_temporary, zk_wide
@@ -147,7 +147,9 @@ def run_audit(spark: SparkSession, options: AuditOptions, *, progress: Callable[
         stack.enter_context(_sql_conf(spark, _SMALL_SETTINGS if small else {}))
         views = _Views(spark)
         stack.callback(views.drop)
-        compare_options = CompareOptions(migration_offset=migration_offset, dedupe=bool(plan.log_ranges))
+        compare_options = CompareOptions(
+            migration_offset=migration_offset, dedupe=bool(plan.log_ranges), kraft_cluster_id=kraft_cluster_id(options.kraft)
+        )
         outcome = compare_all(spark, views.add("zk", zk_df), views.add("kraft", kraft_df), compare_options).cache()
         cached.append(outcome)
         outcome_view = views.add("outcome", outcome)
@@ -171,7 +173,7 @@ def run_audit(spark: SparkSession, options: AuditOptions, *, progress: Callable[
             fail_on_lag=options.fail_on_lag,
             inputs=AuditInputs(
                 zk=zk_input.origin,
-                zk_chroot=zk_input.chroot if not zk_input.temporary else (options.zk.chroot or "/"),
+                zk_chroot=zk_input.kafka_chroot,
                 kraft=str(options.kraft),
                 kraft_snapshot=None if plan.snapshot is None else str(plan.snapshot),
                 kraft_segments=[str(s) for s in plan.segments],

@@ -47,6 +47,7 @@ PARTITION_EPOCH = (
     "KRaft's partition epoch"
 )
 LAG_REASON = "changed in KRaft after the offset ZooKeeper has caught up to (write-behind)"
+NO_CLUSTER_ID = "one side has no cluster id to compare (a lone KRaft file has no meta.properties)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +55,11 @@ class CompareOptions:
     """`migration_offset`: the KRaft offset ZooKeeper holds (from /migration); changes after it are lag.
     `dedupe`: collapse several KRaft rows of one key (only a log can produce them)."""
 
+
     migration_offset: int | None = None
     dedupe: bool = True
+    kraft_cluster_id: str | None = None
+    """cluster.id of the KRaft side's meta.properties (None when the input has none)."""
 
 
 def _text(column: str, kind: DataType) -> str:
@@ -78,7 +82,7 @@ def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
     """The statement whose rows are, per joined row, its discrepancies (`d`, one row each, null when
     none: posexplode_outer keeps the row so the same pass counts rows) and presence flags."""
     zk_only_types = ", ".join(sql_string(t) for t in ZK_CONFIG_RESOURCE_TYPES)
-    ctes = [*zk_ctes(zk_view), *kraft_ctes(kraft_view)]
+    ctes = [*zk_ctes(zk_view), *kraft_ctes(kraft_view, options.kraft_cluster_id)]
     zg = " UNION ALL ".join(_generic(spec, f"z_{name}", "_note AS note") for name, spec in TABLES.items())
     kg_parts = []
     for name, spec in TABLES.items():
@@ -142,6 +146,7 @@ def classify_sql(options: CompareOptions) -> tuple[str, str]:
     rules = [
         ("tbl = 'brokers'", EXPECTED, sql_string(BROKERS_EXPECTED)),
         ("tbl = 'features'", EXPECTED, sql_string(FEATURES_EXPECTED)),
+        (f"tbl = 'cluster' AND d.kind <> '{MISMATCH}'", EXPECTED, sql_string(NO_CLUSTER_ID)),
         (f"tbl = 'configs' AND d.kind = '{MISSING_IN_ZK}' AND k_kraft_only", EXPECTED, sql_string(KRAFT_ONLY_CONFIG)),
         (f"tbl = 'partitions' AND d.kind = '{MISMATCH}' AND d.field = 'partition_epoch'", EXPECTED, sql_string(PARTITION_EPOCH)),
         (f"z_note IS NOT NULL AND d.kind IN ('{MISSING_IN_KRAFT}', '{MISMATCH}')", EXPECTED, "z_note"),

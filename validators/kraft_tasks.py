@@ -27,10 +27,17 @@ from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.kraft.batch import iter_kraft_batches
 from migrate.kraft.framing import decode_control_record, decode_metadata_record
-from migrate.kraft.logdir import SNAPSHOT_SUFFIX, list_segments, list_snapshots, parse_snapshot_file_name
-from migrate.kraft.reader import partition_dir_of
+from migrate.kraft.logdir import (
+    META_PROPERTIES,
+    SNAPSHOT_SUFFIX,
+    list_segments,
+    list_snapshots,
+    parse_snapshot_file_name,
+    read_meta_properties,
+)
+from migrate.kraft.reader import METADATA_PARTITION_DIR, partition_dir_of
 from validators.kraft_state import SNAPSHOT_SEQ_BASE, Event, Key, fold, merge_events, record_event, state_row
-from validators.tables import ERROR_KIND, TABLES, Row, wide, wide_error
+from validators.tables import CLUSTER_SCOPE, ERROR_KIND, TABLES, Row, sql_string, wide, wide_error
 
 _HEADER = struct.Struct(">qi")  # baseOffset, batchLength
 _LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta at byte 23
@@ -404,10 +411,11 @@ def kraft_wide(spark: SparkSession, plan: KraftPlan, *, shuffle_partitions: int)
     return df
 
 
-def kraft_ctes(view: str) -> list[tuple[str, str]]:
+def kraft_ctes(view: str, cluster_id: str | None) -> list[tuple[str, str]]:
     """SQL common table expressions `k_<table>` for every compared table of the KRaft side, read from the
-    wide rows in temporary view `view`. Each has the table's columns, `_offset` (the last record that
-    touched the row) and `_deleted`; a key can have several rows (a topic deleted and created again)."""
+    wide rows in temporary view `view` (and `cluster_id`, from meta.properties, when known). Each has the
+    table's columns, `_offset` (the last record that touched the row) and `_deleted`; a key can have
+    several rows (a topic deleted and created again)."""
     def kind(name: str) -> str:
         return f"SELECT {name}.*, `offset` AS _offset, deleted AS _deleted FROM {view} WHERE kind = '{name}'"
 
@@ -443,4 +451,20 @@ def kraft_ctes(view: str) -> list[tuple[str, str]]:
     ]
     for name in ("brokers", "client_quotas", "scram", "delegation_tokens", "producer_ids", "features"):
         ctes.append((f"k_{name}", kind(name)))
+    value = "CAST(NULL AS STRING)" if cluster_id is None else sql_string(cluster_id)
+    cluster = f"SELECT {sql_string(CLUSTER_SCOPE)} AS scope, {value} AS cluster_id, CAST(-1 AS BIGINT) AS _offset, false AS _deleted"
+    if cluster_id is None:
+        cluster += " WHERE false"
+    ctes.append(("k_cluster", cluster))
     return ctes
+
+
+def kraft_cluster_id(path: str | os.PathLike[str]) -> str | None:
+    """cluster.id of the meta.properties beside a metadata log (None for a lone file or without one)."""
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    for candidate in (p / META_PROPERTIES, p.parent / META_PROPERTIES):
+        if candidate.is_file() and (candidate.parent / METADATA_PARTITION_DIR).is_dir():
+            return read_meta_properties(candidate).cluster_id
+    return None

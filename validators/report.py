@@ -134,6 +134,7 @@ def write_parquet(df: DataFrame, out_dir: Path) -> Path:
 def write_summary(summary: AuditSummary, out_dir: Path) -> Path:
     target = out_dir / "summary.json"
     atomic_write_text(target, summary.model_dump_json(indent=2) + "\n")
+    target.chmod(0o644)  # a report to share, not a secret (the atomic writer creates files 0600)
     return target
 
 
@@ -251,6 +252,7 @@ def render_html(summary: AuditSummary, samples: dict[str, list[dict[str, Any]]])
 def write_html(summary: AuditSummary, samples: dict[str, list[dict[str, Any]]], out_dir: Path) -> Path:
     target = out_dir / "report.html"
     atomic_write_text(target, render_html(summary, samples))
+    target.chmod(0o644)
     return target
 
 

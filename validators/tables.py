@@ -71,6 +71,8 @@ ZK_CONFIG_RESOURCE_TYPES = ("topic", "broker")
 SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 PRODUCER_IDS_SCOPE = "cluster"
 """The single key of the producer_ids table."""
+CLUSTER_SCOPE = "cluster"
+"""The single key of the cluster table (the cluster id)."""
 
 _SENSITIVE_MARKERS = ("password", "secret", "jaas.config", "keystore.key", "credentials")
 
@@ -204,6 +206,7 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec("producer_ids", (("scope", _STR),), (("next_producer_id", _LONG),)),
         TableSpec("features", (("name", _STR),), (("level", _INT),)),
+        TableSpec("cluster", (("scope", _STR),), (("cluster_id", _STR),)),
     )
 }
 """The compared tables, in report order."""
@@ -234,7 +237,6 @@ INTERNAL_KINDS: dict[str, StructType] = {
             ("kraft_controller_epoch", _INT),
         ]
     ),
-    "zk_cluster_id": _struct([("cluster_id", _STR)]),
     # KRaft: partitions and ACLs are keyed by ids until joined with topics / grouped by binding.
     "kraft_partitions": _struct([("topic_id", _STR), ("partition", _INT), *_PARTITION_FIELDS]),
     "kraft_acls": _struct([("acl_id", _STR), *_ACL_BINDING]),
@@ -356,6 +358,11 @@ def zk_feature_rows(f: FinalizedFeatures) -> Iterator[Row]:
     yield from f.features.items()
 
 
+def zk_cluster_row(cluster_id: str) -> Row:
+    """`/cluster/id`; KRaft's side is meta.properties' cluster.id."""
+    return (CLUSTER_SCOPE, cluster_id)
+
+
 def zk_migration_row(m: MigrationState) -> Row:
     return (m.kraft_metadata_offset, m.kraft_metadata_epoch, m.kraft_controller_id, m.kraft_controller_epoch)
 
@@ -393,4 +400,4 @@ def zk_model_rows(model: ZkClusterModel) -> Iterator[tuple[str, Row]]:
     if model.migration is not None:
         yield "zk_migration", zk_migration_row(model.migration)
     if model.cluster_id is not None:
-        yield "zk_cluster_id", (model.cluster_id,)
+        yield "cluster", zk_cluster_row(model.cluster_id)

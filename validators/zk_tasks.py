@@ -21,12 +21,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from migrate.errors import CorruptDataError, Zk2KraftError, ZnodeFormatError
 from migrate.zk import paths, znodes
-from migrate.zk.dump import iter_dump, write_dump
+from migrate.zk.dump import DUMP_FORMAT, DumpHeader, write_dump
 from migrate.zk.sources import ZkSource, full_tree_chroot, normalize_chroot, read_source
 from validators.tables import (
     ERROR_KIND,
@@ -39,6 +40,7 @@ from validators.tables import (
     zk_acl_rows,
     zk_assignment_rows,
     zk_broker_row,
+    zk_cluster_row,
     zk_config_rows,
     zk_feature_rows,
     zk_migration_row,
@@ -146,7 +148,7 @@ def _migration(path: str, parts: list[str], data: bytes | None, version: int, cz
 def _cluster(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
     if parts[1:] != ["cluster", "id"]:
         return []
-    return [wide("zk_cluster_id", (znodes.decode_cluster_id(path, data),))]
+    return [wide("cluster", zk_cluster_row(znodes.decode_cluster_id(path, data)))]
 
 
 def _acl(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
@@ -228,31 +230,45 @@ def _data(obj: dict[str, Any], path: str, source: str) -> bytes | None:
 
 @dataclass(slots=True)
 class ZkInput:
-    """A dump for tasks to parse, the chroot inside it, and what to call the source in reports."""
+    """A dump for tasks to parse, the chroot to select inside it, and what to call the source in reports
+    (`origin`, and `kafka_chroot`: where Kafka's znodes are in the whole ZooKeeper tree)."""
 
     dump: Path
     chroot: str
     origin: str
+    kafka_chroot: str
     temporary: bool
+
+
+def _dump_header(path: Path) -> DumpHeader:
+    """The validated first line of a dump (bad input fails here, naming the file)."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline()
+    except OSError as exc:
+        raise CorruptDataError(str(path), None, f"cannot open dump: {exc.strerror}") from None
+    try:
+        return DumpHeader.model_validate_json(first)
+    except ValidationError:
+        raise CorruptDataError(str(path), None, f"line 1: not a {DUMP_FORMAT} header") from None
 
 
 def prepare_zk_input(source: ZkSource, work_dir: Path, *, progress: Callable[[int], None] | None = None) -> ZkInput:
     """A dump of the source: the dump itself, or (data dir, live ensemble) one written on the driver."""
     source.validate()
     if source.dump is not None:
-        header, nodes = iter_dump(source.dump)  # validates the header line: bad input fails here, clearly
-        close = getattr(nodes, "close", None)
-        if close is not None:
-            close()
-        del header
-        return ZkInput(Path(source.dump).resolve(), normalize_chroot(source.chroot), source.describe(), False)
+        header = _dump_header(Path(source.dump))
+        inside = normalize_chroot(source.chroot)
+        exported = normalize_chroot(header.chroot)
+        kafka_chroot = normalize_chroot(exported.rstrip("/") + inside) if inside != "/" else exported
+        return ZkInput(Path(source.dump).resolve(), inside, source.describe(), kafka_chroot, False)
     origin = read_source(source, progress=progress)
     work_dir.mkdir(parents=True, exist_ok=True)
     dump = work_dir / "zk-source.jsonl"
     write_dump(origin.tree, dump, chroot=full_tree_chroot(source))
-    described = origin.origin
+    described, kafka_chroot = origin.origin, origin.chroot
     del origin  # the tree: the driver keeps nothing of it once the dump is on disk
-    return ZkInput(dump.resolve(), "/", described, True)
+    return ZkInput(dump.resolve(), "/", described, kafka_chroot, True)
 
 
 def read_migration_offset(spark: SparkSession, zk: DataFrame) -> int | None:
@@ -273,6 +289,10 @@ def zk_wide(spark: SparkSession, zk: ZkInput, *, min_partitions: int) -> DataFra
     if first_error:
         df.unpersist()
         raise Zk2KraftError(first_error[0][0])
+    if not df.filter(F.col("kind").isin("brokers", "topics", "configs", "cluster")).limit(1).collect():
+        df.unpersist()
+        where = "" if zk.chroot == "/" else f" under {zk.chroot}"
+        raise Zk2KraftError(f"{zk.origin}: no Kafka znodes{where} (no brokers, topics, configs or cluster id); wrong chroot?")
     return df
 
 
@@ -326,7 +346,7 @@ def zk_ctes(view: str) -> list[tuple[str, str]]:
             f"FROM (SELECT acls.* FROM {view} WHERE kind = 'acls') GROUP BY {acl_keys}",
         ),
     ]
-    for name in ("brokers", "client_quotas", "scram", "delegation_tokens", "producer_ids", "features"):
+    for name in ("brokers", "client_quotas", "scram", "delegation_tokens", "producer_ids", "features", "cluster"):
         ctes.append((f"z_{name}", f"SELECT {name}.*, CAST(NULL AS STRING) AS _note FROM {view} WHERE kind = '{name}'"))
     return ctes
 
