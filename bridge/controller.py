@@ -926,11 +926,15 @@ class BridgeController:
             metrics=self.metrics,
         )
         self.watcher = watcher
+        if self.zk is not None:  # our own writes' watch events need no judgment (no appends held)
+            self.zk.observer = watcher.written
         # Armed before DUAL_WRITE; the first scan catches what changed since the reconciliation read.
         await asyncio.get_running_loop().run_in_executor(None, lambda: watcher.start(scan=True))
 
     async def _stop_watcher(self) -> None:
         watcher, self.watcher = self.watcher, None
+        if self.zk is not None:
+            self.zk.observer = None
         if watcher is not None:
             await asyncio.get_running_loop().run_in_executor(None, watcher.stop)
         with self._gate:

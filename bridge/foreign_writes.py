@@ -28,6 +28,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from bridge.api import RecordAndVersion
+from bridge.leadership import DeleteRequest, ZkRequest, ZkResult
 from bridge.metrics import BridgeMetrics
 from bridge.operations import (
     BROKER_RESOURCE,
@@ -777,6 +778,68 @@ def _fix_partition_op(op: ZkOperation, existing: Collection[str]) -> list[ZkOper
 
 # ---------------------------------------------------------------------------------------------- watcher
 
+_ABSENT = object()
+"""A znode that does not exist (unlike b"" or null data)."""
+_UNKNOWN = object()
+"""A znode created between two reads: its data was not read."""
+
+
+class OwnWriteLog:
+    """This controller's writes to entity znodes: the last one known landed, and those still unanswered.
+
+    The ZooKeeper client that dual-writes tells it of each request (`sent`, before sending) and its reply
+    (`settled`): it is that client's `observer`. A watch event whose znode holds what one of them wrote
+    needs no judgment: the content is this controller's image at some moment, and any later change of the
+    image brings a later write (and event) of its own. Anything else is judged. Newest `limit` znodes kept.
+    """
+
+    def __init__(self, limit: int = 65536) -> None:
+        self.limit = limit
+        self._last: dict[str, object] = {}
+        self._pending: dict[str, list[ZkRequest]] = {}
+        self._lock = threading.Lock()
+
+    def sent(self, request: ZkRequest) -> None:
+        path = request.path
+        if entity_path(path) != path:
+            return  # containers, partitions, notifications, /migration: nobody judges them alone
+        with self._lock:
+            self._pending.setdefault(path, []).append(request)
+
+    def settled(self, result: ZkResult) -> None:
+        request = result.request
+        path = request.path
+        with self._lock:
+            pending = self._pending.get(path)
+            if not pending:
+                return
+            index = next((i for i, r in enumerate(pending) if r is request), None)
+            if index is None:
+                return
+            if result.ok:
+                # One session's requests are applied in order: those sent before it are settled too.
+                del pending[: index + 1]
+                self._last.pop(path, None)
+                self._last[path] = _content(request)
+                if len(self._last) > self.limit:
+                    del self._last[next(iter(self._last))]
+            else:
+                del pending[index]
+            if not pending:
+                del self._pending[path]
+
+    def matches(self, path: str, content: object) -> bool:
+        """Whether `content` (data, None for null, or _ABSENT) is what one of our writes left at `path`."""
+        with self._lock:
+            if path in self._last and self._last[path] == content:
+                return True
+            return any(_content(r) == content for r in self._pending.get(path, ()))
+
+
+def _content(request: ZkRequest) -> object:
+    return _ABSENT if isinstance(request, DeleteRequest) else request.data
+
+
 _RESCAN = ("rescan", "", "")
 _STOP = ("stop", "", "")
 _Item = tuple[str, str, str]
@@ -819,6 +882,8 @@ class ForeignWriteWatcher:
         self._idle = threading.Condition()
         self._pending = 0
         self._was_disconnected = False
+        self.written = OwnWriteLog()
+        """Make it the `observer` of the ZooKeeper client that dual-writes."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -933,12 +998,14 @@ class ForeignWriteWatcher:
                 self._check(affected)
 
     def _on_znode_event(self, event_type: str, path: str) -> set[str]:
-        """Re-arm the watch an event consumed; the entity znodes it may have changed."""
-        affected: set[str] = set()
+        """Re-arm the watch an event consumed; the entity znodes it may have changed (not our own writes)."""
         entity = entity_path(path)
-        if entity is not None and event_type != str(EventType.CHILD):
-            affected.add(entity)  # a new child (users/<u>/clients) leaves the parent's data as it was
-        return affected | self._arm(path)
+        # A new child (users/<u>/clients) leaves the parent's data as it was.
+        data_event = entity is not None and event_type != str(EventType.CHILD)
+        affected = self._arm(path, judge_self=data_event and entity == path)
+        if data_event and entity != path:
+            affected.add(entity)  # type: ignore[arg-type]
+        return affected
 
     # ------------------------------------------------------------------ arming
 
@@ -947,13 +1014,19 @@ class ForeignWriteWatcher:
         for root in WATCHED_ROOTS:
             self._arm(root)
 
-    def _arm(self, path: str) -> set[str]:
-        """Set the watches of `path` (and of new children); returns entity znodes newly seen below it."""
+    def _arm(self, path: str, *, judge_self: bool = False) -> set[str]:
+        """Set the watches of `path` (and of new children); returns the entity znodes to judge: entities newly
+        seen below it, and `path` itself if `judge_self`, unless they hold what we last wrote there."""
         children, data = _watch_kinds(path)
         new_entities: set[str] = set()
-        # exists() leaves a data watch whether or not the znode is there (created/changed/deleted).
-        if data and self.client.exists(path, watch=self._on_event) is not None and entity_path(path) == path:
-            self._entities.add(path)
+        if data:
+            content = self._arm_data(path)
+            if content is not _ABSENT and entity_path(path) == path:
+                self._entities.add(path)
+            if judge_self and not self._own(path, content):
+                new_entities.add(path)
+        elif judge_self:
+            new_entities.add(path)
         if not children:
             return new_entities
         try:
@@ -968,11 +1041,27 @@ class ForeignWriteWatcher:
             child = f"{path}/{name}"
             if _watch_kinds(child) == (False, False):
                 continue
-            entity = entity_path(child)
-            if entity == child:
-                new_entities.add(child)
-            new_entities |= self._arm(child)
+            new_entities |= self._arm(child, judge_self=entity_path(child) == child)
         return new_entities
+
+    def _arm_data(self, path: str) -> object:
+        """Leave a data watch on `path` (fires on create, change, delete); its data (None: null), _ABSENT, or
+        _UNKNOWN when it appeared between the two reads."""
+        try:
+            data, _stat = self.client.get(path, watch=self._on_event)
+            return data
+        except NoNodeError:
+            # get() leaves no watch on a missing znode; exists() does, and fires when it is created.
+            return _ABSENT if self.client.exists(path, watch=self._on_event) is None else _UNKNOWN
+
+    def _own(self, path: str, content: object) -> bool:
+        """ZooKeeper holds what we last wrote to entity `path`: no judgment, and it agrees with the image."""
+        if content is _UNKNOWN or not self.written.matches(path, content):
+            return False
+        self._reported.pop(path, None)
+        if content is _ABSENT:
+            self._entities.discard(path)
+        return True
 
     # ------------------------------------------------------------------ judging
 

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -314,6 +314,14 @@ def _multi_code(results: Sequence[Any]) -> int:
 _UNANSWERED = (ConnectionLoss, SessionExpiredError)
 
 
+class WriteObserver(Protocol):
+    """Hears of each write request when it is built (before it is sent) and when its reply is known."""
+
+    def sent(self, request: ZkRequest) -> None: ...
+
+    def settled(self, result: ZkResult) -> None: ...
+
+
 # ---------------------------------------------------------------------------------------------- client
 
 
@@ -339,6 +347,8 @@ class ZkLeadershipClient:
         self.acl_provider = acl_provider
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         self.retry_timeout_s = retry_timeout_s
+        self.observer: WriteObserver | None = None
+        """Told of every write request as it is built and how it ended (the foreign-write watcher's log)."""
 
     # ------------------------------------------------------------------ raw ZooKeeper access
 
@@ -351,6 +361,8 @@ class ZkLeadershipClient:
         return list(self.client.default_acl or OPEN_ACL_UNSAFE)
 
     def _op(self, request: ZkRequest, *, sequential: bool = False) -> Any:
+        if self.observer is not None:
+            self.observer.sent(request)
         server_path = self._server_path(request.path)
         if isinstance(request, CreateRequest):
             flags = 2 if sequential or request.sequential else 0
@@ -442,12 +454,15 @@ class ZkLeadershipClient:
     def request(self, request: ZkRequest, *, sequential: bool = False) -> ZkResult:
         """One *unfenced* request (Kafka's retryRequestUntilConnected); a sequential create's name: `created_path`."""
         reply = self._multi([[self._op(request, sequential=sequential)]], describe(request))[0][0]
-        return ZkResult(
+        result = ZkResult(
             request,
             _code(reply),
             reply if isinstance(reply, ZnodeStat) else None,
             reply if isinstance(reply, str) else None,
         )
+        if self.observer is not None:
+            self.observer.settled(result)
+        return result
 
     def create_recursive(
         self, path: str, data: bytes | None = None, *, throw_if_exists: bool = False
@@ -659,6 +674,10 @@ class ZkLeadershipClient:
             first = parsed[i]
             parsed[i] = self._landed_before(first, what)
             ours_moved |= parsed[i] is not first
+        if self.observer is not None:
+            for reply in parsed:
+                for result in reply.results:
+                    self.observer.settled(result)
         refused = [i for i in resent if parsed[i].migration_code == BADVERSION]
         if ours_moved and refused:
             # Their first copies were processed before ours that moved /migration on: landed or failed on

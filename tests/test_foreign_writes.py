@@ -446,6 +446,68 @@ def test_revert_mode_restores_the_images_znodes(
         watcher.stop()
 
 
+class CountingDriver(Driver):
+    """A driver that counts judgments (each one holds the controller's appends while it runs)."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        super().__init__(image)
+        self.judgments = 0
+
+    def expected(self) -> MetadataImage:
+        self.judgments += 1
+        return self.image
+
+
+def test_own_writes_through_the_observed_client_need_no_judgment(
+    seeded: tuple[KazooClient, ZkClusterModel],
+) -> None:
+    client, model = seeded
+    driver = CountingDriver(image_of(model))
+    client.create(paths.CONTROLLER_EPOCH, b"1")
+    migration = ZkMigrationClient(client)
+    state = migration.get_or_create_migration_state(MigrationLeadershipState(3000, 7, 100, 1, 0))
+    state = migration.claim_controller_leadership(state)
+    watcher = ForeignWriteWatcher(client, driver.expected, driver.on_change, settle_s=0.02).start()
+    migration.observer = watcher.written
+    try:
+        for value in ("7", "8", "9"):
+            driver.image = apply(
+                driver.image,
+                [
+                    (
+                        rec.ConfigRecord(
+                            resource_type=2, resource_name="foo", name="retention.ms", value=value
+                        ),
+                        0,
+                    )
+                ],
+            )
+            op = WriteConfigs(
+                "UpdateTopicConfig", "foo", resource_name="foo", configs={"retention.ms": value}
+            )
+            state = migration.apply(op, state)
+            settle(watcher)
+        assert driver.judgments == 0 and driver.batches == []
+        # Someone else's write after ours is still judged and reported.
+        set_topic_config(client, "foo", {"retention.ms": "1"})
+        assert driver.received.wait(10)
+        settle(watcher)
+        assert driver.writes() == [("/config/topics/foo", CHANGED)]
+        assert "retention.ms: 9 -> 1" in driver.batches[0].writes[0].detail
+        # Our write of the image's value puts it right; the same foreign write again is reported again.
+        state = migration.apply(
+            WriteConfigs("UpdateTopicConfig", "foo", resource_name="foo", configs={"retention.ms": "9"}),
+            state,
+        )
+        settle(watcher)
+        set_topic_config(client, "foo", {"retention.ms": "1"})
+        settle(watcher)
+        assert driver.writes() == [("/config/topics/foo", CHANGED)] * 2
+    finally:
+        migration.observer = None
+        watcher.stop()
+
+
 def test_scan_finds_what_happened_while_nobody_watched(seeded: tuple[KazooClient, ZkClusterModel]) -> None:
     client, model = seeded
     driver = Driver(image_of(model))

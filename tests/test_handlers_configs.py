@@ -563,3 +563,35 @@ def test_append_subtract_sequences_against_a_list_model(ops: list[tuple[int, lis
         assert answers(body)[0][2] == ErrorCode.none
         log += result.records
         assert image_after(log).configs[(TOPIC, "orders")].get("cleanup.policy") == ",".join(model)
+
+
+_SOME_KEYS = ["retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms", "cleanup.policy",
+              "compression.type", "min.cleanable.dirty.ratio", "segment.bytes", "local.retention.ms"]  # fmt: skip
+_SOME_VALUES = [
+    "-2",
+    "-1",
+    "0",
+    "1",
+    "100",
+    " 7 ",
+    "x",
+    "0.5",
+    "2.0",
+    "compact",
+    "delete,compact",
+    "gzip",
+    "",
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(_SOME_KEYS), st.sampled_from(_SOME_VALUES)), max_size=6))
+def test_validation_does_not_depend_on_earlier_requests(maps: list[dict[str, str]]) -> None:
+    # Values are checked once and remembered; each map must still get exactly what a fresh check says.
+    remembered = [defs.validate_topic_configs(m) for m in maps]
+    fresh = []
+    for m in maps:
+        defs._CHECKED.clear()
+        fresh.append(defs.validate_topic_configs(m))
+    assert remembered == fresh
+    assert [defs.validate_topic_configs(m) for m in reversed(maps)] == fresh[::-1]

