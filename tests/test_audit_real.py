@@ -19,9 +19,11 @@ from audit_support import (
     summary,
 )
 from click.testing import CliRunner
+from kazoo.client import KazooClient
 from pyspark.sql import SparkSession
 
 from cli.main import cli
+from migrate.zk.load import load_tree
 
 pytestmark = pytest.mark.spark
 
@@ -106,3 +108,16 @@ def test_bad_input_exits_2_naming_the_file(spark: SparkSession, tmp_path: Path) 
     code, output = audit("--zk-dump", str(bad_dump), "--kraft", str(garbage), "--out", str(tmp_path / "o2"))
     assert code == 2
     assert "/brokers/topics/t" in output
+
+
+@pytest.mark.zookeeper
+def test_a_live_ensemble_is_a_source_too(spark: SparkSession, migrated: Path, zk_client: KazooClient, zk_connect: str, tmp_path: Path) -> None:
+    # The real cluster loaded into a real ZooKeeper (versions preserved, ephemerals made persistent),
+    # then audited through --zk: the driver reads the tree, the tasks parse it.
+    load_tree(zk_client, real_tree())
+    out = tmp_path / "audit"
+    code, output = audit("--zk", zk_connect, "--kraft", str(migrated), "--out", str(out))
+    assert code == 0, output
+    assert keyed(discrepancy_rows(spark, out)) == EXPECTED
+    assert summary(out)["inputs"]["zk_chroot"] == zk_connect[zk_connect.index("/") :]
+    assert not (out / ".work").exists()
