@@ -14,18 +14,18 @@ from migrate.zk.sources import ZkSource
 
 
 def audit_condition(zk_connect: str, metadata_dir: Path | None, out: Path, skip: bool) -> Condition:
-    """Run `zk2kraft audit` (validators.audit.run_audit) when it exists and a metadata dir was given."""
+    """Run `zk2kraft audit --fail-on lag` when a metadata dir was given: lag at the gate is a failure."""
     if skip:
         return Condition(id="audit", verdict="not-checked", detail="skipped (--no-audit)")
     if metadata_dir is None:
         return Condition(id="audit", verdict="not-checked", detail="needs --metadata-dir (the controller's metadata log)")
-    try:
-        from validators.audit import AuditOptions, run_audit
-        from validators.spark import spark_session
-    except ImportError as e:
-        return Condition(id="audit", verdict="not-checked", detail=f"the audit is not available in this build ({e})")
+    # Imported here: Spark's start-up cost belongs to this condition, not to `--help`.
+    from validators.audit import AuditOptions, run_audit
+    from validators.spark import spark_session
+
     with spark_session() as spark:
-        result = run_audit(spark, AuditOptions(zk=ZkSource(connect=zk_connect), kraft=metadata_dir, out=out))
+        options = AuditOptions(zk=ZkSource(connect=zk_connect), kraft=metadata_dir, out=out, fail_on_lag=True)
+        result = run_audit(spark, options)
     return Condition(id="audit", verdict="pass" if result.exit_code == 0 else "fail", detail=f"audit report in {out} (exit code {result.exit_code})")
 
 

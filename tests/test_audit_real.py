@@ -121,3 +121,19 @@ def test_a_live_ensemble_is_a_source_too(spark: SparkSession, migrated: Path, zk
     assert keyed(discrepancy_rows(spark, out)) == EXPECTED
     assert summary(out)["inputs"]["zk_chroot"] == zk_connect[zk_connect.index("/") :]
     assert not (out / ".work").exists()
+
+
+@pytest.mark.zookeeper
+def test_finalize_check_runs_the_audit_as_its_last_gate(
+    spark: SparkSession, migrated: Path, zk_client: KazooClient, zk_connect: str, tmp_path: Path
+) -> None:
+    from cli.finalize_cmd import audit_condition
+
+    load_tree(zk_client, real_tree())
+    passed = audit_condition(zk_connect, migrated, tmp_path / "ok", skip=False)
+    assert passed.verdict == "pass", passed.detail
+    # A topic's config znode vanishing from ZooKeeper is a real divergence: the gate stays shut.
+    topic = sorted(zk_client.get_children("/config/topics"))[0]
+    zk_client.delete(f"/config/topics/{topic}")
+    failed = audit_condition(zk_connect, migrated, tmp_path / "bad", skip=False)
+    assert failed.verdict == "fail" and "exit code 1" in failed.detail
