@@ -25,6 +25,7 @@ def _register() -> None:
     from cli.migrate_cmd import migrate_cmd
     from cli.plan_cmd import plan_cmd
     from cli.rollback_cmd import rollback_cmd
+    from cli.shim_cmd import shim_group
     from cli.snapshot_cmd import snapshot_cmd
     from cli.status_cmd import status_cmd
     from cli.zk_cmd import zk_group
@@ -36,6 +37,7 @@ def _register() -> None:
     cli.add_command(migrate_cmd)
     cli.add_command(plan_cmd)
     cli.add_command(rollback_cmd)
+    cli.add_command(shim_group)
     cli.add_command(snapshot_cmd)
     cli.add_command(status_cmd)
     cli.add_command(zk_group)
