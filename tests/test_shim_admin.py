@@ -32,66 +32,42 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kazoo.client import KazooClient
+from shim_harness import (
+    SHIM_ID,
+    load_real_tree,
+    running_bridge,
+    running_shim,
+)
 
-from bridge import metadata_fetch
-from bridge.api import DriverState
-from bridge.controller import BridgeConfig, BridgeController, load_handlers
-from bridge.shim.server import ShimConfig, ShimServer, ShimThread
+from bridge.controller import BridgeController
+from bridge.shim.server import ShimServer
 from migrate.kraft.reader import load_image
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
-from migrate.zk.load import load_tree
 from migrate.zk.model import ZkClusterModel
-from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import ZTree
 
 pytestmark = pytest.mark.zookeeper
 
-FIXTURE = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
-CHROOT = "/de-4-3-kafka-cluster"
-NODE_ID = 3000
-SHIM_ID = 7000
 TIMEOUT = 30.0
 
 
 @pytest.fixture(scope="module")
 def real_tree() -> ZTree:
-    tree, _report = load_data_dir(FIXTURE)
-    return tree.with_chroot(CHROOT)
-
-
-def start_controller(config: BridgeConfig) -> BridgeController:
-    """A bridge controller that also serves Fetch/FetchSnapshot of its log (until controller.py registers them)."""
-    handlers, supported = load_handlers()
-    holder: list[BridgeController] = []
-    metadata_fetch.register(handlers, supported, lambda: holder[0].log if holder else None)  # type: ignore[arg-type,return-value]
-    controller = BridgeController(config, handlers=handlers, supported=supported)
-    holder.append(controller)
-    return controller.start()
+    return load_real_tree()
 
 
 @pytest.fixture
 def bridge(
     zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
 ) -> Iterator[BridgeController]:
-    load_tree(zk_client, real_tree)
-    config = BridgeConfig.model_validate(
-        {"zk_connect": zk_connect, "metadata_dir": tmp_path / "meta", "node_id": NODE_ID, "fsync": False}
-    )
-    controller = start_controller(config)
-    try:
-        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+    with running_bridge(zk_client, zk_connect, real_tree, tmp_path) as controller:
         yield controller
-    finally:
-        controller.stop()
 
 
 @pytest.fixture
 def shim(bridge: BridgeController) -> Iterator[ShimServer]:
-    server = ShimServer(
-        ShimConfig(controllers=[("127.0.0.1", bridge.listen_port)], node_id=SHIM_ID, poll_interval_s=0.05)
-    )
-    with ShimThread(server):
+    with running_shim(bridge) as server:
         yield server
 
 

@@ -1,0 +1,68 @@
+"""Shared parts of the shim tests: real ZooKeeper seeded with Kafka 3.5's real cluster, a bridge controller in
+DUAL_WRITE that serves its log with Fetch, and one shim in front of it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from bridge import metadata_fetch
+from bridge.api import DriverState
+from bridge.controller import BridgeConfig, BridgeController, load_handlers
+from bridge.shim.server import ShimConfig, ShimServer, ShimThread
+from migrate.zk.load import load_tree
+from migrate.zk.restore import load_data_dir
+from migrate.zk.tree import ZTree
+
+FIXTURE = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
+CHROOT = "/de-4-3-kafka-cluster"
+NODE_ID = 3000
+SHIM_ID = 7000
+
+
+def load_real_tree() -> ZTree:
+    tree, _report = load_data_dir(FIXTURE)
+    return tree.with_chroot(CHROOT)
+
+
+def start_controller(config: BridgeConfig) -> BridgeController:
+    """A bridge controller that also serves Fetch/FetchSnapshot of its log (until controller.py registers them)."""
+    handlers, supported = load_handlers()
+    holder: list[BridgeController] = []
+    metadata_fetch.register(handlers, supported, lambda: holder[0].log if holder else None)  # type: ignore[arg-type,return-value]
+    controller = BridgeController(config, handlers=handlers, supported=supported)
+    holder.append(controller)
+    return controller.start()
+
+
+def controller_config(zk_connect: str, metadata_dir: Path, *, standby: bool = False) -> BridgeConfig:
+    return BridgeConfig.model_validate(
+        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": False,
+         "standby": standby}
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def running_bridge(
+    zk_client: KazooClient, zk_connect: str, tree: ZTree, tmp_path: Path
+) -> Iterator[BridgeController]:
+    """ZooKeeper loaded with `tree`, and a bridge controller over it in DUAL_WRITE."""
+    load_tree(zk_client, tree)
+    controller = start_controller(controller_config(zk_connect, tmp_path / "meta"))
+    try:
+        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+        yield controller
+    finally:
+        controller.stop()
+
+
+@contextlib.contextmanager
+def running_shim(*controllers: BridgeController | tuple[str, int]) -> Iterator[ShimServer]:
+    """One shim in front of `controllers` (tried in that order), on its own event-loop thread."""
+    addresses = [c if isinstance(c, tuple) else ("127.0.0.1", c.listen_port) for c in controllers]
+    server = ShimServer(ShimConfig(controllers=addresses, node_id=SHIM_ID, poll_interval_s=0.05))
+    with ShimThread(server):
+        yield server

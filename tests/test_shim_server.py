@@ -1,0 +1,192 @@
+"""The shim's protocol face and its paths to the controller, over real TCP against the real bridge controller:
+ApiVersions advertises exactly what the shim serves, AlterIsr-era and current AlterPartition from brokers reach
+the controller directly (log and ZooKeeper change; stale epochs get Kafka's errors), and forwarded requests
+survive a controller that is not active (NOT_CONTROLLER), one that is down, and a standby taking over."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32, i64
+from shim_harness import (
+    controller_config,
+    load_real_tree,
+    running_bridge,
+    running_shim,
+    start_controller,
+)
+
+from bridge import protocol
+from bridge.api import DriverState
+from bridge.client import send_request_sync
+from bridge.controller import EXIT_OK, BridgeController
+from bridge.handlers import alter_partition_legacy as legacy
+from bridge.handlers._common import nested
+from bridge.shim.server import ShimServer
+from migrate.zk.cluster import from_tree
+from migrate.zk.live import read_tree
+from migrate.zk.load import load_tree
+from migrate.zk.tree import ZTree
+
+pytestmark = pytest.mark.zookeeper
+
+STOCK = "current_stock"
+ALTER_PARTITION = 56
+
+
+@pytest.fixture(scope="module")
+def real_tree() -> ZTree:
+    return load_real_tree()
+
+
+@pytest.fixture
+def bridge(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> Iterator[BridgeController]:
+    with running_bridge(zk_client, zk_connect, real_tree, tmp_path) as controller:
+        yield controller
+
+
+@pytest.fixture
+def shim(bridge: BridgeController) -> Iterator[ShimServer]:
+    with running_shim(bridge) as server:
+        yield server
+
+
+def test_api_versions_advertise_exactly_what_the_shim_serves(shim: ShimServer) -> None:
+    request = ApiVersionsRequest(client_software_name="test", client_software_version="1")
+    response = send_request_sync("127.0.0.1", shim.port, request)
+    assert response.error_code == ErrorCode.none
+    advertised = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+    assert advertised == {
+        3: (0, 12), 18: (0, 3), 19: (2, 7), 20: (1, 6), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4),
+        33: (0, 2), 37: (0, 3), 44: (0, 1), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 56: (0, 3),
+        60: (0, 1),
+    }  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------- AlterPartition
+
+
+def alter_partition(
+    version: int, broker: int, epoch: int, partition: int, leader_epoch: int, partition_epoch: int,
+    isr: list[int], topic: Any,
+) -> Any:  # fmt: skip
+    cls = protocol.request_class(ALTER_PARTITION, version)
+    if version < 2:
+        topic_cls = legacy.NESTED[(version, "request.TopicData")]
+        part_cls = legacy.NESTED[(version, "request.PartitionData")]
+    else:
+        topic_cls, part_cls = nested(cls, "TopicData"), nested(cls, "PartitionData")
+    values: dict[str, Any] = {
+        "partition_index": i32(partition),
+        "leader_epoch": i32(leader_epoch),
+        "partition_epoch": i32(partition_epoch),
+        "new_isr": tuple(i32(b) for b in isr),
+    }
+    if version >= 1:
+        values["leader_recovery_state"] = i8(0)
+    name_or_id = {"topic_name": topic.name} if version < 2 else {"topic_id": topic.topic_id}
+    return cls(
+        broker_id=i32(broker),
+        broker_epoch=i64(epoch),
+        topics=(topic_cls(partitions=(part_cls(**values),), **name_or_id),),
+    )
+
+
+def test_alter_isr_and_alter_partition_through_the_shim(
+    shim: ShimServer, bridge: BridgeController, zk_client: KazooClient, zk_connect: str
+) -> None:
+    assert bridge.log is not None
+    topic = bridge.log.image.topics_by_name[STOCK]
+    for version, isr in ((0, None), (2, None)):
+        before = bridge.log.image.topics_by_name[STOCK].partitions[0]
+        leader = before.leader
+        epoch = int(zk_client.exists(f"/brokers/ids/{leader}").czxid)
+        new_isr = [leader] if len(before.isr) > 1 else sorted({leader, *before.replicas})
+        request = alter_partition(
+            version, leader, epoch, 0, before.leader_epoch, before.partition_epoch, isr or new_isr, topic
+        )
+        response = send_request_sync("127.0.0.1", shim.port, request)
+        assert response.error_code == ErrorCode.none, version
+        [answer] = response.topics[0].partitions
+        assert answer.error_code == ErrorCode.none and list(answer.isr) == new_isr
+        after = bridge.log.image.topics_by_name[STOCK].partitions[0]
+        assert after.isr == new_isr and after.partition_epoch == before.partition_epoch + 1
+        state = from_tree(read_tree(zk_connect, acls=False)).topics[STOCK].states[0]
+        assert state.isr == new_isr and state.zk_version == after.partition_epoch
+        # The shim's own image has it once the answer is out.
+        assert shim.follower.image.topics_by_name[STOCK].partitions[0].isr == new_isr
+
+    current = bridge.log.image.topics_by_name[STOCK].partitions[0]
+    epoch = int(zk_client.exists(f"/brokers/ids/{current.leader}").czxid)
+    stale = alter_partition(
+        2, current.leader, epoch, 0, current.leader_epoch - 1, current.partition_epoch, current.isr, topic
+    )
+    response = send_request_sync("127.0.0.1", shim.port, stale)
+    assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.fenced_leader_epoch]
+    stale_broker = alter_partition(
+        0, current.leader, epoch - 1, 0, current.leader_epoch, current.partition_epoch, current.isr, topic
+    )
+    assert send_request_sync("127.0.0.1", shim.port, stale_broker).error_code == ErrorCode.stale_broker_epoch
+    assert shim.stats.direct == 4 and shim.stats.forwarded == 0
+
+
+# ---------------------------------------------------------------------------------------------- failover
+
+
+@pytest.fixture
+def pair(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> Iterator[list[BridgeController]]:
+    """An active bridge controller and a standby of the same node sharing its metadata directory."""
+    load_tree(zk_client, real_tree)
+    started: list[BridgeController] = []
+    try:
+        active = start_controller(controller_config(zk_connect, tmp_path / "meta"))
+        started.append(active)
+        assert active.wait_for_state(DriverState.DUAL_WRITE), active.error
+        started.append(start_controller(controller_config(zk_connect, tmp_path / "meta", standby=True)))
+        yield started
+    finally:
+        for controller in started:
+            controller.stop()
+
+
+def create(admin: AdminClient, name: str) -> None:
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=1, replication_factor=1)], request_timeout=60
+    )
+    futures[name].result(timeout=60)
+
+
+def test_forwarding_finds_the_active_controller_and_follows_a_takeover(pair: list[BridgeController]) -> None:
+    active, standby = pair
+    dead = ("127.0.0.1", 1)
+    # The shim is told of a dead address and the standby before the active controller.
+    controllers = [dead, standby, active]
+    with running_shim(*controllers) as server:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{server.port}"})
+        create(admin, "before-takeover")
+        assert active.log is not None and "before-takeover" in active.log.image.topics_by_name
+        assert "before-takeover" in admin.list_topics(timeout=30).topics
+
+        assert active.stop() == EXIT_OK
+        assert standby.wait_for_state(DriverState.DUAL_WRITE), standby.error
+        create(admin, "after-takeover")
+        assert standby.log is not None
+        assert {"before-takeover", "after-takeover"} <= set(standby.log.image.topics_by_name)
+        deadline = time.monotonic() + 30
+        while "after-takeover" not in admin.list_topics(timeout=30).topics:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # The same log, continued: the shim's image never had to start over.
+        assert server.follower.resets == 0
