@@ -19,8 +19,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i32
 
-from bridge.handlers._common import build, default_message, nested
-from bridge.handlers.acls import ANY, UNKNOWN, Binding, Filter, _UnsupportedPattern, filter_of
+from bridge.handlers._common import build, default_message
+from bridge.handlers.acls import UNKNOWN, Binding, Filter, _UnsupportedPattern, filter_of
 from bridge.handlers.config_defs import TOPIC_CONFIGS, ConfigType
 from bridge.protocol import ANONYMOUS, KafkaPrincipal
 from migrate.kraft.image import NO_LEADER, RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC, MetadataImage
@@ -459,18 +459,3 @@ def describe_user_scram_credentials(image: MetadataImage, request: Any, version:
     return m.DescribeUserScramCredentialsResponse(
         throttle_time=timedelta(0), error_code=ErrorCode.none, error_message=None, results=tuple(results)
     )
-
-
-__all__ = [
-    "ANY",
-    "Caller",
-    "ShimIdentity",
-    "allow_all",
-    "describe_acls",
-    "describe_client_quotas",
-    "describe_cluster",
-    "describe_configs",
-    "describe_user_scram_credentials",
-    "metadata",
-    "nested",
-]
