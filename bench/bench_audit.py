@@ -165,7 +165,7 @@ def parse_child(work: Path, master: str, driver_memory: str) -> None:
 
     spark = build_session(master, driver_memory=driver_memory)
     start = time.perf_counter()
-    zk = prepare_zk_input(ZkSource(dump=work / "zk.jsonl"), work / "tmp")
+    zk = prepare_zk_input(spark, ZkSource(dump=work / "zk.jsonl"), work / "tmp")
     parallelism = spark.sparkContext.defaultParallelism
     zk_df = zk_wide(spark, zk, min_partitions=max(2, parallelism))
     zk_rows = zk_df.count()

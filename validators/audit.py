@@ -105,7 +105,7 @@ def run_audit(spark: SparkSession, options: AuditOptions, *, progress: Callable[
 
     started = time.monotonic()
     say("reading ZooKeeper")
-    zk_input = prepare_zk_input(options.zk, work)
+    zk_input = prepare_zk_input(spark, options.zk, work)
     timings["zk_read_driver"] = time.monotonic() - started
     cached: list[DataFrame] = []
     stack = ExitStack()

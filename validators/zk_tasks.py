@@ -253,8 +253,12 @@ def _dump_header(path: Path) -> DumpHeader:
         raise CorruptDataError(str(path), None, f"line 1: not a {DUMP_FORMAT} header") from None
 
 
-def prepare_zk_input(source: ZkSource, work_dir: Path, *, progress: Callable[[int], None] | None = None) -> ZkInput:
-    """A dump of the source: the dump itself, or (data dir, live ensemble) one written on the driver."""
+def prepare_zk_input(spark: SparkSession, source: ZkSource, work_dir: Path) -> ZkInput:
+    """A dump of the source for tasks to parse: the dump itself, or one a single Spark task writes.
+
+    Restoring a data dir (snapshot + transaction logs) or reading a live ensemble is sequential, so one
+    task does it; the driver only learns where the dump is and never holds the tree.
+    """
     source.validate()
     if source.dump is not None:
         header = _dump_header(Path(source.dump))
@@ -262,13 +266,23 @@ def prepare_zk_input(source: ZkSource, work_dir: Path, *, progress: Callable[[in
         exported = normalize_chroot(header.chroot)
         kafka_chroot = normalize_chroot(exported.rstrip("/") + inside) if inside != "/" else exported
         return ZkInput(Path(source.dump).resolve(), inside, source.describe(), kafka_chroot, False)
-    origin = read_source(source, progress=progress)
     work_dir.mkdir(parents=True, exist_ok=True)
-    dump = work_dir / "zk-source.jsonl"
-    write_dump(origin.tree, dump, chroot=full_tree_chroot(source))
-    described, kafka_chroot = origin.origin, origin.chroot
-    del origin  # the tree: the driver keeps nothing of it once the dump is on disk
-    return ZkInput(dump.resolve(), "/", described, kafka_chroot, True)
+    dump = (work_dir / "zk-source.jsonl").resolve()
+    task = partial(_export_in_task, source=source, dump=dump)
+    outcome = spark.sparkContext.parallelize([0], 1).map(task).collect()[0]
+    if outcome[0] == ERROR_KIND:
+        raise Zk2KraftError(outcome[1])
+    return ZkInput(dump, "/", outcome[1], outcome[2], True)
+
+
+def _export_in_task(_index: int, *, source: ZkSource, dump: Path) -> tuple[str, str, str]:
+    """Inside a Spark task: read the source and write its dump; errors come back as text, not tracebacks."""
+    try:
+        origin = read_source(source)
+        write_dump(origin.tree, dump, chroot=full_tree_chroot(source))
+    except Zk2KraftError as exc:
+        return ERROR_KIND, str(exc), ""
+    return "ok", origin.origin, origin.chroot
 
 
 def read_migration_offset(spark: SparkSession, zk: DataFrame) -> int | None:
