@@ -33,6 +33,7 @@ from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from pydantic import BaseModel, ConfigDict, Field
 
+from bridge import metadata_fetch
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
 from bridge.broker_registry import ZkBrokerRegistry
 from bridge.driver import FencedOut, MetadataLogLike, MigrationDriver, MigrationMismatchError, plan_dry_run
@@ -165,6 +166,8 @@ class BridgeController:
             loaded, loaded_supported = load_handlers()
             self.handlers: dict[int, ControllerHandler] = loaded
             self.supported: dict[int, tuple[int, int]] = dict(supported or loaded_supported)
+            # Fetch/FetchSnapshot of __cluster_metadata for followers (shims), served from the live log.
+            metadata_fetch.register(self.handlers, self.supported, lambda: self.log)  # type: ignore[arg-type,return-value]
         else:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})

@@ -9,9 +9,8 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from bridge import metadata_fetch
 from bridge.api import DriverState
-from bridge.controller import BridgeConfig, BridgeController, load_handlers
+from bridge.controller import BridgeConfig, BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
 from migrate.zk.load import load_tree
 from migrate.zk.restore import load_data_dir
@@ -29,13 +28,8 @@ def load_real_tree() -> ZTree:
 
 
 def start_controller(config: BridgeConfig) -> BridgeController:
-    """A bridge controller that also serves Fetch/FetchSnapshot of its log (until controller.py registers them)."""
-    handlers, supported = load_handlers()
-    holder: list[BridgeController] = []
-    metadata_fetch.register(handlers, supported, lambda: holder[0].log if holder else None)  # type: ignore[arg-type,return-value]
-    controller = BridgeController(config, handlers=handlers, supported=supported)
-    holder.append(controller)
-    return controller.start()
+    """A bridge controller as `zk2kraft bridge run` builds it (it serves Fetch/FetchSnapshot of its log)."""
+    return BridgeController(config).start()
 
 
 def controller_config(zk_connect: str, metadata_dir: Path, *, standby: bool = False) -> BridgeConfig:
