@@ -13,7 +13,6 @@ ControllerApis make and the error a denied caller gets; `cluster_refusal` applie
 
 from __future__ import annotations
 
-import enum
 import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
@@ -26,51 +25,7 @@ from bridge.error_responses import error_response
 from bridge.protocol import KafkaPrincipal
 from migrate.errors import Zk2KraftError
 from migrate.kraft.image import AclBinding, MetadataImage
-
-
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class AclPermissionType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
+from migrate.zk.model import AclOperation, AclPermissionType, PatternType, ResourceType
 
 CLUSTER_NAME: Final = "kafka-cluster"
 WILDCARD: Final = "*"
