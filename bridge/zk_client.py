@@ -162,6 +162,8 @@ class _Plan:
     requests: tuple[ZkRequest, ...] | None
     kafka_path: Callable[[MigrationLeadershipState], MigrationLeadershipState]
     notes: tuple[_Note, ...] = ()
+    size: int = 0
+    """Estimated bytes of `requests` in a multi."""
 
 
 _NO_WRITE = _Plan((), lambda state: state)
@@ -319,6 +321,11 @@ class ZkMigrationClient(ZkLeadershipClient):
                 continue
             epoch_version, version = current.zk_controller_epoch_zk_version, current.migration_zk_version
             final_data = znodes.encode_migration(final.to_znode()) if end == n else None
+            if len(segment) > 1 and sum(plans[i].size for i in segment) <= MAX_FUSED_BYTES:
+                together = self._run_together(plans, ops, segment, current, final, final_data, batch, n, state)
+                if together is not None:
+                    current = together
+                    continue
             multis = [
                 GuardedMulti(plans[i].requests or (), version, final_data if i == segment[-1] else None)
                 for i in segment
@@ -364,6 +371,46 @@ class ZkMigrationClient(ZkLeadershipClient):
                 raise
             except Zk2KraftError as exc:
                 self._abandon(exc, batch, [], n, ops, current, state, final)
+        return current
+
+    def _run_together(
+        self,
+        plans: Sequence[_Plan],
+        ops: Sequence[ZkOperation],
+        segment: Sequence[int],
+        current: MigrationLeadershipState,
+        final: MigrationLeadershipState,
+        final_data: bytes | None,
+        batch: bool,
+        n: int,
+        state: MigrationLeadershipState,
+    ) -> MigrationLeadershipState | None:
+        """Send the multis of `segment` as ONE multi (ZooKeeper's per-multi cost is paid once); the new state
+        if it landed, None if it failed on a request (nothing landed: the caller sends them one by one).
+
+        Landed, it leaves what the one-by-one multis leave when they all land: the same requests in the same
+        order, later ones seeing earlier ones' effects, sequential names in order.
+        """
+        requests = tuple(r for i in segment for r in plans[i].requests or ())
+        epoch_version = current.zk_controller_epoch_zk_version
+        try:
+            self.require_fence(current, _name(ops[segment[0]]))
+            reply = self.send_guarded(
+                [GuardedMulti(requests, current.migration_zk_version, final_data)],
+                epoch_version,
+                f"fenced write of {len(segment)} operation(s) in one multi",
+            )[0]
+        except Zk2KraftError as exc:  # no reply: they may or may not have landed
+            unknown = [*segment, *range(segment[-1] + 1, n)]
+            self._abandon(exc, batch, unknown, n, ops, self._state_after_failure(current), state, final)
+        self.raise_if_fenced(reply, epoch_version, _name(ops[segment[0]]))
+        if not reply.landed:
+            self._forget_stores(reply.results)
+            return None
+        for i in segment:
+            self._learn_stores(plans[i].notes)
+        if reply.migration_stat is not None:
+            return final.with_migration_zk_version(reply.migration_stat.version)
         return current
 
     def _take_kafka_path(
@@ -492,7 +539,7 @@ class ZkMigrationClient(ZkLeadershipClient):
             len(r.path) + _REQUEST_OVERHEAD + (len(r.data or b"") if not isinstance(r, DeleteRequest) else 0)
             for r in everything
         )
-        return _Plan(everything if size <= MAX_FUSED_BYTES else None, kafka_path, tuple(notes))
+        return _Plan(everything if size <= MAX_FUSED_BYTES else None, kafka_path, tuple(notes), size)
 
     # ------------------------------------------------------------------ notifications
 

@@ -494,15 +494,18 @@ def test_own_writes_through_the_observed_client_need_no_judgment(
         settle(watcher)
         assert driver.writes() == [("/config/topics/foo", CHANGED)]
         assert "retention.ms: 9 -> 1" in driver.batches[0].writes[0].detail
-        # Our write of the image's value puts it right; the same foreign write again is reported again.
+        # Our write of the image's value puts it right; the next foreign write is reported again.
         state = migration.apply(
             WriteConfigs("UpdateTopicConfig", "foo", resource_name="foo", configs={"retention.ms": "9"}),
             state,
         )
         settle(watcher)
-        set_topic_config(client, "foo", {"retention.ms": "1"})
+        driver.received.clear()
+        set_topic_config(client, "foo", {"retention.ms": "2"})
+        assert driver.received.wait(10)
         settle(watcher)
         assert driver.writes() == [("/config/topics/foo", CHANGED)] * 2
+        assert "retention.ms: 9 -> 2" in driver.batches[1].writes[0].detail
     finally:
         migration.observer = None
         watcher.stop()

@@ -17,6 +17,7 @@ from bridge_harness import ZkReplyCutter, set_data_op_bytes
 from kazoo.client import KazooClient
 
 from bridge import zk_client
+from bridge import zk_client as zk_client_module
 from bridge.leadership import (
     ControllerMovedError,
     FencedError,
@@ -305,6 +306,9 @@ def test_a_batch_of_a_hundred_operations_equals_them_one_by_one_in_one_round(con
         ops, b_state, final_state=b_state.with_kraft_metadata_offset_and_epoch(OFFSET + 100, 1)
     )
     assert batch.rounds == 1  # 100 operations and the offset, one round of network waits
+    # ... and one ZooKeeper transaction: they fit one multi.
+    written = [f"/config/topics/t{t}" for t in (0, 1, 5, 6)] + [paths.MIGRATION]
+    assert len({many.exists(path).mzxid for path in written}) == 1
     assert without_migration_version(tree(many)) == without_migration_version(tree(one))
     assert migration_offset(many) == (OFFSET + 100, 1, done.migration_zk_version)
     assert (done.kraft_metadata_offset, done.kraft_metadata_epoch) == (OFFSET + 100, 1)
@@ -599,7 +603,7 @@ def test_a_notification_racing_the_takeover_does_not_land(connect: Any) -> None:
 
 
 def test_lost_replies_are_not_taken_for_fencing(
-    zk_server: EmbeddedZooKeeper, zk_client: KazooClient, zk_chroot: str
+    zk_server: EmbeddedZooKeeper, zk_client: KazooClient, zk_chroot: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kafka_cluster(zk_client)
     for t in range(4):
@@ -622,16 +626,26 @@ def test_lost_replies_are_not_taken_for_fencing(
         assert migration_offset(zk_client) == (400, 1, state.migration_zk_version)
         assert len(config_changes(zk_client)) == 1  # the resent copy wrote nothing
 
-        # A batch: the answers of the multis before the last are lost too, and what became of them cannot
-        # be known (each landed, or failed on a request). No fencing: a ZkBatchError for reconciliation,
-        # with /migration set back to the offset it had and a state that writes on.
+        # A batch that fits one multi is that one multi: the same holds.
         cutter.arm(containing=migration)
-        ops: list[ZkOperation] = [config(TOPIC_RESOURCE, f"t{t}", {"x": "2"}) for t in range(4)]
+        ops: list[ZkOperation] = [config(TOPIC_RESOURCE, f"t{t}", {"x": "3"}) for t in range(4)]
+        state = client.apply_all(ops, state, final_state=state.with_kraft_metadata_offset_and_epoch(450, 1))
+        assert cutter.cuts == 2
+        assert migration_offset(zk_client) == (450, 1, state.migration_zk_version)
+        assert len(config_changes(zk_client)) == 5
+
+        # A batch too big for one multi (each operation fits alone): the answers of the multis before the
+        # last are lost too, and what became of them cannot be known (each landed, or failed on a request).
+        # No fencing: a ZkBatchError for reconciliation, with /migration set back to the offset it had and
+        # a state that writes on.
+        monkeypatch.setattr(zk_client_module, "MAX_FUSED_BYTES", 300)
+        cutter.arm(containing=migration)
+        ops = [config(TOPIC_RESOURCE, f"t{t}", {"x": "2"}) for t in range(4)]
         with pytest.raises(ZkBatchError, match="whether they landed is unknown") as raised:
             client.apply_all(ops, state, final_state=state.with_kraft_metadata_offset_and_epoch(500, 1))
-        assert cutter.cuts == 2
-        assert migration_offset(zk_client)[:2] == (400, 1)
-        assert len(config_changes(zk_client)) == 5  # they had landed
+        assert cutter.cuts == 3
+        assert migration_offset(zk_client)[:2] == (450, 1)
+        assert len(config_changes(zk_client)) == 9  # they had landed
         state = client.apply_all(
             ops,
             raised.value.state,

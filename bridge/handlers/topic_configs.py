@@ -118,13 +118,14 @@ def effective_topic_configs(
     """ConfigurationControlManager.computeEffectiveTopicConfigs, sorted by name."""
     cluster = image.configs.get((RESOURCE_TYPE_BROKER, ""), {})
     node = image.configs.get((RESOURCE_TYPE_BROKER, str(node_id)), {})
-    return [
-        _resolve(d.name, d.default, creation_configs, node, cluster) for d in sorted(TOPIC_CONFIGS, key=_name)
-    ]
+    return [_resolve(d.name, d.default, creation_configs, node, cluster) for d in _BY_NAME]
 
 
 def _name(definition: ConfigDef) -> str:
     return definition.name
+
+
+_BY_NAME = sorted(TOPIC_CONFIGS, key=_name)
 
 
 def _resolve(

@@ -224,18 +224,20 @@ def create_topics(
     created: dict[str, _Created] = {}
     records = _Records()
     placer_rng = rng if rng is not None else JavaRandom()
-    collisions = _collisions(image)
+    collisions: dict[str, str] | None = None  # built only when a name needs it (it scans every topic)
     taken_ids = set(image.topics_by_id)
     try:
         for topic in topics:
             problem = topic_name_error(topic.name)
             if problem is not None:
                 errors[topic.name] = ApiError(ErrorCode.invalid_topic_exception, problem)
-            if has_collision_chars(topic.name) and unify_collision_chars(topic.name) in collisions:
-                errors[topic.name] = ApiError(
-                    ErrorCode.invalid_topic_exception,
-                    f"Topic '{topic.name}' collides with existing topic: {collisions[unify_collision_chars(topic.name)]}",
-                )
+            if has_collision_chars(topic.name):
+                collisions = _collisions(image) if collisions is None else collisions
+                if unify_collision_chars(topic.name) in collisions:
+                    errors[topic.name] = ApiError(
+                        ErrorCode.invalid_topic_exception,
+                        f"Topic '{topic.name}' collides with existing topic: {collisions[unify_collision_chars(topic.name)]}",
+                    )
             if topic.name in image.topics_by_name:
                 errors[topic.name] = ApiError(
                     ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists."
@@ -274,18 +276,7 @@ def create_topics(
                 results.append(_topic_error(result_cls, topic.name, errors[topic.name]))
                 continue
             entries = (
-                tuple(
-                    config_cls(
-                        name=c.name,
-                        value=c.value,
-                        read_only=False,
-                        config_source=i8(c.source),
-                        is_sensitive=False,
-                    )
-                    for c in done.configs
-                )
-                if config_cls is not None
-                else ()
+                tuple(_config_entry(config_cls, c) for c in done.configs) if config_cls is not None else ()
             )
             results.append(
                 build(
@@ -311,6 +302,28 @@ def create_topics(
     response = build(response_cls, throttle_time=NO_THROTTLE, topics=tuple(results))
     kept = [] if request.validate_only else records.items
     return ControllerResult(kept, response)
+
+
+_CONFIG_ENTRIES: dict[tuple[type, topic_configs.EffectiveConfig], Any] = {}
+
+
+def _config_entry(config_cls: type, config: topic_configs.EffectiveConfig) -> Any:
+    """One CreatableTopicConfigs entry, shared between responses (kio entities are immutable): a new
+    topic's ~36 effective configs are nearly always the same few."""
+    key = (config_cls, config)
+    entry = _CONFIG_ENTRIES.get(key)
+    if entry is None:
+        entry = config_cls(
+            name=config.name,
+            value=config.value,
+            read_only=False,
+            config_source=i8(config.source),
+            is_sensitive=False,
+        )
+        if len(_CONFIG_ENTRIES) >= 4096:
+            _CONFIG_ENTRIES.clear()
+        _CONFIG_ENTRIES[key] = entry
+    return entry
 
 
 def _topic_error(result_cls: type[Any], name: str, error: ApiError) -> Any:
