@@ -5,10 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cli.common import handles_errors
+from migrate.errors import Zk2KraftError
+
+if TYPE_CHECKING:
+    from bridge.shim.security import SaslConfig
+    from bridge.shim.security_tls import ClientAuth
+    from bridge.shim.server import ShimServer
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
@@ -64,6 +72,55 @@ def shim_group() -> None:
     show_default=True,
     help="Seconds to find a controller for a forwarded request that carries no timeout of its own.",
 )
+@click.option(
+    "--security-protocol",
+    type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
+    default="PLAINTEXT",
+    show_default=True,
+    help="The listener's security.protocol: SSL and SASL_SSL need --ssl-cert; SASL_* need --sasl-mechanisms.",
+)
+@click.option("--ssl-cert", type=click.Path(exists=True, dir_okay=False), help="Server certificate (PEM).")
+@click.option("--ssl-key", type=click.Path(exists=True, dir_okay=False), help="Its private key (PEM).")
+@click.option(
+    "--ssl-ca",
+    type=click.Path(exists=True, dir_okay=False),
+    help="CA certificates client certificates are verified with.",
+)
+@click.option(
+    "--ssl-client-auth",
+    type=click.Choice(["none", "requested", "required"]),
+    default="none",
+    show_default=True,
+    help="Kafka's ssl.client.auth; a client certificate makes the principal User:<subject DN>.",
+)
+@click.option(
+    "--sasl-mechanisms",
+    default="SCRAM-SHA-256,SCRAM-SHA-512",
+    show_default=True,
+    metavar="MECH[,MECH...]",
+    help="Enabled among PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. SCRAM passwords are verified against the "
+    "cluster's own SCRAM credentials (the followed metadata), as a broker does.",
+)
+@click.option(
+    "--plain-users",
+    type=click.Path(exists=True, dir_okay=False),
+    help="PLAIN's users: a file of `user=password` lines (# comments), like PlainLoginModule's user_<name> options.",
+)
+@click.option(
+    "--authorizer",
+    type=click.Choice(["none", "acl"]),
+    default="none",
+    show_default=True,
+    help="acl: Kafka's StandardAuthorizer over the cluster's ACLs (reloaded as they change); none: allow all.",
+)
+@click.option(
+    "--super-users", default="", metavar="User:a;User:b", help="Kafka's super.users (with --authorizer acl)."
+)
+@click.option(
+    "--allow-everyone-if-no-acl-found",
+    is_flag=True,
+    help="Kafka's allow.everyone.if.no.acl.found: a resource no ACL matches is open to all.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
 def run_cmd(
@@ -74,6 +131,16 @@ def run_cmd(
     cluster_id: str | None,
     max_request_bytes: int,
     request_timeout: float,
+    security_protocol: str,
+    ssl_cert: str | None,
+    ssl_key: str | None,
+    ssl_ca: str | None,
+    ssl_client_auth: ClientAuth,
+    sasl_mechanisms: str,
+    plain_users: str | None,
+    authorizer: str,
+    super_users: str,
+    allow_everyone_if_no_acl_found: bool,
     verbose: bool,
 ) -> None:
     """Serve admin clients and brokers in front of the bridge controller, as a bridge-release broker does.
@@ -102,8 +169,16 @@ def run_cmd(
       zk2kraft shim run --listen 0.0.0.0:9192 --advertised kafka-admin.example.com:9192 \\
           --controller 10.0.0.5:9093,10.0.0.6:9093
       kafka-topics.sh --bootstrap-server kafka-admin.example.com:9192 --create --topic t --partitions 3
+
+    \b
+    Secured (SCRAM users are the cluster's own; ACLs are the cluster's own):
+      zk2kraft shim run --listen 0.0.0.0:9194 --controller 10.0.0.5:9093 \\
+          --security-protocol SASL_SSL --ssl-cert shim.pem --ssl-key shim.key \\
+          --sasl-mechanisms SCRAM-SHA-512 --authorizer acl --super-users 'User:admin'
     """
-    from bridge.shim.server import ShimConfig, parse_address, parse_addresses, run_shim
+    from bridge.shim.authorizer import StandardAuthorizer
+    from bridge.shim.security_tls import server_ssl_context
+    from bridge.shim.server import ShimConfig, ShimServer, parse_address, parse_addresses
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format=_LOG_FORMAT, stream=sys.stderr
@@ -125,4 +200,49 @@ def run_cmd(
             request_timeout_s=request_timeout,
         )
     )
-    sys.exit(asyncio.run(run_shim(config)))
+    server = ShimServer(config)
+    if security_protocol in ("SSL", "SASL_SSL"):
+        if ssl_cert is None:
+            raise Zk2KraftError(f"--security-protocol {security_protocol} needs --ssl-cert (and --ssl-key)")
+        server.ssl_context = server_ssl_context(ssl_cert, ssl_key, cafile=ssl_ca, client_auth=ssl_client_auth)
+    elif ssl_cert is not None:
+        raise Zk2KraftError(f"--ssl-cert is given but --security-protocol {security_protocol} has no TLS")
+    if security_protocol.startswith("SASL_"):
+        server.sasl = sasl_config(server, sasl_mechanisms, plain_users)
+    if authorizer == "acl":
+        supers = StandardAuthorizer.from_properties({"super.users": super_users}).super_users
+        server.use_acl_authorizer(
+            super_users=tuple(sorted(supers)), allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found
+        )
+    sys.exit(asyncio.run(server.run()))
+
+
+def sasl_config(server: ShimServer, mechanisms: str, plain_users: str | None) -> SaslConfig:
+    """SASL for the listener: PLAIN users from the file, SCRAM credentials from the followed image."""
+    from bridge.shim.security import SaslConfig, image_scram_credentials
+
+    enabled = tuple(m.strip().upper() for m in mechanisms.split(",") if m.strip())
+    if "PLAIN" in enabled and plain_users is None:
+        raise Zk2KraftError("--sasl-mechanisms includes PLAIN but no --plain-users file is given")
+    return SaslConfig(
+        mechanisms=enabled,
+        plain_users=read_plain_users(Path(plain_users)) if plain_users else {},
+        scram_credentials=image_scram_credentials(lambda: server.follower.image),
+    )
+
+
+def read_plain_users(path: Path) -> dict[str, str]:
+    """`user=password` lines (also JAAS's `user_<name>="<password>"`); blank lines and # comments skipped."""
+    users: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, password = line.partition("=")
+        name, password = name.strip().removeprefix("user_"), password.strip().rstrip(";").strip()
+        if len(password) >= 2 and password[0] == password[-1] == '"':
+            password = password[1:-1]
+        if not sep or not name:
+            raise Zk2KraftError(f"{path}:{number}: expected user=password, got {raw!r}")
+        users[name] = password
+    return users

@@ -33,7 +33,7 @@ from bridge.error_responses import error_response
 from bridge.handlers import alter_partition_legacy  # noqa: F401  (registers AlterPartition v0/v1 with the codec)
 from bridge.listener import Handler, KafkaListener, RequestContext
 from bridge.protocol import MAX_REQUEST_BYTES, describe_api
-from bridge.shim import reads
+from bridge.shim import authorize_items, reads
 from bridge.shim.follower import Address, MetadataFollower, format_address
 from bridge.shim.forward import ControllerChannel, EnvelopeFailure, ForwardTimeoutError
 from migrate.errors import InvalidRequestError, UnsupportedVersionError, Zk2KraftError
@@ -229,6 +229,19 @@ class ShimServer:
         supported[API_VERSIONS] = API_VERSIONS_RANGE
         return {key: self._gated(handler) for key, handler in handlers.items()}, supported
 
+    def use_acl_authorizer(
+        self, *, super_users: tuple[str, ...] = (), allow_everyone_if_no_acl_found: bool = False
+    ) -> authorize_items.FollowedAuthorizer:
+        """Authorize by the followed image's ACLs (`--authorizer acl`): per-item checks and request-wide refusals."""
+        authorizer = authorize_items.FollowedAuthorizer(
+            self.follower,
+            super_users=super_users,
+            allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
+        )
+        self.authorize = authorizer
+        self.request_gate = authorizer.gate
+        return authorizer
+
     def _gated(self, handler: Handler) -> Handler:
         async def gated(ctx: RequestContext, body: Any) -> Any:
             if self.request_gate is not None:
@@ -277,6 +290,19 @@ class ShimServer:
         return seconds if seconds > 0 else self.config.request_timeout_s
 
     async def _forward(self, ctx: RequestContext, body: Any) -> Any:
+        """Refused items out (authorize_items), the rest forwarded, their errors merged into the controller's answer."""
+        if ctx.api_key not in authorize_items.CHECKED or self.authorize is reads.allow_all:
+            return await self._forward_whole(ctx, body)
+        caller = self._caller(ctx)
+        part = authorize_items.split(ctx.api_key, ctx.api_version, body, caller, self.follower.image)
+        if part.forward is None:
+            log.info("event=request_refused peer=%s principal=%s api=%s", ctx.peer_text, ctx.principal,
+                     describe_api(ctx.api_key, ctx.api_version))  # fmt: skip
+            return authorize_items.merge(ctx.api_key, ctx.api_version, body, part, None, caller)
+        response = await self._forward_whole(ctx, part.forward)
+        return authorize_items.merge(ctx.api_key, ctx.api_version, body, part, response, caller)
+
+    async def _forward_whole(self, ctx: RequestContext, body: Any) -> Any:
         """Forward in an envelope, relay the inner response once the image has caught up with the controller."""
         timeout = self._timeout(body)
         started = time.monotonic()
