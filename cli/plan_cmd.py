@@ -10,8 +10,11 @@ import click
 
 from cli.common import EXIT_FINDING, handles_errors
 from cli.options import zk_source_from, zk_source_options
+from cli.plan_live import DEFAULT_TIMEOUT, ask_cluster, read_command_config
+from migrate.errors import Zk2KraftError
 from migrate.plan.checks import run_checks
 from migrate.plan.inputs import parse_controllers
+from migrate.plan.live import live_checks
 from migrate.plan.load import load_inputs
 from migrate.plan.phases import build_plan
 from migrate.plan.render import summary_lines, write_plan
@@ -56,6 +59,19 @@ from migrate.plan.render import summary_lines, write_plan
 )
 @click.option("--controller-log-dir", help="log.dirs for the generated controller configs.")
 @click.option("--target-ibp", default="3.9", show_default=True, help="inter.broker.protocol.version to migrate at.")
+@click.option(
+    "--bootstrap-server",
+    metavar="HOST:PORT[,HOST:PORT...]",
+    help="Also ask the live brokers: software version (ApiVersions), live configs, offline/under-replicated partitions.",
+)
+@click.option(
+    "--command-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Client security properties for --bootstrap-server (security.protocol, sasl.*, ssl.ca.location...).",
+)
+@click.option(
+    "--live-timeout", type=float, default=DEFAULT_TIMEOUT, show_default=True, help="Seconds to wait for live brokers."
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @handles_errors
 def plan_cmd(
@@ -68,6 +84,9 @@ def plan_cmd(
     controller_protocol: str,
     controller_log_dir: str | None,
     target_ibp: str,
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    live_timeout: float,
     fmt: str,
     **kwargs: Any,
 ) -> None:
@@ -85,6 +104,10 @@ def plan_cmd(
           --broker-config server-3.properties \\
           --controllers 3000@ctrl1:9093,3001@ctrl2:9093,3002@ctrl3:9093 --out migration-plan
     \b
+    With live brokers (versions, running configs, ISRs):
+      zk2kraft plan --zk zk1:2181/kafka --broker-config server-1.properties \\
+          --bootstrap-server kafka1:9092 --command-config client.properties
+    \b
     Offline, from a ZooKeeper data dir:
       zk2kraft plan --zk-data-dir /var/lib/zookeeper --chroot /kafka --broker-config server.properties
     """
@@ -100,7 +123,13 @@ def plan_cmd(
         controller_log_dir=controller_log_dir,
         target_ibp=target_ibp,
     )
-    checks = run_checks(inputs)
+    live = []
+    if bootstrap_server:
+        client_config = read_command_config(command_config) if command_config is not None else {}
+        live = live_checks(inputs, ask_cluster(bootstrap_server, client_config, live_timeout))
+    elif command_config is not None:
+        raise Zk2KraftError("--command-config needs --bootstrap-server")
+    checks = run_checks(inputs, live)
     plan, files = build_plan(inputs, checks)
     if out is not None:
         write_plan(plan, files, out)

@@ -8,7 +8,7 @@ one whose inputs are missing is "not-checked", so a report always shows what was
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,6 +76,24 @@ class CheckSpec:
 CATALOG: dict[str, CheckSpec] = {
     "software-version": CheckSpec(
         "Broker software version", "Brokers run Kafka 3.9 (asked of live brokers with ApiVersions)."
+    ),
+    "live-broker-reachable": CheckSpec(
+        "Every registered broker is live",
+        "Brokers registered in ZooKeeper appear in the live metadata and answer (with --bootstrap-server).",
+    ),
+    "live-ibp": CheckSpec(
+        "Live inter.broker.protocol.version",
+        "The value each running broker uses (DescribeConfigs; overrides what server.properties says now).",
+    ),
+    "log-message-format": CheckSpec(
+        "log.message.format.version not set",
+        "Ignored with IBP >= 3.0 and unknown to KRaft brokers (DescribeConfigs of each live broker).",
+    ),
+    "live-offline-partitions": CheckSpec(
+        "No offline partitions (live)", "Partitions without a leader in the live cluster's metadata."
+    ),
+    "live-under-replicated": CheckSpec(
+        "No under-replicated partitions (live)", "Partitions whose live ISR is smaller than the replica set."
     ),
     "ibp-version": CheckSpec(
         "inter.broker.protocol.version is 3.9",
@@ -188,6 +206,12 @@ CATALOG: dict[str, CheckSpec] = {
     ),
 }
 
+# Decided from live brokers (migrate/plan/live.py); without --bootstrap-server they are "not-checked".
+LIVE_CHECK_IDS = (
+    "software-version", "live-broker-reachable", "live-ibp", "log-message-format", "live-offline-partitions",
+    "live-under-replicated",
+)  # fmt: skip
+
 _SEVERITY_ORDER = {"blocker": 0, "warning": 1, "info": 2}
 _STATUS_ORDER = {"fail": 0, "not-checked": 1, "pass": 2}
 
@@ -216,12 +240,13 @@ ACL_CHECK_PATHS = (
 _PERM_ALL = 31
 
 
-def run_checks(inputs: PlanInputs) -> list[Check]:
-    """Every preflight check over `inputs`, blockers first."""
+def run_checks(inputs: PlanInputs, live: Sequence[Check] = ()) -> list[Check]:
+    """Every preflight check over `inputs`, blockers first; `live` (migrate.plan.live) replaces the placeholders."""
     checks: list[Check] = []
     for produce in _PRODUCERS:
         checks.extend(produce(inputs))
-    return sort_checks(checks)
+    replaced = {c.id for c in live}
+    return sort_checks([c for c in checks if c.id not in replaced] + list(live))
 
 
 def sort_checks(checks: Iterable[Check]) -> list[Check]:
@@ -265,6 +290,15 @@ def _pass(cid: str, detail: str = "", where: str = "") -> Check:
     return Check(id=cid, severity="info", status="pass", title=CATALOG[cid].title, evidence=evidence)
 
 
+# Public names for migrate.plan.live, which builds checks the same way.
+def fail_check(cid: str, severity: Severity, evidence: list[Evidence], remediation: str) -> Check:
+    return _fail(cid, severity, evidence, remediation)
+
+
+def pass_check(cid: str, detail: str = "", where: str = "") -> Check:
+    return _pass(cid, detail, where)
+
+
 def _not_checked(cid: str, why: str) -> Check:
     return Check(
         id=cid, severity="info", status="not-checked", title=CATALOG[cid].title, evidence=[_ev("-", why)]
@@ -283,11 +317,14 @@ def _no_configs(cid: str) -> list[Check]:
 
 
 def check_software_version(inputs: PlanInputs) -> list[Check]:
+    """Placeholders for the live checks (replaced when `plan --bootstrap-server` asked the brokers)."""
+    why = "needs --bootstrap-server (asks the live brokers)"
     return [
         _not_checked(
             "software-version",
             "needs --bootstrap-server (ApiVersions of live brokers); make sure every broker runs Kafka 3.9",
-        )
+        ),
+        *(_not_checked(cid, why) for cid in LIVE_CHECK_IDS if cid != "software-version"),
     ]
 
 
