@@ -176,8 +176,6 @@ def run_cmd(
           --security-protocol SASL_SSL --ssl-cert shim.pem --ssl-key shim.key \\
           --sasl-mechanisms SCRAM-SHA-512 --authorizer acl --super-users 'User:admin'
     """
-    from bridge.shim.authorizer import StandardAuthorizer
-    from bridge.shim.security_tls import server_ssl_context
     from bridge.shim.server import ShimConfig, ShimServer, parse_address, parse_addresses
 
     logging.basicConfig(
@@ -201,6 +199,42 @@ def run_cmd(
         )
     )
     server = ShimServer(config)
+    secure_shim(
+        server,
+        security_protocol=security_protocol,
+        ssl_cert=ssl_cert,
+        ssl_key=ssl_key,
+        ssl_ca=ssl_ca,
+        ssl_client_auth=ssl_client_auth,
+        sasl_mechanisms=sasl_mechanisms,
+        plain_users=plain_users,
+        authorizer=authorizer,
+        super_users=super_users,
+        allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
+    )
+    sys.exit(asyncio.run(server.run()))
+
+
+def secure_shim(
+    server: ShimServer,
+    *,
+    security_protocol: str = "PLAINTEXT",
+    ssl_cert: str | None = None,
+    ssl_key: str | None = None,
+    ssl_ca: str | None = None,
+    ssl_client_auth: ClientAuth = "none",
+    sasl_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512",
+    plain_users: str | None = None,
+    authorizer: str = "none",
+    super_users: str = "",
+    allow_everyone_if_no_acl_found: bool = False,
+) -> ShimServer:
+    """Give `server` the listener security and authorizer `shim run`'s options ask for (before it starts)."""
+    from bridge.shim.authorizer import StandardAuthorizer
+    from bridge.shim.security_tls import server_ssl_context
+
+    if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise Zk2KraftError(f"--security-protocol {security_protocol!r} is not a Kafka security protocol")
     if security_protocol in ("SSL", "SASL_SSL"):
         if ssl_cert is None:
             raise Zk2KraftError(f"--security-protocol {security_protocol} needs --ssl-cert (and --ssl-key)")
@@ -214,7 +248,9 @@ def run_cmd(
         server.use_acl_authorizer(
             super_users=tuple(sorted(supers)), allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found
         )
-    sys.exit(asyncio.run(server.run()))
+    elif authorizer != "none":
+        raise Zk2KraftError(f"--authorizer {authorizer!r}: expected none or acl")
+    return server
 
 
 def sasl_config(server: ShimServer, mechanisms: str, plain_users: str | None) -> SaslConfig:

@@ -91,15 +91,15 @@ class ShimConfig(BaseModel):
 
     controllers: list[tuple[str, int]] = Field(min_length=1, description="bridge controllers, tried in order")
     listen_host: str = "127.0.0.1"
-    listen_port: int = Field(0, ge=0, le=65535)
+    listen_port: int = Field(default=0, ge=0, le=65535)
     advertised_host: str | None = None
-    advertised_port: int | None = Field(None, ge=1, le=65535)
-    node_id: int = Field(DEFAULT_NODE_ID, ge=0, le=2**31 - 1)
+    advertised_port: int | None = Field(default=None, ge=1, le=65535)
+    node_id: int = Field(default=DEFAULT_NODE_ID, ge=0, le=2**31 - 1)
     cluster_id: str | None = None
-    max_request_bytes: int = Field(MAX_REQUEST_BYTES, ge=1024)
-    request_timeout_s: float = Field(DEFAULT_REQUEST_TIMEOUT_S, gt=0)
-    poll_interval_s: float = Field(0.2, gt=0)
-    startup_catch_up_s: float = Field(30.0, ge=0)
+    max_request_bytes: int = Field(default=MAX_REQUEST_BYTES, ge=1024)
+    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0)
+    poll_interval_s: float = Field(default=0.2, gt=0)
+    startup_catch_up_s: float = Field(default=30.0, ge=0)
 
 
 @dataclass(slots=True)
