@@ -38,7 +38,7 @@ CHECKED: Final = frozenset(
 
 # ConfigResource.Type codes.
 _CONFIG_TOPIC: Final = 2
-_CONFIG_BROKER_TYPES: Final = frozenset({4, 8})  # BROKER, BROKER_LOGGER
+_CONFIG_BROKER: Final = 4  # BROKER_LOGGER and others are INVALID_REQUEST at the controller, unchecked
 _TOPIC_DENIED: Final = "Topic authorization failed."
 _CLUSTER_DENIED: Final = "Cluster authorization failed."
 # The response list each request's items are answered in, and the request list holding the items.
@@ -103,9 +103,16 @@ def split(api_key: int, version: int, request: Any, caller: Caller, image: Metad
     if api_key == DELETE_TOPICS:
         return _delete_topics(version, request, caller, image)
     if api_key == CREATE_PARTITIONS:
-        allowed = [t for t in request.topics if caller.may(AclOperation.ALTER, ResourceType.TOPIC, t.name)]
-        refused = [t for t in request.topics if t not in allowed]
-        return _split(api_key, version, request, "topics", allowed, [(t, None) for t in refused], True)
+        # Duplicated names are not checked: the controller answers them INVALID_REQUEST.
+        counts = Counter(t.name for t in request.topics)
+        refused_names = {
+            name
+            for name, n in counts.items()
+            if n == 1 and not caller.may(AclOperation.ALTER, ResourceType.TOPIC, name)
+        }
+        allowed = [t for t in request.topics if t.name not in refused_names]
+        refused: list[tuple[Any, str | None]] = [(t, None) for t in request.topics if t.name in refused_names]
+        return _split(api_key, version, request, "topics", allowed, refused, True)
     if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
         return _alter_configs(api_key, version, request, caller)
     return Split(request, (), False)
@@ -145,7 +152,8 @@ def _create_topics(version: int, request: Any, caller: Caller) -> Split:
 
 
 def _delete_topics(version: int, request: Any, caller: Caller, image: MetadataImage) -> Split:
-    """DELETE on the cluster, else on each topic (by id: named in the answer only with DESCRIBE)."""
+    """DELETE on the cluster, else DESCRIBE and DELETE on each topic (by id: named in the answer only with
+    DESCRIBE). ControllerApis shuffles the results, so where the refused ones go is free."""
     if caller.may(AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME):
         return Split(request, (), True)
     by_state = version >= 6
@@ -160,11 +168,11 @@ def _delete_topics(version: int, request: Any, caller: Caller, image: MetadataIm
                 allowed.append(item)  # the controller answers UNKNOWN_TOPIC_ID
                 continue
             name = found.name
-        if caller.may(AclOperation.DELETE, ResourceType.TOPIC, name):
+        describable = caller.may(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        if describable and caller.may(AclOperation.DELETE, ResourceType.TOPIC, name):
             allowed.append(item)
         elif by_state and item.name is None:
-            shown = name if caller.may(AclOperation.DESCRIBE, ResourceType.TOPIC, name) else None
-            refused.append(dataclasses.replace(item, name=shown))
+            refused.append(dataclasses.replace(item, name=name if describable else None))
         else:
             refused.append(item)
     results: list[Any] = []
@@ -183,9 +191,13 @@ def _alter_configs(api_key: int, version: int, request: Any, caller: Caller) -> 
     """ALTER_CONFIGS on the cluster for BROKER/BROKER_LOGGER resources, on the topic for TOPIC ones."""
     allowed: list[Any] = []
     refused: list[tuple[Any, str | None, ErrorCode]] = []
+    counts = Counter((int(r.resource_type), r.resource_name) for r in request.resources)
+    duplicates = {key for key, n in counts.items() if n > 1}
     for resource in request.resources:
         kind = int(resource.resource_type)
-        if kind in _CONFIG_BROKER_TYPES:
+        if (kind, resource.resource_name) in duplicates:
+            allowed.append(resource)  # the controller answers INVALID_REQUEST "Duplicate resource."
+        elif kind == _CONFIG_BROKER:
             if caller.may(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
                 allowed.append(resource)
             else:
