@@ -8,6 +8,7 @@ broker of the metadata (Kafka answers it before authentication, so only TLS matt
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import ssl
 from pathlib import Path
@@ -23,6 +24,7 @@ from migrate.errors import Zk2KraftError
 from migrate.kraft.logdir import parse_java_properties
 from migrate.plan.live import LiveBroker, LiveCluster, LiveConfig, LivePartition
 
+log = logging.getLogger(__name__)
 METADATA_VERSION_FEATURE = "metadata.version"
 DEFAULT_TIMEOUT = 15.0
 # Java client keys with no librdkafka equivalent: dropped (their meaning is carried by other keys or lost).
@@ -55,18 +57,20 @@ def ask_cluster(
     """Metadata of the cluster behind `bootstrap`, then ApiVersions and configs of each of its brokers."""
     config = dict(client_config or {})
     try:
-        admin = AdminClient(
-            {
-                **config,
-                "bootstrap.servers": bootstrap,
-                "socket.timeout.ms": int(timeout * 1000),
-                "log.connection.close": False,
-            }
-        )
+        settings: dict[str, Any] = {
+            **config,
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": int(timeout * 1000),
+            "log.connection.close": False,
+            # librdkafka's own log lines go to Python logging, not straight onto the user's terminal.
+            "logger": log,
+        }
+        admin = AdminClient(settings)
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise Zk2KraftError(
-            f"--bootstrap-server {bootstrap}: cannot read the cluster's metadata: {_kafka_error(exc)}"
+            f"--bootstrap-server {bootstrap}: cannot read the cluster's metadata: {_kafka_error(exc)} "
+            "(is a broker listening there, and does --command-config match its listener's security protocol?)"
         ) from None
     except ValueError as exc:  # librdkafka rejects an unknown or malformed client property
         raise Zk2KraftError(f"--command-config: {exc}") from None

@@ -73,6 +73,7 @@ class FakeCluster:
     brokers: list[FakeBroker]
     # (topic, partition) -> (leader, replicas, isr)
     partitions: dict[tuple[str, int], tuple[int, list[int], list[int]]]
+    cluster_id: str = CLUSTER_ID
 
     async def metadata(self, ctx: RequestContext, request: Any) -> Any:
         module = load_payload_module(3, ctx.api_version, EntityType.response)
@@ -105,7 +106,7 @@ class FakeCluster:
             module.MetadataResponse,
             throttle_time=datetime.timedelta(0),
             brokers=brokers,
-            cluster_id=CLUSTER_ID,
+            cluster_id=self.cluster_id,
             controller_id=self.brokers[0].node_id,
             topics=tuple(
                 build(
@@ -306,6 +307,21 @@ def test_broker_in_metadata_but_unreachable_is_a_blocker(
     assert "not reachable" in details(reach)
     # Brokers that answered were still judged.
     assert by_id(live_checks(inputs, live))["live-ibp"].status == "pass"
+
+
+def test_bootstrap_server_of_another_cluster_is_named(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    inputs, _, _ = zk_inputs(zk_admin, zk_server, zk_chroot, tmp_path)
+    cluster = FakeCluster(
+        [FakeBroker(i) for i in (1, 2, 3)], healthy_partitions(), cluster_id="OtherClusterXXXXXXXXXX"
+    )
+    with cluster.running() as bootstrap:
+        live = ask_cluster(bootstrap, timeout=10)
+    reach = by_id(live_checks(inputs, live))["live-broker-reachable"]
+    assert reach.is_blocker
+    assert reach.evidence[0].where == bootstrap
+    assert reach.evidence[0].detail == f"cluster id OtherClusterXXXXXXXXXX, but /cluster/id is {CLUSTER_ID}"
 
 
 def test_cli_plan_with_bootstrap_server_reports_live_checks(

@@ -140,13 +140,22 @@ def check_reachable(inputs: PlanInputs, live: LiveCluster) -> Check:
         for b in live.brokers
         if b.node_id not in inputs.model.brokers
     ]
+    zk_id = inputs.model.cluster_id
+    if live.cluster_id is not None and zk_id is not None and live.cluster_id != zk_id:
+        evidence.insert(
+            0,
+            Evidence(
+                where=live.bootstrap, detail=f"cluster id {live.cluster_id}, but /cluster/id is {zk_id}"
+            ),
+        )
     if evidence:
         return fail_check(
             "live-broker-reachable",
             "blocker",
             evidence,
             "Every broker must be up and reachable before the rolling phases: restart the missing brokers; "
-            "if a broker is not in ZooKeeper, check that --zk names this cluster's chroot.",
+            "if a broker or the cluster id does not match ZooKeeper, check that --zk names this cluster's chroot "
+            "and --bootstrap-server this cluster.",
         )
     return pass_check("live-broker-reachable", f"brokers {sorted(in_metadata)} answered", live.bootstrap)
 
