@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from itertools import chain, repeat, starmap
 from pathlib import Path
-from typing import cast
+from typing import NoReturn, cast
 
 import cramjam
 
@@ -54,15 +54,12 @@ XERIAL_BLOCK = 32 * 1024
 
 _NODE_TAIL = struct.Struct(">qqqqqiiiqq")  # DataNode.acl, then StatPersisted (60 bytes)
 _NODE_TAIL_SIZE = _NODE_TAIL.size
-# Slot descriptors, to fill Stats that are still private to this module (see _NodeDecoder).
+# Slot descriptors, to set fields of Stats that are still private to this module (see _NodeDecoder).
 _STAT_NUM_CHILDREN = Stat.__dict__["num_children"]
 _STAT_CVERSION = Stat.__dict__["cversion"]
 _STAT_OWNER = Stat.__dict__["ephemeral_owner"]
-_new_stat = Stat.__new__
 _SYSTEM_CHILD_PREFIX = b"/zookeeper/"
 _CHUNK = 1 << 16  # snapshot records decoded per bulk step: bounds the temporary lists
-_slice_start = operator.attrgetter("start")
-_slice_stop = operator.attrgetter("stop")
 _node_stat = operator.attrgetter("stat")
 _node_data = operator.attrgetter("data")
 _node_acl = operator.attrgetter("acl")
@@ -76,14 +73,12 @@ _DIGEST_FIELDS = operator.attrgetter(
 )
 _stat_cversion = operator.attrgetter("cversion")
 _stat_children = operator.attrgetter("num_children")
+_stat_owner = operator.attrgetter("ephemeral_owner")
+_head = operator.itemgetter(0)
 _consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend  # drains an iterator in C
-_STAT_SLOT_SETTERS = tuple(Stat.__dict__[name].__set__ for name in Stat.__dataclass_fields__)
-assert tuple(Stat.__dataclass_fields__) == (
-    "czxid", "mzxid", "ctime", "mtime", "version", "cversion", "aversion", "ephemeral_owner",
-    "data_length", "num_children", "pzxid",
-)  # fmt: skip
 # czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, ephemeralOwner (DigestCalculator order)
 _DIGEST_BLOB = struct.Struct(">qqqqqiiiq")
+_DIGEST_ORDER = operator.itemgetter(1, 2, 9, 3, 4, 5, 6, 7, 8)  # those fields of a _NODE_TAIL tuple
 _TXN_HEADER = struct.Struct(">qiqqi")
 _U64 = (1 << 64) - 1
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -551,13 +546,61 @@ def _decode_nodes(
     return decoder
 
 
+class _StatBuilder:
+    """Stat's twin with the same slots, built by a plain __init__ and then re-classed to `Stat` (see below).
+
+    A frozen dataclass __init__ sets each field through `object.__setattr__`, three times the cost of
+    these slot stores; an instance with the same slot layout may change its `__class__` to `Stat`.
+    `num_children` holds the record's ACL reference until `_NodeDecoder` has read it out.
+    """
+
+    __slots__ = tuple(Stat.__dataclass_fields__)
+
+    czxid: int
+    mzxid: int
+    ctime: int
+    mtime: int
+    version: int
+    cversion: int
+    aversion: int
+    ephemeral_owner: int
+    data_length: int
+    num_children: int
+    pzxid: int
+
+    def __init__(self, tail: tuple[int, ...], data_length: int) -> None:
+        (
+            self.num_children, self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
+            self.aversion, self.ephemeral_owner, self.pzxid,
+        ) = tail  # fmt: skip
+        self.data_length = data_length
+
+
+class _ClientStatBuilder(_StatBuilder):
+    """As `_StatBuilder`, with cversion doubled: the client view subtracts the children in `_link`."""
+
+    __slots__ = ()
+
+    def __init__(self, tail: tuple[int, ...], data_length: int) -> None:
+        (
+            self.num_children, self.czxid, self.mzxid, self.ctime, self.mtime, self.version, cversion,
+            self.aversion, self.ephemeral_owner, self.pzxid,
+        ) = tail  # fmt: skip
+        self.cversion = cversion + cversion
+        self.data_length = data_length
+
+
+_SET_CLASS = object.__dict__["__class__"].__set__
+_builder_acl_ref = operator.attrgetter("num_children")
+
+
 class _NodeDecoder:
     """Snapshot node records to ZNodes, fast.
 
-    One tight Python loop finds where each record's path starts and ends (data and stat positions follow
-    from those); everything else is built per chunk, column by column, with `map` calls that run in C.
-    Stats are filled through their slot descriptors: the frozen dataclass __init__ costs twice as much,
-    and the instances are not visible to anyone until decoding is done.
+    One tight Python loop finds where each record starts and where its path ends (data and stat
+    positions follow from those); everything else is built per chunk, column by column, with `map`
+    calls that run in C. Stats are built as `_StatBuilder`s and re-classed to `Stat` before anyone
+    sees them.
     """
 
     def __init__(
@@ -582,54 +625,77 @@ class _NodeDecoder:
         self.end = 0
 
     def run(self, pos: int) -> None:
-        buf, source, n = self.buf, self.source, len(self.buf)
+        buf = self.buf
         unpack_int = INT.unpack_from
-        tail_size = _NODE_TAIL_SIZE
-        rec = pos
+        after_path = 4 + _NODE_TAIL_SIZE  # data length field and stat, around the data
         done = False
         while not done:
-            path_cuts: list[slice] = []
+            chunk_at = pos
+            starts: list[int] = []
+            path_ends: list[int] = []
             nulls: list[int] = []
-            add_path = path_cuts.append
+            add_start, add_end = starts.append, path_ends.append
             try:
                 for _ in range(_CHUNK):
-                    rec = pos
                     plen = unpack_int(buf, pos)[0]
-                    pos += 4
-                    end = pos + plen
-                    if plen == 1 and buf[pos] == 0x2F:
-                        done = True
-                        break
-                    if plen < 0 or end > n:
-                        raise CorruptDataError(
-                            source, rec, f"node path length {plen} does not fit in the file"
-                        )
-                    add_path(slice(pos, end))
-                    dlen = unpack_int(buf, end)[0]
-                    if dlen >= 0:
-                        pos = end + 4 + dlen + tail_size
-                    elif dlen == -1:
-                        nulls.append(len(path_cuts) - 1)
-                        pos = end + 4 + tail_size
-                    else:
-                        raise CorruptDataError(source, end, f"node data has negative length {dlen}")
-                    if pos > n:
-                        raise CorruptDataError(source, rec, "node record cut off by the end of the file")
-                else:
-                    rec = pos
+                    if plen < 2:
+                        if plen == 1 and buf[pos + 4] == 0x2F:
+                            done = True
+                            break
+                        if plen < 0:
+                            raise IndexError  # explained by _explain_bad_record
+                    add_start(pos)
+                    pos += 4 + plen
+                    add_end(pos)
+                    dlen = unpack_int(buf, pos)[0]
+                    if dlen < 0:
+                        if dlen != -1:
+                            raise IndexError
+                        nulls.append(len(path_ends) - 1)
+                        dlen = 0
+                    # Every position only grows; one past the end makes the next unpack fail.
+                    pos += after_path + dlen
             except (struct.error, IndexError):
-                raise CorruptDataError(source, rec, "node record cut off by the end of the file") from None
-            # `rec` is where the record after this chunk starts, so the chunk's last stat ends there.
-            self._build_chunk(path_cuts, rec, nulls)
-        self.end = rec + 5  # past the "/" end marker
+                self._explain_bad_record(chunk_at)
+            if pos > len(buf):
+                self._explain_bad_record(chunk_at)
+            # `pos` is where the record after this chunk starts, so the chunk's last stat ends there.
+            self._build_chunk(starts, path_ends, pos, nulls)
+        self.end = pos + 5  # past the "/" end marker
         self._link()
 
-    def _build_chunk(self, path_cuts: list[slice], chunk_end: int, nulls: list[int]) -> None:
-        """Objects for one chunk of records whose path positions are known (num_children comes later)."""
-        count = len(path_cuts)
+    def _explain_bad_record(self, pos: int) -> NoReturn:
+        """Walk the records from `pos` carefully and raise the CorruptDataError that says what is wrong."""
+        buf, source, n = self.buf, self.source, len(self.buf)
+        while True:
+            rec = pos
+            if pos + 4 > n:
+                raise CorruptDataError(source, rec, "node record cut off by the end of the file")
+            plen = INT.unpack_from(buf, pos)[0]
+            pos += 4
+            end = pos + plen
+            if plen == 1 and pos < n and buf[pos] == 0x2F:
+                break  # the end marker: nothing wrong before it (the caller's checks are the same)
+            if plen < 0 or end > n:
+                raise CorruptDataError(source, rec, f"node path length {plen} does not fit in the file")
+            if end + 4 > n:
+                raise CorruptDataError(source, rec, "node record cut off by the end of the file")
+            dlen = INT.unpack_from(buf, end)[0]
+            if dlen < -1:
+                raise CorruptDataError(source, end, f"node data has negative length {dlen}")
+            pos = end + 4 + max(dlen, 0) + _NODE_TAIL_SIZE
+            if pos > n:
+                raise CorruptDataError(source, rec, "node record cut off by the end of the file")
+        raise CorruptDataError(source, rec, "node records could not be decoded")
+
+    def _build_chunk(self, starts: list[int], path_ends: list[int], chunk_end: int, nulls: list[int]) -> None:
+        """Objects for one chunk of records whose positions are known (num_children comes later)."""
+        count = len(starts)
         if not count:
             return
-        get = self.buf.__getitem__
+        buf = self.buf
+        get = buf.__getitem__
+        path_cuts = list(map(slice, map(operator.add, starts, repeat(4)), path_ends))
         raw_paths = list(map(get, path_cuts))
         try:
             paths = list(map(bytes.decode, raw_paths))
@@ -643,31 +709,23 @@ class _NodeDecoder:
             raise
         if not self.keys and paths[0] == "":
             paths[0] = "/"  # the root record, always first
-        # Record i+1 starts 4 bytes before its path, so that is where the stat of record i ends.
-        tail_at = list(map(operator.sub, map(_slice_start, path_cuts[1:]), repeat(4 + _NODE_TAIL_SIZE)))
+        # Record i+1 starts right after the stat of record i.
+        tail_at = list(map(operator.sub, starts[1:], repeat(_NODE_TAIL_SIZE)))
         tail_at.append(chunk_end - _NODE_TAIL_SIZE)
-        data_cuts = map(slice, map(operator.add, map(_slice_stop, path_cuts), repeat(4)), tail_at)
-        raw_datas: list[bytes] = list(map(get, data_cuts))
+        raw_datas: list[bytes] = list(map(get, map(slice, map(operator.add, path_ends, repeat(4)), tail_at)))
         lengths = list(map(len, raw_datas))
-        columns = zip(*map(_NODE_TAIL.unpack_from, repeat(self.buf, count), tail_at), strict=True)
-        acl_refs, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid = columns
+        tails = list(map(_NODE_TAIL.unpack_from, repeat(buf, count), tail_at))
         if self.with_digest:
-            stat_columns = (czxid, mzxid, pzxid, ctime, mtime, version, cversion, aversion, owner)
-            self._add_digests(raw_paths, raw_datas, *stat_columns)
+            self._add_digests(raw_paths, raw_datas, tails)
         datas = cast(list[bytes | None], raw_datas)  # the same list, from here on with None for null data
         for i in nulls:
             datas[i] = None
-        stats = list(map(_new_stat, repeat(Stat, count)))
-        if self.client_view:
-            cversion = tuple(map(operator.mul, cversion, repeat(2)))  # minus the children, in _link
-        consume = _consume
-        s = _STAT_SLOT_SETTERS
-        filled_first = (czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, lengths)
-        for setter, column in zip(s[:9], filled_first, strict=True):
-            consume(map(setter, stats, column))
-        consume(map(s[9], stats, repeat(0, count)))
-        consume(map(s[10], stats, pzxid))
-        if self.client_view and min(owner) < 0:
+        builder = _ClientStatBuilder if self.client_view else _StatBuilder
+        stats = list(map(builder, tails, lengths))
+        acl_refs = list(map(_builder_acl_ref, stats))
+        _consume(map(_SET_CLASS, stats, repeat(Stat, count)))
+        _consume(map(_STAT_NUM_CHILDREN.__set__, stats, repeat(0, count)))
+        if self.client_view and min(map(_stat_owner, stats)) < 0:
             set_owner = _STAT_OWNER.__set__
             for stat in stats:
                 if stat.ephemeral_owner < 0:
@@ -681,14 +739,17 @@ class _NodeDecoder:
                     self.unresolved[paths[i]] = acl_refs[i]
                     node_acls[i] = ()
         self.keys += paths
-        self.znodes += map(ZNode, paths, datas, stats, cast(list[tuple[Acl, ...]], node_acls))
+        self.znodes += map(
+            ZNode, paths, datas, cast(list[Stat], stats), cast(list[tuple[Acl, ...]], node_acls)
+        )
 
     def _add_digests(
-        self, raw_paths: list[bytes], raw_datas: list[bytes], *stat_columns: tuple[int, ...]
+        self, raw_paths: list[bytes], raw_datas: list[bytes], tails: list[tuple[int, ...]]
     ) -> None:
         """Add this chunk's node digests (DigestCalculator) to the running total, from the raw columns."""
         crcs = map(zlib.crc32, raw_datas, map(zlib.crc32, raw_paths))
-        digests = list(map(zlib.crc32, map(_DIGEST_BLOB.pack, *stat_columns), crcs))
+        blobs = starmap(_DIGEST_BLOB.pack, map(_DIGEST_ORDER, tails))
+        digests = list(map(zlib.crc32, blobs, crcs))
         total = sum(digests)
         for i, raw in enumerate(raw_paths):
             if raw.startswith(_SYSTEM_CHILD_PREFIX):
@@ -711,18 +772,17 @@ class _NodeDecoder:
         if not all(map(str.startswith, rest, repeat("/"))):
             bad = next(k for k in rest if not k.startswith("/"))
             raise CorruptDataError(source, None, f"node path {bad!r} does not start with /")
-        parents: list[str] = list(
-            map(operator.getitem, rest, map(slice, repeat(None), map(str.rfind, rest, repeat("/"))))
-        )
+        parents: list[str] = list(map(_head, map(str.rpartition, rest, repeat("/"))))
         counts = Counter(parents)
         counts["/"] = counts.pop("", 0)  # top-level nodes have parent "" in ZooKeeper's own spelling
-        missing = counts.keys() - nodes.keys()
-        if missing:
-            orphan = next(k for k, p in zip(rest, parents, strict=True) if (p or "/") in missing)
+        try:
+            parent_stats = list(map(_node_stat, map(nodes.__getitem__, counts.keys())))
+        except KeyError as exc:
+            missing = exc.args[0]
+            orphan = next(k for k, p in zip(rest, parents, strict=True) if (p or "/") == missing)
             raise CorruptDataError(
                 source, None, f"node {orphan!r} has no parent in the snapshot (invalid DataTree)"
-            )
-        parent_stats = list(map(_node_stat, map(nodes.__getitem__, counts.keys())))
+            ) from None
         _consume(map(_STAT_NUM_CHILDREN.__set__, parent_stats, counts.values()))
         if self.client_view:
             client = map(operator.sub, map(_stat_cversion, parent_stats), counts.values())
