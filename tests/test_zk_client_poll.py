@@ -1,0 +1,40 @@
+"""bridge.leadership.poll_select: kazoo's connection-thread select over poll(2), same answers as kazoo's own."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.handlers.utils import selector_select
+
+from bridge.leadership import ZkLeadershipClient, poll_select
+
+
+def test_answers_as_kazoos_selector_select() -> None:
+    a, b = socket.socketpair()
+    try:
+        for select in (poll_select, selector_select):
+            assert select([a], [], [], 0) == ([], [], [])  # nothing to read yet
+            assert select([], [a], [], 0) == ([], [a], [])  # room to write
+        b.send(b"x")
+        for select in (poll_select, selector_select):
+            assert select([a, b.fileno()], [], [], 1) == ([a], [], [])
+            assert select([a], [b], [], 1) == ([a], [b], [])
+        b.close()
+        assert poll_select([a], [], [], 1) == ([a], [], [])  # the peer hung up: reading says so
+        with pytest.raises(ValueError):
+            poll_select([a], [], [], -1)
+        with pytest.raises(ValueError):
+            poll_select([b], [], [], 0)  # closed: fileno() is -1
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_leadership_client_keeps_working_on_poll(zk_client: KazooClient) -> None:
+    client = ZkLeadershipClient(zk_client)
+    assert zk_client.handler.select is poll_select
+    zk_client.ensure_path("/poll")
+    assert client.get("/poll") is not None
+    assert client.get_children("/poll") == []
