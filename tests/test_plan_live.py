@@ -10,7 +10,9 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import shutil
 import socket
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +26,10 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 from kio.static.primitive import i8
 from plan_harness import healthy_model, seed, write_broker_files
+from test_shim_security_tls import issue, openssl
 
 from bridge.listener import ApiVersionsFeatures, KafkaListener, ListenerThread, RequestContext
+from bridge.shim.security_tls import server_ssl_context
 from cli.main import cli
 from cli.plan_live import ask_cluster, read_command_config
 from migrate.errors import Zk2KraftError
@@ -159,6 +163,8 @@ class FakeCluster:
 
         return handle
 
+    ssl_context: ssl.SSLContext | None = None
+
     def listener(self, broker: FakeBroker) -> KafkaListener:
         level = broker.metadata_level
         features = ApiVersionsFeatures(supported={"metadata.version": (1, level)} if level else {})
@@ -168,6 +174,7 @@ class FakeCluster:
             handlers={3: self.metadata, 32: self.describe_configs_for(broker)},
             supported={3: (0, 12), 32: (1, 4)},
             features=lambda: features,
+            ssl_context=self.ssl_context,
         )
 
     @contextlib.contextmanager
@@ -201,6 +208,7 @@ def zk_inputs(
     zk_chroot: str,
     tmp_path: Path,
     extra_broker: int | None = None,
+    overrides: dict[int, dict[str, str]] | None = None,
 ) -> tuple[PlanInputs, str, list[Path]]:
     model = healthy_model()
     if extra_broker is not None:
@@ -212,7 +220,7 @@ def zk_inputs(
     chroot = zk_chroot + "/kafka"
     seed(zk_admin, model, chroot)
     connect = zk_server.connect_string + chroot
-    files = write_broker_files(tmp_path, connect)
+    files = write_broker_files(tmp_path, connect, overrides)
     return load_inputs(ZkSource(connect=connect), files, parse_controllers(CONTROLLERS)), connect, files
 
 
@@ -273,6 +281,10 @@ def test_old_versions_live_configs_and_bad_partitions_are_named(
     assert "inter.broker.protocol.version=3.6-IV2 (STATIC_BROKER_CONFIG) < 3.9-IV0" in details(ibp)
     assert "3.5-IV2 (DEFAULT_CONFIG)" in details(ibp)
     assert "brokers disagree" in details(ibp)
+    # The brokers' files say 3.9: they are not what brokers 1 and 2 run with.
+    drift = [e for e in ibp.evidence if e.where.startswith(str(tmp_path))]
+    assert [e.where.rsplit("/", 1)[-1] for e in drift] == ["server-1.properties:5", "server-2.properties:5"]
+    assert drift[0].detail == "the file says 3.9-IV0, broker 1 runs with 3.6-IV2"
 
     fmt = found["log-message-format"]
     assert (fmt.status, fmt.severity) == ("fail", "warning")
@@ -291,6 +303,20 @@ def test_old_versions_live_configs_and_bad_partitions_are_named(
     assert [e.where for e in reach.evidence] == ["/brokers/ids/4"]
     # Blockers first.
     assert checks[: len(blockers(checks))] == blockers(checks)
+
+
+def test_file_ibp_that_differs_from_the_running_one_is_a_warning(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    overrides = {3: {"inter.broker.protocol.version": "3.8"}}
+    inputs, _, _ = zk_inputs(zk_admin, zk_server, zk_chroot, tmp_path, overrides=overrides)
+    cluster = FakeCluster([FakeBroker(i) for i in (1, 2, 3)], healthy_partitions())
+    with cluster.running() as bootstrap:
+        live = ask_cluster(bootstrap, timeout=10)
+    ibp = by_id(live_checks(inputs, live))["live-ibp"]
+    assert (ibp.status, ibp.severity) == ("fail", "warning")
+    assert [e.detail for e in ibp.evidence] == ["the file says 3.8-IV0, broker 3 runs with 3.9-IV0"]
+    assert ibp.evidence[0].where.endswith("server-3.properties:10")
 
 
 def test_broker_in_metadata_but_unreachable_is_a_blocker(
@@ -342,6 +368,37 @@ def test_cli_plan_with_bootstrap_server_reports_live_checks(
     assert checks["live-offline-partitions"]["status"] == "fail"
     assert checks["live-offline-partitions"]["evidence"][0]["where"] == "orders-1"
     assert checks["software-version"]["status"] == "pass"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_tls_listeners_are_asked_with_the_command_config(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    _, connect, files = zk_inputs(zk_admin, zk_server, zk_chroot, tmp_path)
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=plan test CA", "-days", "2", cwd=pki)  # fmt: skip
+    issue(pki, "server", "/CN=localhost", extensions="subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    client = tmp_path / "client.properties"
+    client.write_text(f"security.protocol=SSL\nssl.ca.location={pki / 'ca.crt'}\n", encoding="utf-8")
+    cluster = FakeCluster(
+        [FakeBroker(1), FakeBroker(2, metadata_level=LEVEL_3_5), FakeBroker(3)], healthy_partitions()
+    )
+    cluster.ssl_context = server_ssl_context(pki / "server.crt", pki / "server.key")
+    args = ["plan", "--zk", connect, "--controllers", CONTROLLERS, "--format", "json", "--live-timeout", "10"]
+    for f in files:
+        args += ["--broker-config", str(f)]
+    with cluster.running() as bootstrap:
+        result = CliRunner().invoke(
+            cli, [*args, "--bootstrap-server", bootstrap, "--command-config", str(client)]
+        )
+    assert result.exit_code == 1, result.output
+    checks = {c["id"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["software-version"]["status"] == "fail"
+    assert [e["where"].split(" ")[:2] for e in checks["software-version"]["evidence"]] == [["broker", "2"]]
+    assert checks["live-ibp"]["status"] == "pass"
+    assert checks["live-broker-reachable"]["status"] == "pass"
 
 
 def test_cli_unreachable_bootstrap_server_exits_2(

@@ -163,6 +163,7 @@ def check_reachable(inputs: PlanInputs, live: LiveCluster) -> Check:
 def check_live_ibp(inputs: PlanInputs, live: LiveCluster) -> Check:
     target = mvs.parse(inputs.target_ibp, allow_unstable=True)
     bad: list[Evidence] = []
+    drift: list[Evidence] = []
     seen: dict[str, list[int]] = {}
     asked = [b for b in live.brokers if b.configs is not None or b.configs_error is not None]
     for b in asked:
@@ -192,6 +193,7 @@ def check_live_ibp(inputs: PlanInputs, live: LiveCluster) -> Check:
                     detail=f"inter.broker.protocol.version={cfg.value} ({cfg.source}) < {target.name}",
                 )
             )
+        drift.extend(_file_drift(inputs, b.node_id, mv))
     if len(seen) > 1:
         bad.append(
             Evidence(
@@ -199,13 +201,14 @@ def check_live_ibp(inputs: PlanInputs, live: LiveCluster) -> Check:
                 detail="brokers disagree: " + "; ".join(f"{v} on {ids}" for v, ids in sorted(seen.items())),
             )
         )
-    if bad:
+    if bad or drift:
         return fail_check(
             "live-ibp",
-            "blocker",
-            bad,
+            "blocker" if bad else "warning",
+            bad + drift,
             f"Set inter.broker.protocol.version={inputs.target_ibp} on every broker (rolling restart) before the "
-            "migration; the running value is what counts, whatever server.properties says now.",
+            "migration; the running value is what counts, whatever server.properties says now. A file that "
+            "differs from the running value means a restart is pending or the file is not the one in use.",
         )
     if not asked:
         return Check(
@@ -216,6 +219,27 @@ def check_live_ibp(inputs: PlanInputs, live: LiveCluster) -> Check:
             evidence=[Evidence(where=live.bootstrap, detail="no broker was asked (none reachable)")],
         )
     return pass_check("live-ibp", f"every broker runs with {', '.join(sorted(seen))}", live.bootstrap)
+
+
+def _file_drift(inputs: PlanInputs, node_id: int, running: mvs.MetadataVersion) -> list[Evidence]:
+    """Evidence when the broker's --broker-config names another IBP than the one it runs with."""
+    out = []
+    for b in inputs.brokers:
+        raw = b.file.get("inter.broker.protocol.version")
+        if b.broker_id != node_id or raw is None:
+            continue
+        try:
+            in_file = mvs.parse(raw, allow_unstable=True)
+        except UnsupportedVersionError:
+            continue  # ibp-version already reports an unparseable file value
+        if in_file != running:
+            out.append(
+                Evidence(
+                    where=b.file.where("inter.broker.protocol.version"),
+                    detail=f"the file says {in_file.name}, broker {node_id} runs with {running.name}",
+                )
+            )
+    return out
 
 
 def check_message_format(live: LiveCluster) -> Check:
