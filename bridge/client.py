@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import ipaddress
 import itertools
+import ssl
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -69,16 +70,19 @@ class KafkaConnection:
         client_id: str | None = DEFAULT_CLIENT_ID,
         timeout: float = DEFAULT_TIMEOUT,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> KafkaConnection:
-        """Connect to host:port."""
+        """Connect to host:port (over TLS with `ssl_context`, e.g. one holding a client certificate)."""
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=ssl_context), timeout
+            )
         except TimeoutError:
             raise ConnectionClosedError(
                 f"cannot connect to {address}: no answer within {timeout} s"
             ) from None
-        except OSError as exc:
+        except OSError as exc:  # ssl.SSLError included: a refused handshake is a failed connection
             raise ConnectionClosedError(f"cannot connect to {address}: {exc}") from exc
         return cls(reader, writer, address, client_id, max_response_bytes)
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,12 +56,15 @@ class ControllerChannel:
         client_id: str = CLIENT_ID,
         pool_size: int = POOL_SIZE,
         connect_timeout: float = 5.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if not controllers:
             raise Zk2KraftError("the shim needs at least one controller address (--controller)")
         self.controllers = list(controllers)
         self.client_id = client_id
         self.connect_timeout = connect_timeout
+        # TLS to the controllers (a client certificate authenticates the shim as an Envelope sender).
+        self.ssl_context = ssl_context
         self._active = 0
         self._idle: dict[int, list[KafkaConnection]] = {}
         self._slots = asyncio.Semaphore(pool_size)
@@ -150,7 +154,11 @@ class ControllerChannel:
                     pass
             host, port = self.controllers[index]
             connection = await KafkaConnection.open(
-                host, port, client_id=self.client_id, timeout=min(timeout, self.connect_timeout)
+                host,
+                port,
+                client_id=self.client_id,
+                timeout=min(timeout, self.connect_timeout),
+                ssl_context=self.ssl_context,
             )
             return await self._use(index, connection, request, timeout)
 
