@@ -254,3 +254,17 @@ def test_plain_users_file_and_bad_options(tmp_path: Path, bridge: BridgeControll
         shim_server(bridge, security_protocol="SASL_PLAINTEXT", sasl_mechanisms="PLAIN")
     with pytest.raises(Zk2KraftError, match=r"super\.users"):
         shim_server(bridge, authorizer="acl", super_users="admin")
+
+
+def test_shim_run_refuses_inconsistent_security_options() -> None:
+    from click.testing import CliRunner
+
+    from cli.shim_cmd import shim_group
+
+    base = ["run", "--controller", "127.0.0.1:9093"]
+    result = CliRunner().invoke(shim_group, [*base, "--security-protocol", "SASL_SSL"])
+    assert result.exit_code == 2 and "needs --ssl-cert" in result.output
+    result = CliRunner().invoke(shim_group, [*base, "--authorizer", "acl", "--super-users", "User:a;bob"])
+    assert result.exit_code == 2 and "principalType:principalName" in result.output
+    result = CliRunner().invoke(shim_group, ["run", "--help"])
+    assert "--security-protocol" in result.output and "--authorizer" in result.output
