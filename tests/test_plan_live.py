@@ -29,6 +29,7 @@ from plan_harness import healthy_model, seed, write_broker_files
 from test_shim_security_tls import issue, openssl
 
 from bridge.listener import ApiVersionsFeatures, KafkaListener, ListenerThread, RequestContext
+from bridge.shim.security import SaslConfig
 from bridge.shim.security_tls import server_ssl_context
 from cli.main import cli
 from cli.plan_live import ask_cluster, read_command_config
@@ -164,6 +165,7 @@ class FakeCluster:
         return handle
 
     ssl_context: ssl.SSLContext | None = None
+    sasl: SaslConfig | None = None
 
     def listener(self, broker: FakeBroker) -> KafkaListener:
         level = broker.metadata_level
@@ -175,6 +177,7 @@ class FakeCluster:
             supported={3: (0, 12), 32: (1, 4)},
             features=lambda: features,
             ssl_context=self.ssl_context,
+            sasl=self.sasl,
         )
 
     @contextlib.contextmanager
@@ -399,6 +402,43 @@ def test_tls_listeners_are_asked_with_the_command_config(
     assert [e["where"].split(" ")[:2] for e in checks["software-version"]["evidence"]] == [["broker", "2"]]
     assert checks["live-ibp"]["status"] == "pass"
     assert checks["live-broker-reachable"]["status"] == "pass"
+
+
+def test_sasl_listeners_with_a_jaas_command_config(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    """sasl.jaas.config's user and password log librdkafka in; ApiVersions is answered before authentication."""
+    _, connect, _ = zk_inputs(zk_admin, zk_server, zk_chroot, tmp_path)
+    cluster = FakeCluster([FakeBroker(i) for i in (1, 2, 3)], healthy_partitions())
+    cluster.sasl = SaslConfig(mechanisms=("PLAIN",), plain_users={"admin": "admin-secret"})
+    client = tmp_path / "client.properties"
+    args = [
+        "plan",
+        "--zk",
+        connect,
+        "--format",
+        "json",
+        "--live-timeout",
+        "5",
+        "--command-config",
+        str(client),
+    ]
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="{}";'
+    with cluster.running() as bootstrap:
+        client.write_text(
+            f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={jaas.format('admin-secret')}\n",
+            encoding="utf-8",
+        )
+        good = CliRunner().invoke(cli, [*args, "--bootstrap-server", bootstrap])
+        client.write_text(
+            f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config={jaas.format('wrong')}\n",
+            encoding="utf-8",
+        )
+        bad = CliRunner().invoke(cli, [*args, "--live-timeout", "2", "--bootstrap-server", bootstrap])
+    checks = {c["id"]: c for c in json.loads(good.stdout)["checks"]}
+    assert {checks[cid]["status"] for cid in LIVE_CHECK_IDS} == {"pass"}, good.output
+    assert bad.exit_code == 2, bad.output
+    assert f"--bootstrap-server {bootstrap}: cannot read the cluster's metadata" in bad.output
 
 
 def test_cli_unreachable_bootstrap_server_exits_2(
