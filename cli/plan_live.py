@@ -56,24 +56,27 @@ def ask_cluster(
 ) -> LiveCluster:
     """Metadata of the cluster behind `bootstrap`, then ApiVersions and configs of each of its brokers."""
     config = dict(client_config or {})
+    settings: dict[str, Any] = {
+        **config,
+        "bootstrap.servers": bootstrap,
+        "socket.timeout.ms": int(timeout * 1000),
+        "log.connection.close": False,
+        # librdkafka's own log lines go to Python logging, not straight onto the user's terminal.
+        "logger": log,
+    }
     try:
-        settings: dict[str, Any] = {
-            **config,
-            "bootstrap.servers": bootstrap,
-            "socket.timeout.ms": int(timeout * 1000),
-            "log.connection.close": False,
-            # librdkafka's own log lines go to Python logging, not straight onto the user's terminal.
-            "logger": log,
-        }
         admin = AdminClient(settings)
+    except (KafkaException, ValueError) as exc:  # an unknown or malformed client property
+        raise Zk2KraftError(
+            f"--command-config: librdkafka refuses the client settings: {_kafka_error(exc)}"
+        ) from None
+    try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise Zk2KraftError(
             f"--bootstrap-server {bootstrap}: cannot read the cluster's metadata: {_kafka_error(exc)} "
             "(is a broker listening there, and does --command-config match its listener's security protocol?)"
         ) from None
-    except ValueError as exc:  # librdkafka rejects an unknown or malformed client property
-        raise Zk2KraftError(f"--command-config: {exc}") from None
     live = LiveCluster(bootstrap=bootstrap, cluster_id=metadata.cluster_id)
     live.brokers = [
         LiveBroker(b.id, b.host or "", b.port) for b in sorted(metadata.brokers.values(), key=lambda b: b.id)
@@ -86,7 +89,7 @@ def ask_cluster(
     return live
 
 
-def _kafka_error(exc: KafkaException) -> str:
+def _kafka_error(exc: Exception) -> str:
     err = exc.args[0] if exc.args else exc
     return str(err.str()) if hasattr(err, "str") else str(err)
 

@@ -469,6 +469,11 @@ def test_command_config_is_read_as_java_properties(tmp_path: Path) -> None:
         "sasl.password": "s3cr#t",
         "ssl.ca.location": "/etc/kafka/ca.pem",
     }
+    path.write_text(
+        "security.protocol=SSL\nssl.keystore.password=x\nssl.cipher.suites=\nbogus.key=1\n", encoding="utf-8"
+    )
+    with pytest.raises(Zk2KraftError, match=r"--command-config: librdkafka refuses .*bogus\.key"):
+        ask_cluster(f"{HOST}:{free_port()}", read_command_config(path), timeout=1)
     path.write_text("ssl.truststore.location=/etc/kafka/truststore.jks\n", encoding="utf-8")
     with pytest.raises(Zk2KraftError, match=r"ssl\.ca\.location"):
         read_command_config(path)
