@@ -316,13 +316,13 @@ def measure_floor(zk_connect: str, log_dir: Path, count: int) -> dict[str, Any]:
         kazoo.close()
 
 
-def measure_zk_patterns(zk_connect: str, count: int) -> dict[str, Any]:
-    """ZooKeeper time of one config change written as the bridge writes it today, against one fused multi.
+def measure_zk_patterns(zk_connect: str, count: int, batch: int = 16) -> dict[str, Any]:
+    """ZooKeeper time per config change as the bridge groups its writes (bridge/zk_client.py), bare kazoo.
 
-    Today (bridge/zk_client.py, driver.apply_ops): a fenced multi (check /controller_epoch, setData
-    /migration, setData the config znode); createRecursive of /config/changes (answered NODEEXISTS); the
-    sequential notification create; setData /migration with the new offset: four round trips. Fused: the
-    same writes in one multi. Both on private znodes under FLOOR_PATH, without fsync.
+    One change alone (a sequential request): one fenced multi — check /controller_epoch, setData
+    /migration, setData the config znode, the sequential notification create. `batch` changes written
+    together (concurrent requests merged by the writer thread): the same requests of all of them in ONE
+    multi with one guard and one /migration update. Private znodes under FLOOR_PATH.
     """
     kazoo = KazooClient(hosts=zk_connect)
     kazoo.start(timeout=30)
@@ -334,45 +334,36 @@ def measure_zk_patterns(zk_connect: str, count: int) -> dict[str, Any]:
             kazoo.ensure_path(path)
         epoch_version = kazoo.exists(epoch).version
         version = kazoo.exists(migration).version
-
-        def commit(build: list[tuple[str, tuple[Any, ...]]], *, may_fail: bool = False) -> None:
-            transaction = kazoo.transaction()
-            for method, args in build:
-                getattr(transaction, method)(*args)
-            results = transaction.commit()
-            if not may_fail and any(isinstance(r, Exception) for r in results):
-                raise Zk2KraftError(f"ZooKeeper pattern multi under {FLOOR_PATH} failed: {results}")
-
-        today: list[float] = []
-        fused: list[float] = []
         note = b'{"version":2,"entity_path":"topics/floor"}'
-        for i in range(count):
-            data = f'{{"version":1,"config":{{"retention.ms":"{i}"}}}}'.encode()
-            started = time.perf_counter()
-            commit(
-                [
-                    ("check", (epoch, epoch_version)),
-                    ("set_data", (migration, b"m", version)),
-                    ("set_data", (config, data)),
-                ]
-            )
-            commit([("create", (changes,))], may_fail=True)  # createRecursive: NODEEXISTS
-            commit([("create", (f"{changes}/config_change_", note, None, False, True))])
-            commit([("set_data", (migration, b"m", version + 1))])
-            today.append(time.perf_counter() - started)
-            version += 2
-            started = time.perf_counter()
-            commit(
-                [
-                    ("check", (epoch, epoch_version)),
-                    ("set_data", (config, data)),
-                    ("create", (f"{changes}/config_change_", note, None, False, True)),
-                    ("set_data", (migration, b"m", version)),
-                ]
-            )
-            fused.append(time.perf_counter() - started)
+
+        def write(values: range) -> None:
+            nonlocal version
+            transaction = kazoo.transaction()
+            transaction.check(epoch, epoch_version)
+            transaction.set_data(migration, b"m", version)
+            for i in values:
+                data = f'{{"version":1,"config":{{"retention.ms":"{i}"}}}}'.encode()
+                transaction.set_data(config, data)
+                transaction.create(f"{changes}/config_change_", note, None, False, True)
+            results = transaction.commit()
+            if any(isinstance(r, Exception) for r in results):
+                raise Zk2KraftError(f"ZooKeeper pattern multi under {FLOOR_PATH} failed: {results}")
             version += 1
-        return {"today_four_round_trips": latency_summary(today), "fused_one_multi": latency_summary(fused)}
+
+        alone: list[float] = []
+        together: list[float] = []
+        for i in range(count):
+            started = time.perf_counter()
+            write(range(i, i + 1))
+            alone.append(time.perf_counter() - started)
+        for i in range(max(1, count // batch)):
+            started = time.perf_counter()
+            write(range(i * batch, (i + 1) * batch))
+            together.append((time.perf_counter() - started) / batch)
+        return {
+            "one_change_one_multi": latency_summary(alone),
+            f"per_change_{batch}_in_one_multi": latency_summary(together),
+        }
     finally:
         kazoo.stop()
         kazoo.close()
@@ -636,9 +627,9 @@ def report(result: dict[str, Any]) -> str:
             f"(target <= {TARGET_RATIO}x: {verdict(iac <= TARGET_RATIO)})",
             f"CreateTopics: p50 {created['p50_ms']} ms, p99 {created['p99_ms']} ms = {ct}x the floor "
             f"(target <= {TARGET_RATIO}x: {verdict(ct <= TARGET_RATIO)})",
-            f"ZooKeeper writes of one config change: as the bridge writes them (4 round trips) p50 "
-            f"{patterns['today_four_round_trips']['p50_ms']} ms; fused into one multi p50 "
-            f"{patterns['fused_one_multi']['p50_ms']} ms",
+            f"ZooKeeper writes of one config change: alone in one multi p50 "
+            f"{patterns['one_change_one_multi']['p50_ms']} ms; 16 changes in one multi p50 "
+            f"{patterns['per_change_16_in_one_multi']['p50_ms']} ms per change",
             f"{loaded['clients']} clients: {loaded['changes_per_s']:,} config changes/s "
             f"(target >= {TARGET_CHANGES_PER_S:,}: {verdict(loaded['changes_per_s'] >= TARGET_CHANGES_PER_S)})",
             f"controller: {result['controller']}; load average {result['load_average_before']} -> "

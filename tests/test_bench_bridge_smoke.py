@@ -26,7 +26,8 @@ def test_tiny_benchmark_run_measures_every_phase(zk_connect: str, in_process: bo
     assert result["controller"].startswith("in-process" if in_process else "subprocess")
     assert result["cluster"] == {"topics": 3, "brokers": 6}
     assert result["floor"]["sum"]["count"] == 50
-    assert result["zk_write_patterns"]["fused_one_multi"]["count"] == 20
+    assert result["zk_write_patterns"]["one_change_one_multi"]["count"] == 20
+    assert result["zk_write_patterns"]["per_change_16_in_one_multi"]["count"] == 1
     assert result["incremental_alter_configs"]["count"] == 8
     assert result["create_topics"]["count"] == 5
     # The controller's own metrics saw exactly the measured requests, each with its ZooKeeper write.
