@@ -1,8 +1,9 @@
 """`make demo`: a migration rehearsal on an embedded ZooKeeper and the sample cluster in examples/.
 
 Every step runs the real `zk2kraft` command, printed before it runs, so the demo doubles as a tutorial.
-The last step runs `zk2kraft bridge run` over the sample cluster until DUAL_WRITE and sends it admin
-requests over the Kafka protocol, then shows each change in ZooKeeper and in the KRaft metadata log.
+Then `zk2kraft bridge run` runs over the sample cluster until DUAL_WRITE and gets admin requests over the
+Kafka protocol, directly and through `zk2kraft shim run` with confluent-kafka's AdminClient; each change is
+shown in ZooKeeper and in the KRaft metadata log.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -108,9 +110,17 @@ def _later_steps(zk: EmbeddedZooKeeper) -> None:
 
     _bridge_steps(zk.connect_string + chroot)
 
-    step("10. Audit with Spark: ZooKeeper (after dual-write) against the bridge's KRaft log")
+    step("11. Audit with Spark: ZooKeeper (after dual-write) against the bridge's KRaft log")
     # Aligned at the offset /migration records; ZooKeeper's broker registrations are 'expected' differences.
-    run("audit", "--zk", zk.connect_string + chroot, "--kraft", str(OUT / "bridge-meta"), "--out", str(OUT / "audit"))
+    run(
+        "audit",
+        "--zk",
+        zk.connect_string + chroot,
+        "--kraft",
+        str(OUT / "bridge-meta"),
+        "--out",
+        str(OUT / "audit"),
+    )
 
 
 # ---------------------------------------------------------------- step 6: the bridge controller
@@ -166,13 +176,113 @@ def _bridge_steps(zk_connect: str) -> None:
         if topic_created:
             changed += [f"/brokers/topics/{NEW_TOPIC}", f"/brokers/topics/{NEW_TOPIC}/partitions/0/state"]
         _show_zookeeper(zk_connect, [*changed, "/migration"])
+
+        shim_changes = _shim_step(zk_connect, listen_port)
     finally:
         _stop_bridge(bridge, log_path)
 
-    step("9. The same changes in the bridge's KRaft metadata log")
+    step("10. The same changes in the bridge's KRaft metadata log")
     run("dump", "--summary", "--format", "table", str(meta / "__cluster_metadata-0"))
-    # The last records: the ConfigRecord, then the new topic's TopicRecord and PartitionRecords.
-    run_tail(5 if topic_created else 1, "dump", str(meta / "__cluster_metadata-0"))
+    # The last records: step 7's ConfigRecord, TopicRecord and PartitionRecords, then step 9's through the shim.
+    run_tail((5 if topic_created else 1) + shim_changes, "dump", str(meta / "__cluster_metadata-0"))
+
+
+# ---------------------------------------------------------------- step 9: a redirect shim
+
+SHIM_TOPIC = "demo_payments"
+SHIM_PARTITIONS = 2
+
+
+def _shim_step(zk_connect: str, controller_port: int) -> int:
+    """Admin changes with confluent-kafka through `zk2kraft shim run`; the number of records they made."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+        ResourceType,
+    )
+
+    shim_port = _free_port()
+    step("9. Admin changes through a redirect shim with confluent-kafka's AdminClient")
+    log_path = OUT / "shim.log"
+    args = [
+        "shim",
+        "run",
+        "--listen",
+        f"127.0.0.1:{shim_port}",
+        "--controller",
+        f"127.0.0.1:{controller_port}",
+    ]
+    console.print(f"[bold cyan]$ zk2kraft {' '.join(shlex.quote(a) for a in args)} 2> {log_path.name} &[/]")
+    with open(log_path, "w") as log_file:
+        shim = subprocess.Popen(
+            [str(BIN), *args], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file
+        )
+    try:
+        _wait_for_log(shim, log_path, r"event=shim_listening", "shim")
+        # log_level 4: librdkafka's info lines (e.g. the disconnect when the shim stops) are noise here.
+        admin = AdminClient(
+            {"bootstrap.servers": f"127.0.0.1:{shim_port}", "socket.timeout.ms": 30000, "log_level": 4}
+        )
+        console.print(f"create_topics: {SHIM_TOPIC}, {SHIM_PARTITIONS} partitions, cleanup.policy=compact")
+        new_topic = NewTopic(
+            SHIM_TOPIC,
+            num_partitions=SHIM_PARTITIONS,
+            replication_factor=2,
+            config={"cleanup.policy": "compact"},
+        )
+        for name, future in admin.create_topics([new_topic], operation_timeout=30).items():
+            future.result(timeout=60)
+            console.print(f"  → {name}: created")
+        console.print(f"incremental_alter_configs: SET retention.ms={NEW_RETENTION_MS} on {SHIM_TOPIC}")
+        entry = ConfigEntry("retention.ms", NEW_RETENTION_MS, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ResourceType.TOPIC, SHIM_TOPIC, incremental_configs=[entry])
+        for changed, future in admin.incremental_alter_configs([resource]).items():
+            future.result(timeout=60)
+            console.print(f"  → {changed.name}: altered")
+        topics = sorted(admin.list_topics(timeout=30).topics)
+        console.print(f"list_topics: {', '.join(topics)}")
+        _show_zookeeper(
+            zk_connect,
+            [f"/config/topics/{SHIM_TOPIC}", "/config/changes/<newest>", f"/brokers/topics/{SHIM_TOPIC}"],
+        )
+    finally:
+        _stop_child(shim, log_path, "shim")
+    # TopicRecord, a PartitionRecord each, the created config's ConfigRecord, the altered one's.
+    return 1 + SHIM_PARTITIONS + 2
+
+
+def _free_port() -> int:
+    """A TCP port nothing listens on right now (`shim run --listen` does not take port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_for_log(child: subprocess.Popen[bytes], log_path: Path, pattern: str, what: str) -> None:
+    deadline = time.monotonic() + BRIDGE_READY_TIMEOUT_S
+    while not re.search(pattern, log_path.read_text()):
+        if child.poll() is not None or time.monotonic() > deadline:
+            console.print(f"[bold red]the {what} did not start; its log ends:[/]")
+            console.print("\n".join(log_path.read_text().splitlines()[-20:]), soft_wrap=True)
+            _stop_child(child, log_path, what)
+            sys.exit(1)
+        time.sleep(0.05)
+
+
+def _stop_child(child: subprocess.Popen[bytes], log_path: Path, what: str) -> None:
+    if child.poll() is not None:
+        return
+    console.print(f"[bold cyan]$ kill -TERM {child.pid}[/]")
+    child.send_signal(signal.SIGTERM)
+    try:
+        code = child.wait(30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        code = child.wait()
+    console.print(f"{what} stopped (exit code {code}); its log is {log_path.relative_to(ROOT)}")
 
 
 def _bridge_failed(bridge: subprocess.Popen[bytes], log_path: Path, what: str) -> None:
