@@ -5,12 +5,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint typecheck pytest bench clean java venv
+.PHONY: test demo lint typecheck pytest bench clean java kcat venv
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory java
+	@$(MAKE) --no-print-directory kcat
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -22,6 +23,14 @@ java:
 	  echo "java not found: installing a headless JRE with apt"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q default-jre-headless; }
+
+# kcat (librdkafka's CLI) for the shim's `kcat -L` test; optional: without sudo or network that test is skipped.
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  echo "kcat not found: installing it with apt (optional; its test is skipped without it)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo -n ); \
+	  { $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q kcat; } \
+	    || echo "could not install kcat; continuing without it"; }
 
 lint: venv
 	$(VENV)/bin/ruff check .

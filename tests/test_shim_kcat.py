@@ -1,0 +1,58 @@
+"""`kcat -L` (librdkafka's command-line client) against a running shim lists the cluster: the shim as its only
+broker and every topic of the controller's image with its partitions. Skipped where kcat is not installed
+(`make venv` installs it with apt when it can)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from shim_harness import SHIM_ID, load_real_tree, running_bridge, running_shim
+
+from bridge.controller import BridgeController
+from bridge.shim.server import ShimServer
+
+pytestmark = [
+    pytest.mark.zookeeper,
+    pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (apt-get install kcat)"),
+]
+
+
+@pytest.fixture
+def bridge(zk_client: KazooClient, zk_connect: str, tmp_path: Path) -> Iterator[BridgeController]:
+    with running_bridge(zk_client, zk_connect, load_real_tree(), tmp_path) as controller:
+        yield controller
+
+
+@pytest.fixture
+def shim(bridge: BridgeController) -> Iterator[ShimServer]:
+    with running_shim(bridge) as server:
+        yield server
+
+
+def test_kcat_lists_the_cluster_through_the_shim(shim: ShimServer, bridge: BridgeController) -> None:
+    listed = subprocess.run(
+        ["kcat", "-b", f"127.0.0.1:{shim.port}", "-L", "-m", "20"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    out = listed.stdout
+    assert re.search(
+        rf"^ 1 brokers:\n  broker {SHIM_ID} at 127\.0\.0\.1:{shim.port} \(controller\)$", out, re.M
+    ), out
+    topics = dict(re.findall(r'^  topic "([^"]+)" with (\d+) partitions:$', out, re.M))
+    assert bridge.log is not None
+    image = bridge.log.image
+    assert topics == {name: str(len(t.partitions)) for name, t in image.topics_by_name.items()}
+    stock = image.topics_by_name["current_stock"].partitions[0]
+    replicas = ",".join(map(str, stock.replicas))
+    assert re.search(
+        rf'topic "current_stock".*?\n    partition 0, leader {stock.leader}, replicas: {replicas}, isrs: ',
+        out,
+        re.S,
+    ), out
