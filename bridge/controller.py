@@ -19,6 +19,7 @@ import importlib
 import logging
 import os
 import signal
+import ssl
 import threading
 import time
 import uuid
@@ -109,6 +110,33 @@ class BridgeConfig(BaseModel):
     fsync: bool = True
     min_batch_size: int = Field(200, ge=1)
     zk_session_timeout_s: float = 18.0
+    # Listener security (`--listen-ssl-*`, `--envelope-principals`): see listener_ssl_context and _permitted.
+    listen_ssl_cert: Path | None = None
+    listen_ssl_key: Path | None = None
+    listen_ssl_ca: Path | None = Field(None, description="CA of client certificates; given: required")
+    envelope_principals: frozenset[str] | None = Field(
+        None, description="None: every caller is served; else only these principals' requests (User:<DN>)"
+    )
+
+
+def listener_ssl_context(config: BridgeConfig) -> ssl.SSLContext | None:
+    """The listener's TLS context (client certificates required when a CA is given); None: PLAINTEXT."""
+    from bridge.shim.security_tls import server_ssl_context
+
+    if config.listen_ssl_cert is None:
+        if config.listen_ssl_key is not None or config.listen_ssl_ca is not None:
+            raise Zk2KraftError("--listen-ssl-key/--listen-ssl-ca need --listen-ssl-cert")
+        if config.envelope_principals is not None:
+            raise Zk2KraftError("--envelope-principals needs --listen-ssl-cert and --listen-ssl-ca")
+        return None
+    if config.envelope_principals is not None and config.listen_ssl_ca is None:
+        raise Zk2KraftError("--envelope-principals needs --listen-ssl-ca (certificates name callers)")
+    return server_ssl_context(
+        config.listen_ssl_cert,
+        config.listen_ssl_key,
+        cafile=config.listen_ssl_ca,
+        client_auth="none" if config.listen_ssl_ca is None else "required",
+    )
 
 
 def load_handlers() -> tuple[dict[int, ControllerHandler], dict[int, tuple[int, int]]]:
@@ -162,6 +190,7 @@ class BridgeController:
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
         self.config = config
+        self._ssl_context = listener_ssl_context(config)  # bad TLS options fail before anything starts
         if handlers is None:
             loaded, loaded_supported = load_handlers()
             self.handlers: dict[int, ControllerHandler] = loaded
@@ -366,6 +395,7 @@ class BridgeController:
             config.listen_port,
             {key: self._on_request for key in [*self.handlers, ENVELOPE_KEY]},
             {**self.supported, ENVELOPE_KEY: (0, 0)},
+            ssl_context=self._ssl_context,
         )
         await self.listener.start()
         if config.metrics_port is not None:
@@ -635,6 +665,8 @@ class BridgeController:
     # ------------------------------------------------------------------ requests
 
     async def _on_request(self, ctx: RequestContext, body: Any) -> Any:
+        if not self._permitted(ctx):
+            return self._refuse(ctx, body)
         if ctx.api_key == ENVELOPE_KEY:
             return await self._on_envelope(ctx, body)
         return await self._process(ctx.api_key, ctx.api_version, body, ctx.principal, ctx.client_id)
@@ -664,6 +696,23 @@ class BridgeController:
         return EnvelopeResponse(
             response_data=encode_response(inner.correlation_id, response), error_code=ErrorCode.none
         )
+
+    def _permitted(self, ctx: RequestContext) -> bool:
+        """Whether the connection's principal may send requests (`--envelope-principals`; unset: anyone)."""
+        allowed = self.config.envelope_principals
+        return allowed is None or str(ctx.principal) in allowed
+
+    def _refuse(self, ctx: RequestContext, body: Any) -> Any:
+        """CLUSTER_AUTHORIZATION_FAILED, as ControllerApis answers a caller without CLUSTER_ACTION; nothing is run."""
+        log.warning(
+            "%s from %s refused: principal %s is not in --envelope-principals",
+            describe_api(ctx.api_key, ctx.api_version), ctx.peer_text, ctx.principal,
+        )  # fmt: skip
+        error = ErrorCode.cluster_authorization_failed
+        if ctx.api_key == ENVELOPE_KEY:
+            return self._envelope_error(error, time.monotonic())
+        self.metrics.observe_request(ctx.api_key, int(error), 0.0)
+        return error_response(ctx.api_key, ctx.api_version, body, error)
 
     def _envelope_error(self, error: ErrorCode, started: float) -> Any:
         self.metrics.observe_request(ENVELOPE_KEY, int(error), time.monotonic() - started)

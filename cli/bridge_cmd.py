@@ -25,6 +25,22 @@ def _host_port(value: str, option: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _principals(value: str | None) -> frozenset[str] | None:
+    """`User:a;User:b` (Kafka's super.users form) as a set; None when the option is not given."""
+    if value is None:
+        return None
+    names = frozenset(item.strip() for item in value.split(";") if item.strip())
+    for name in names:
+        kind, sep, rest = name.partition(":")
+        if not sep or not kind or not rest:
+            raise click.BadParameter(
+                f"expected TYPE:NAME (e.g. User:CN=shim-1), got {name!r}", param_hint="--envelope-principals"
+            )
+    if not names:
+        raise click.BadParameter("names no principal", param_hint="--envelope-principals")
+    return names
+
+
 @bridge_group.command("run")
 @click.option(
     "--zk",
@@ -85,6 +101,31 @@ def _host_port(value: str, option: str) -> tuple[str, int]:
     show_default=True,
     help="What to do with ZooKeeper changes made by others during dual-write.",
 )
+@click.option(
+    "--listen-ssl-cert",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Make --listen TLS with this server certificate (PEM).",
+)
+@click.option(
+    "--listen-ssl-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Its private key (PEM).",
+)
+@click.option(
+    "--listen-ssl-ca",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="CA certificates of the callers' client certificates; given, every caller must present one "
+    "(Kafka's ssl.client.auth=required) and is User:<subject DN>.",
+)
+@click.option(
+    "--envelope-principals",
+    metavar="User:CN=...;User:CN=...",
+    help="Only these principals (client certificates' User:<subject DN>, RFC 2253 as Java prints it, e.g. "
+    "User:CN=shim-1,O=zk2kraft) may send requests: shims' EnvelopeRequests, brokers' AlterPartition and "
+    "AllocateProducerIds, direct admin requests, Fetch of the metadata log. Any other caller gets "
+    "CLUSTER_AUTHORIZATION_FAILED and nothing is changed. Needs --listen-ssl-cert and --listen-ssl-ca; "
+    "unset: every caller that can connect is served.",
+)
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -99,6 +140,10 @@ def run_cmd(
     dry_run: bool,
     adopt_existing_migration: bool,
     foreign_zk_writes: str,
+    listen_ssl_cert: Path | None,
+    listen_ssl_key: Path | None,
+    listen_ssl_ca: Path | None,
+    envelope_principals: str | None,
     no_fsync: bool,
     verbose: bool,
 ) -> None:
@@ -141,6 +186,10 @@ def run_cmd(
             dry_run=dry_run,
             adopt_existing_migration=adopt_existing_migration,
             foreign_zk_writes=foreign_zk_writes,
+            listen_ssl_cert=listen_ssl_cert,
+            listen_ssl_key=listen_ssl_key,
+            listen_ssl_ca=listen_ssl_ca,
+            envelope_principals=_principals(envelope_principals),
             fsync=not no_fsync,
         )
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,6 +122,21 @@ def shim_group() -> None:
     is_flag=True,
     help="Kafka's allow.everyone.if.no.acl.found: a resource no ACL matches is open to all.",
 )
+@click.option(
+    "--controller-ssl-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The shim's client certificate (PEM) for the controllers; it names the shim to their "
+    "--envelope-principals as User:<subject DN>.",
+)
+@click.option(
+    "--controller-ssl-key", type=click.Path(exists=True, dir_okay=False), help="Its private key (PEM)."
+)
+@click.option(
+    "--controller-ssl-ca",
+    type=click.Path(exists=True, dir_okay=False),
+    help="CA certificates the controllers' certificates are verified with (hostname included). Any "
+    "--controller-ssl-* option makes the Fetch and forwarding connections to the controllers TLS.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
 def run_cmd(
@@ -141,6 +157,9 @@ def run_cmd(
     authorizer: str,
     super_users: str,
     allow_everyone_if_no_acl_found: bool,
+    controller_ssl_cert: str | None,
+    controller_ssl_key: str | None,
+    controller_ssl_ca: str | None,
     verbose: bool,
 ) -> None:
     """Serve admin clients and brokers in front of the bridge controller, as a bridge-release broker does.
@@ -212,7 +231,37 @@ def run_cmd(
         super_users=super_users,
         allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
     )
+    secure_controller_channel(server, cert=controller_ssl_cert, key=controller_ssl_key, ca=controller_ssl_ca)
     sys.exit(asyncio.run(server.run()))
+
+
+def secure_controller_channel(
+    server: ShimServer, *, cert: str | None = None, key: str | None = None, ca: str | None = None
+) -> ShimServer:
+    """TLS for the shim's connections to the controllers (Fetch and forwarding), before `server` starts."""
+    context = controller_ssl_context(cert=cert, key=key, ca=ca)
+    server.follower.ssl_context = context
+    server.channel.ssl_context = context
+    return server
+
+
+def controller_ssl_context(
+    *, cert: str | None = None, key: str | None = None, ca: str | None = None
+) -> ssl.SSLContext | None:
+    """A client context verifying the controller (`ca`, else the system's CAs) and holding `cert`; None: none given."""
+    if cert is None and key is None and ca is None:
+        return None
+    if key is not None and cert is None:
+        raise Zk2KraftError("--controller-ssl-key needs --controller-ssl-cert")
+    try:
+        context = ssl.create_default_context(cafile=ca)
+        if cert is not None:
+            context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise Zk2KraftError(
+            f"cannot load the controller channel's TLS material ({cert}, {key}, {ca}): {exc}"
+        ) from exc
+    return context
 
 
 def secure_shim(

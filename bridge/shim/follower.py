@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -78,6 +79,7 @@ class MetadataFollower:
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         max_bytes: int = MAX_FETCH_SIZE_BYTES,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if not controllers:
             raise Zk2KraftError("the metadata follower needs at least one controller address")
@@ -86,6 +88,7 @@ class MetadataFollower:
         self.poll_interval = poll_interval
         self.request_timeout = request_timeout
         self.max_bytes = max_bytes
+        self.ssl_context = ssl_context  # TLS (with the shim's client certificate) to the controllers
         self.resets = 0
         self._replayer = MetadataReplayer(source="fetched metadata log")
         self._position = 0
@@ -224,7 +227,7 @@ class MetadataFollower:
         if self._connection is None:
             host, port = self.controllers[self._controller_index]
             self._connection = await KafkaConnection.open(
-                host, port, client_id=CLIENT_ID, timeout=self.request_timeout
+                host, port, client_id=CLIENT_ID, timeout=self.request_timeout, ssl_context=self.ssl_context
             )
         return self._connection
 
