@@ -13,6 +13,7 @@ load falls on all series alike:
   metadata follower has caught up (the shim's own overhead: this minus the baseline);
 - confluent-kafka's AdminClient (librdkafka) `incremental_alter_configs` through the shim, the acceptance
   client (its own queueing included);
+- ApiVersions to each (answered by the listener itself): the cost of one hop with no work behind it;
 - capacity: `--connections` connections opened to the shim at once, each sending ApiVersions; all must be
   answered, and a Metadata request must still be answered while they are open.
 
@@ -136,6 +137,17 @@ async def shim_change(connection: KafkaConnection, topic: str, value: int) -> fl
     return elapsed
 
 
+async def api_versions(connection: KafkaConnection) -> float:
+    """One ApiVersions (answered by the listener itself): the cost of a hop with no work behind it."""
+    request = ApiVersionsRequest(client_software_name="bench", client_software_version="1")
+    started = time.perf_counter()
+    response = await connection.send(request)
+    elapsed = time.perf_counter() - started
+    if response.error_code != ErrorCode.none:
+        raise Zk2KraftError(f"ApiVersions to {connection.address}: {response.error_code.name}")
+    return elapsed
+
+
 def admin_change(admin: AdminClient, topic: str, value: int) -> float:
     """confluent-kafka's incremental_alter_configs through the shim; its latency."""
     entry = ConfigEntry("retention.ms", str(value), incremental_operation=AlterConfigOpType.SET)
@@ -150,7 +162,9 @@ def measure_latencies(controller_port: int, shim_port: int, topic: str, requests
     """The three series, interleaved in BLOCKS blocks after a warm-up of each."""
     loop = asyncio.new_event_loop()
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{shim_port}", "socket.timeout.ms": 30000})
-    series: dict[str, list[float]] = {"envelope": [], "shim": [], "admin": []}
+    series: dict[str, list[float]] = {
+        "envelope": [], "shim": [], "admin": [], "api_versions_controller": [], "api_versions_shim": []
+    }  # fmt: skip
     value = iter(range(3_600_000, 3_600_000 + 10 * requests + 1000))
     try:
         direct = loop.run_until_complete(
@@ -164,10 +178,14 @@ def measure_latencies(controller_port: int, shim_port: int, topic: str, requests
                 e = loop.run_until_complete(envelope_change(direct, topic, next(value), next(ids)))
                 s = loop.run_until_complete(shim_change(via_shim, topic, next(value)))
                 a = admin_change(admin, topic, next(value))
+                vc = loop.run_until_complete(api_versions(direct))
+                vs = loop.run_until_complete(api_versions(via_shim))
                 if keep:
-                    series["envelope"].append(e)
-                    series["shim"].append(s)
-                    series["admin"].append(a)
+                    for name, sample in (
+                        ("envelope", e), ("shim", s), ("admin", a),
+                        ("api_versions_controller", vc), ("api_versions_shim", vs),
+                    ):  # fmt: skip
+                        series[name].append(sample)
 
         block(max(3, min(50, requests // 10)), keep=False)
         per_block = max(1, requests // BLOCKS)
@@ -303,6 +321,8 @@ def run(
         "envelope_to_controller": envelope,
         "kio_through_shim": via_shim,
         "admin_client_through_shim": admin,
+        "api_versions_to_controller": latencies["api_versions_controller"],
+        "api_versions_to_shim": latencies["api_versions_shim"],
         "capacity": capacity,
         "ratios": {
             "shim_added_p50_ms": round(via_shim["p50_ms"] - envelope["p50_ms"], 3),
@@ -335,6 +355,8 @@ def report(result: dict[str, Any]) -> str:
             f"the shim adds {added} ms at p50 (target <= {TARGET_ADDED_P50_MS} ms: {verdict}), "
             f"{ratios['shim_added_p99_ms']} ms at p99; AdminClient adds {ratios['admin_client_added_p50_ms']} ms "
             "at p50 over the envelope",
+            f"ApiVersions (no work behind it): p50 {result['api_versions_to_controller']['p50_ms']} ms to the "
+            f"controller, {result['api_versions_to_shim']['p50_ms']} ms to the shim",
             f"capacity: {capacity['answered']}/{capacity['connections']} concurrent connections answered in "
             f"{capacity['seconds_to_answer_all']} s; Metadata answered while open: "
             f"{capacity['metadata_answered_while_open']}",

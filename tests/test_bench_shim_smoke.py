@@ -22,7 +22,10 @@ pytestmark = pytest.mark.zookeeper
 def test_tiny_benchmark_run_measures_every_series(zk_connect: str) -> None:
     result = bench_shim.run(10, 20, zk_connect=zk_connect, topics=3)
 
-    for series in ("envelope_to_controller", "kio_through_shim", "admin_client_through_shim"):
+    for series in (
+        "envelope_to_controller", "kio_through_shim", "admin_client_through_shim",
+        "api_versions_to_controller", "api_versions_to_shim",
+    ):  # fmt: skip
         assert result[series]["count"] == 10, series
     capacity = result["capacity"]
     assert (capacity["connections"], capacity["answered"], capacity["errors"]) == (20, 20, [])
@@ -39,5 +42,5 @@ def test_tiny_benchmark_run_measures_every_series(zk_connect: str) -> None:
         "kio request through the shim",
         "AdminClient through the shim",
     ]
-    assert lines[3].startswith("the shim adds ") and lines[4].startswith("capacity: 20/20 ")
-    assert lines[5].startswith("load average ")
+    assert lines[3].startswith("the shim adds ") and lines[4].startswith("ApiVersions (no work behind it)")
+    assert lines[5].startswith("capacity: 20/20 ") and lines[6].startswith("load average ")
