@@ -1,0 +1,176 @@
+"""The controller's listener authenticated end to end: TLS with required client certificates and an
+--envelope-principals allow list. A shim with the listed certificate follows the log and forwards an
+AdminClient's CreateTopics; another certificate's Envelope or direct request is CLUSTER_AUTHORIZATION_FAILED
+with nothing appended; a plaintext or certificate-less client gets no answer at all."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+from kio.schema.create_topics.v7 import request as create_req
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16, i32
+from shim_harness import NODE_ID, SHIM_ID, load_real_tree
+from test_shim_security_tls import Pki, client_context, issue, openssl
+
+from bridge.api import DriverState
+from bridge.client import ConnectionClosedError, KafkaConnection, build_envelope
+from bridge.controller import BridgeConfig, BridgeController
+from bridge.protocol import KafkaPrincipal, decode_response, encode_request
+from bridge.shim.server import ShimConfig, ShimServer, ShimThread
+from cli.main import cli
+from cli.shim_cmd import secure_controller_channel
+from migrate.errors import Zk2KraftError
+from migrate.zk.load import load_tree
+
+pytestmark = [
+    pytest.mark.zookeeper,
+    pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command"),
+]
+
+TIMEOUT = 30.0
+SHIM_PRINCIPAL = "User:CN=shim-1,O=zk2kraft"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    directory = tmp_path_factory.mktemp("controller-tls-pki")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=zk2kraft test CA", "-days", "2",
+            cwd=directory)  # fmt: skip
+    issue(directory, "server", "/CN=localhost", extensions="subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    issue(directory, "shim", "/O=zk2kraft/CN=shim-1")
+    issue(directory, "intruder", "/O=zk2kraft/CN=intruder")
+    return Pki(directory)
+
+
+def secure_config(zk_connect: str, metadata_dir: Path, pki: Pki, **extra: Any) -> BridgeConfig:
+    return BridgeConfig.model_validate(
+        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": False,
+         "listen_ssl_cert": pki.path("server.crt"), "listen_ssl_key": pki.path("server.key"),
+         "listen_ssl_ca": pki.path("ca.crt"), "envelope_principals": frozenset({SHIM_PRINCIPAL}), **extra}
+    )  # fmt: skip
+
+
+@pytest.fixture
+def bridge(zk_client: KazooClient, zk_connect: str, tmp_path: Path, pki: Pki) -> Iterator[BridgeController]:
+    load_tree(zk_client, load_real_tree())
+    controller = BridgeController(secure_config(zk_connect, tmp_path / "meta", pki)).start()
+    try:
+        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+        yield controller
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def shim(bridge: BridgeController, pki: Pki) -> Iterator[ShimServer]:
+    config = ShimConfig(
+        controllers=[("127.0.0.1", bridge.listen_port)], node_id=SHIM_ID, poll_interval_s=0.05
+    )
+    server = secure_controller_channel(
+        ShimServer(config),
+        cert=str(pki.path("shim.crt")),
+        key=str(pki.path("shim.key")),
+        ca=str(pki.path("ca.crt")),
+    )
+    with ShimThread(server):
+        yield server
+
+
+def create_topics(name: str) -> create_req.CreateTopicsRequest:
+    topic = create_req.CreatableTopic(
+        name=name,  # type: ignore[arg-type]
+        num_partitions=i32(1),
+        replication_factor=i16(1),
+        assignments=(),
+        configs=(),
+    )
+    return create_req.CreateTopicsRequest(topics=(topic,))
+
+
+def send(port: int, request: Any, ctx: ssl.SSLContext | None) -> Any:
+    async def scenario() -> Any:
+        connection = await KafkaConnection.open("127.0.0.1", port, ssl_context=ctx, timeout=5.0)
+        async with connection:
+            return await connection.send(request, timeout=5.0)
+
+    return asyncio.run(scenario())
+
+
+def test_shim_with_the_listed_certificate_follows_and_forwards(
+    shim: ShimServer, bridge: BridgeController
+) -> None:
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{shim.port}", "socket.timeout.ms": 20000})
+    futures = admin.create_topics(
+        [NewTopic("tls-forwarded", num_partitions=2, replication_factor=1)],
+        operation_timeout=TIMEOUT,
+        request_timeout=TIMEOUT,
+    )
+    futures["tls-forwarded"].result(timeout=TIMEOUT)
+    assert bridge.log is not None
+    assert len(bridge.log.image.topics_by_name["tls-forwarded"].partitions) == 2
+    # The shim answered after its follower (Fetch over TLS) had the topic.
+    assert "tls-forwarded" in shim.follower.image.topics_by_name
+
+
+def test_another_certificate_gets_cluster_authorization_failed_and_nothing_is_appended(
+    bridge: BridgeController, pki: Pki
+) -> None:
+    assert bridge.log is not None
+    end = bridge.log.end_offset
+    intruder = client_context(pki, "intruder")
+    inner = encode_request(create_topics("tls-injected"), 7, "intruder")
+    envelope = build_envelope(inner, KafkaPrincipal("User", "admin"), "127.0.0.1")
+    answer = send(bridge.listen_port, envelope, intruder)
+    assert answer.error_code == ErrorCode.cluster_authorization_failed
+    assert answer.response_data is None
+    direct = send(bridge.listen_port, create_topics("tls-direct"), intruder)
+    assert [t.error_code for t in direct.topics] == [ErrorCode.cluster_authorization_failed]
+    assert bridge.log.end_offset == end
+    assert not {"tls-injected", "tls-direct"} & set(bridge.log.image.topics_by_name)
+
+
+def test_the_listed_certificate_may_send_envelopes_directly(bridge: BridgeController, pki: Pki) -> None:
+    inner = encode_request(create_topics("tls-listed"), 9, "shim")
+    envelope = build_envelope(inner, KafkaPrincipal("User", "admin"), "127.0.0.1")
+    answer = send(bridge.listen_port, envelope, client_context(pki, "shim"))
+    assert answer.error_code == ErrorCode.none
+    _, response = decode_response(answer.response_data, 19, 7, "inner CreateTopics response")
+    assert [t.error_code for t in response.topics] == [ErrorCode.none]
+    assert bridge.log is not None and "tls-listed" in bridge.log.image.topics_by_name
+
+
+def test_plaintext_or_certificate_less_clients_cannot_connect(bridge: BridgeController, pki: Pki) -> None:
+    assert bridge.log is not None
+    end = bridge.log.end_offset
+    for ctx in (None, client_context(pki, None)):
+        with pytest.raises(ConnectionClosedError):
+            send(bridge.listen_port, create_topics("tls-plaintext"), ctx)
+    assert bridge.log.end_offset == end
+
+
+def test_inconsistent_listener_security_is_refused_before_starting(
+    zk_connect: str, tmp_path: Path, pki: Pki
+) -> None:
+    with pytest.raises(Zk2KraftError, match="--listen-ssl-ca"):
+        BridgeController(secure_config(zk_connect, tmp_path / "m", pki, listen_ssl_ca=None))
+    with pytest.raises(Zk2KraftError, match="--listen-ssl-cert"):
+        BridgeController(secure_config(zk_connect, tmp_path / "m", pki, listen_ssl_cert=None))
+    result = CliRunner().invoke(
+        cli,
+        ["bridge", "run", "--zk", zk_connect, "--metadata-dir", str(tmp_path / "m"), "--node-id", "1",
+         "--envelope-principals", "CN=shim-1"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "TYPE:NAME" in result.output
+    assert not (tmp_path / "m").exists()
