@@ -174,3 +174,13 @@ def test_inconsistent_listener_security_is_refused_before_starting(
     assert result.exit_code == 2
     assert "TYPE:NAME" in result.output
     assert not (tmp_path / "m").exists()
+
+
+def test_shim_run_refuses_a_controller_key_without_its_certificate(pki: Pki) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["shim", "run", "--listen", "127.0.0.1:19999", "--controller", "127.0.0.1:1", "--node-id", "7000",
+         "--controller-ssl-key", str(pki.path("shim.key"))],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--controller-ssl-key needs --controller-ssl-cert" in result.output
