@@ -543,6 +543,11 @@ def _decode_nodes(
     gc.disable()  # a million new objects would trigger many useless collections
     try:
         decoder.run(pos)
+        if gc_was_enabled and gc.get_freeze_count() == 0:
+            # Hand the new objects straight to the oldest generation (nothing stays frozen): otherwise the
+            # next young collections walk every ZNode and Stat, and their ints, once or twice more.
+            gc.freeze()
+            gc.unfreeze()
     finally:
         if gc_was_enabled:
             gc.enable()
