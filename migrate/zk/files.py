@@ -704,9 +704,10 @@ class _NodeDecoder:
         buf = self.buf
         get = buf.__getitem__
         path_cuts = list(map(slice, map(operator.add, starts, repeat(4)), path_ends))
-        raw_paths = list(map(get, path_cuts))
+        # Without digests the raw path bytes are dropped at once (their memory serves the next objects).
+        raw_paths = list(map(get, path_cuts)) if self.with_digest else []
         try:
-            paths = list(map(bytes.decode, raw_paths))
+            paths = list(map(bytes.decode, raw_paths or map(get, path_cuts)))
         except UnicodeDecodeError:
             for cut in path_cuts:
                 try:
