@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
 from kio.static.primitive import i8, i32, i64
 from shim_harness import (
     controller_config,
@@ -123,8 +124,10 @@ def test_alter_isr_and_alter_partition_through_the_shim(
         assert after.isr == new_isr and after.partition_epoch == before.partition_epoch + 1
         state = from_tree(read_tree(zk_connect, acls=False)).topics[STOCK].states[0]
         assert state.isr == new_isr and state.zk_version == after.partition_epoch
-        # The shim's own image has it once the answer is out.
-        assert shim.follower.image.topics_by_name[STOCK].partitions[0].isr == new_isr
+        # A read through the shim after the answer sees the change (its image catches up before reading).
+        metadata = send_request_sync("127.0.0.1", shim.port, MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        [shown] = [t for t in metadata.topics if t.name == STOCK]
+        assert list(next(p for p in shown.partitions if p.partition_index == 0).isr_nodes) == new_isr
 
     current = bridge.log.image.topics_by_name[STOCK].partitions[0]
     epoch = int(zk_client.exists(f"/brokers/ids/{current.leader}").czxid)

@@ -21,7 +21,6 @@ import contextlib
 import logging
 import signal
 import ssl
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -130,6 +129,9 @@ class ShimServer:
         self.authorize = authorize
         self.request_gate = request_gate
         self.stats = ShimStats()
+        # Read-after-write: changes relayed so far, and how many of them the image is known to show.
+        self._changes_forwarded = 0
+        self._changes_visible = 0
         controllers = [(host, port) for host, port in config.controllers]
         self.follower = MetadataFollower(
             controllers, cluster_id=config.cluster_id, poll_interval=config.poll_interval_s
@@ -244,6 +246,9 @@ class ShimServer:
 
     def _gated(self, handler: Handler) -> Handler:
         async def gated(ctx: RequestContext, body: Any) -> Any:
+            # Answers and authorization from the image must see every change this shim forwarded before.
+            if ctx.api_key in READ_VERSIONS or self.request_gate is not None or self.authorize is not reads.allow_all:
+                await self._settle()
             if self.request_gate is not None:
                 refusal = self.request_gate(ctx, body)
                 if refusal is not None:
@@ -303,9 +308,8 @@ class ShimServer:
         return authorize_items.merge(ctx.api_key, ctx.api_version, body, part, response, caller)
 
     async def _forward_whole(self, ctx: RequestContext, body: Any) -> Any:
-        """Forward in an envelope, relay the inner response once the image has caught up with the controller."""
+        """Forward in an envelope and relay the inner response; the next image read waits for the change."""
         timeout = self._timeout(body)
-        started = time.monotonic()
         try:
             result = await self.channel.forward(
                 body, ctx.correlation_id, ctx.client_id, ctx.principal, ctx.peer[0], timeout
@@ -327,13 +331,12 @@ class ShimServer:
                 )
             return error_response(ctx.api_key, ctx.api_version, body, ErrorCode.unknown_server_error)
         self.stats.forwarded += 1
-        await self._catch_up(started, timeout)
+        self._changes_forwarded += 1
         return result
 
     async def _alter_partition(self, ctx: RequestContext, body: Any) -> Any:
         """AlterPartition (AlterIsr in v0/v1) goes to the controller directly, as brokers send it."""
         timeout = self.config.request_timeout_s
-        started = time.monotonic()
         try:
             response = await self.channel.send_direct(body, timeout)
         except ForwardTimeoutError as exc:
@@ -341,13 +344,22 @@ class ShimServer:
             log.warning("event=forward_timeout peer=%s %s", ctx.peer_text, exc)
             return error_response(ctx.api_key, ctx.api_version, body, ErrorCode.request_timed_out)
         self.stats.direct += 1
-        await self._catch_up(started, timeout)
+        self._changes_forwarded += 1
         return response
 
-    async def _catch_up(self, started: float, timeout: float) -> None:
-        left = min(timeout - (time.monotonic() - started), CATCH_UP_TIMEOUT_S)
-        if left > 0 and not await self.follower.catch_up(left):
-            log.warning("event=catch_up_timeout the answer goes out before the image shows the change")
+    async def _settle(self) -> None:
+        """Catch the image up once per batch of forwarded changes, when something is about to read it.
+
+        Waiting here instead of before relaying each answer keeps back-to-back writes at one hop's cost
+        while every later read (or authorization) on this shim still sees them.
+        """
+        target = self._changes_forwarded
+        if self._changes_visible >= target:
+            return
+        if await self.follower.catch_up(CATCH_UP_TIMEOUT_S):
+            self._changes_visible = max(self._changes_visible, target)
+        else:
+            log.warning("event=catch_up_timeout the answer goes out before the image shows earlier changes")
 
 
 async def run_shim(config: ShimConfig, **options: Any) -> int:
