@@ -33,7 +33,7 @@ def shim_group() -> None:
     default="127.0.0.1:9092",
     show_default=True,
     metavar="HOST:PORT",
-    help="Where admin clients and brokers connect (the shim's Kafka-protocol listener).",
+    help="Where admin clients and brokers connect (the shim's Kafka-protocol listener); port 0 picks a free one (logged).",
 )
 @click.option(
     "--controller",
@@ -200,7 +200,7 @@ def run_cmd(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format=_LOG_FORMAT, stream=sys.stderr
     )
-    listen_host, listen_port = parse_address(listen, "--listen")
+    listen_host, listen_port = parse_address(listen, "--listen", allow_any_port=True)
     advertised_host, advertised_port = (
         parse_address(advertised, "--advertised") if advertised else (None, None)
     )

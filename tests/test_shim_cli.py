@@ -24,3 +24,11 @@ def test_bad_listen_address_is_refused() -> None:
     result = CliRunner().invoke(shim_group, ["run", "--controller", "127.0.0.1:9093", "--listen", "x:99999"])
     assert result.exit_code == 2
     assert "--listen 'x:99999' is not HOST:PORT" in result.output
+
+
+def test_listen_port_zero_is_any_free_port_but_controllers_need_a_real_one() -> None:
+    from bridge.shim.server import parse_address
+
+    assert parse_address("127.0.0.1:0", "--listen", allow_any_port=True) == ("127.0.0.1", 0)
+    result = CliRunner().invoke(shim_group, ["run", "--controller", "127.0.0.1:0"])
+    assert result.exit_code == 2 and "--controller '127.0.0.1:0' is not HOST:PORT" in result.output

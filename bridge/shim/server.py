@@ -65,10 +65,11 @@ CATCH_UP_TIMEOUT_S: Final = 5.0
 RequestGate = Callable[[RequestContext, Any], Any | None]
 
 
-def parse_address(text: str, what: str = "address") -> Address:
-    """`HOST:PORT` or `[IPv6]:PORT`."""
+def parse_address(text: str, what: str = "address", *, allow_any_port: bool = False) -> Address:
+    """`HOST:PORT` or `[IPv6]:PORT`; port 0 (any free port) only where `allow_any_port`."""
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    lowest = 0 if allow_any_port else 1
+    if not sep or not host or not port.isdigit() or not lowest <= int(port) < 65536:
         raise InvalidRequestError(f"{what} {text!r} is not HOST:PORT")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
