@@ -828,6 +828,11 @@ class OwnWriteLog:
             if not pending:
                 del self._pending[path]
 
+    def knows(self, path: str) -> bool:
+        """Whether we wrote `path` (as far as the log remembers)."""
+        with self._lock:
+            return path in self._last or path in self._pending
+
     def matches(self, path: str, content: object) -> bool:
         """Whether `content` (data, None for null, or _ABSENT) is what one of our writes left at `path`."""
         with self._lock:
@@ -882,6 +887,8 @@ class ForeignWriteWatcher:
         self._idle = threading.Condition()
         self._pending = 0
         self._was_disconnected = False
+        # path -> the kazoo async result of its watched get, sent ahead while events are processed
+        self._prefetched: dict[str, Any] = {}
         self.written = OwnWriteLog()
         """Make it the `observer` of the ZooKeeper client that dual-writes."""
 
@@ -987,13 +994,18 @@ class ForeignWriteWatcher:
 
     def _process(self, items: list[_Item]) -> None:
         with self._write_lock:
-            if any(item is _RESCAN for item in items):
-                self._arm_all()
-                self._check(self._entities | image_entity_paths(self.expected()))
-                return
-            affected: set[str] = set()
-            for _tag, event_type, path in items:
-                affected |= self._on_znode_event(event_type, path)
+            self._prefetched.clear()
+            try:
+                if any(item is _RESCAN for item in items):
+                    self._arm_all()
+                    self._check(self._entities | image_entity_paths(self.expected()))
+                    return
+                self._prefetch(path for _tag, _type, path in items if _watch_kinds(path)[1])
+                affected: set[str] = set()
+                for _tag, event_type, path in items:
+                    affected |= self._on_znode_event(event_type, path)
+            finally:
+                self._prefetched.clear()
             if affected:
                 self._check(affected)
 
@@ -1037,27 +1049,49 @@ class ForeignWriteWatcher:
             return new_entities
         known = self._children.get(path, set())
         self._children[path] = set(names)
-        for name in sorted(set(names) - known):
-            child = f"{path}/{name}"
-            if _watch_kinds(child) == (False, False):
-                continue
+        new_children = [
+            child
+            for child in (f"{path}/{name}" for name in sorted(set(names) - known))
+            if _watch_kinds(child) != (False, False)
+        ]
+        self._prefetch(child for child in new_children if _watch_kinds(child)[1])
+        for child in new_children:
             new_entities |= self._arm(child, judge_self=entity_path(child) == child)
         return new_entities
+
+    def _prefetch(self, znodes_: Iterable[str]) -> None:
+        """Send the data reads `_arm_data` will make for `znodes_` at once (one round of waits, not one each)."""
+        for path in znodes_:
+            if path not in self._prefetched:
+                self._prefetched[path] = self.client.get_async(path, watch=self._on_event)
 
     def _arm_data(self, path: str) -> object:
         """Leave a data watch on `path` (fires on create, change, delete); its data (None: null), _ABSENT, or
         _UNKNOWN when it appeared between the two reads."""
+        sent = self._prefetched.pop(path, None)
         try:
-            data, _stat = self.client.get(path, watch=self._on_event)
+            data, _stat = sent.get() if sent is not None else self.client.get(path, watch=self._on_event)
             return data
         except NoNodeError:
             # get() leaves no watch on a missing znode; exists() does, and fires when it is created.
             return _ABSENT if self.client.exists(path, watch=self._on_event) is None else _UNKNOWN
 
     def _own(self, path: str, content: object) -> bool:
-        """ZooKeeper holds what we last wrote to entity `path`: no judgment, and it agrees with the image."""
+        """ZooKeeper holds what we last wrote to entity `path`: no judgment, and it agrees with the image.
+
+        A read answered just before a write of ours landed shows our previous content, which the log no longer
+        counts once that write is answered: such a path is read once more (the watch the first read left
+        catches whatever happens after it) rather than judged, which would hold appends.
+        """
         if content is _UNKNOWN or not self.written.matches(path, content):
-            return False
+            if not self.written.knows(path):
+                return False
+            try:
+                content = self.client.get(path)[0]
+            except NoNodeError:
+                content = _ABSENT
+            if not self.written.matches(path, content):
+                return False
         self._reported.pop(path, None)
         if content is _ABSENT:
             self._entities.discard(path)
