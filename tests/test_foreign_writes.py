@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from bridge import foreign_writes
 from bridge.api import DriverState
 from bridge.foreign_writes import (
     CHANGED,
@@ -28,13 +29,14 @@ from bridge.foreign_writes import (
     ForeignWriteBatch,
     ForeignWriteMode,
     ForeignWriteWatcher,
+    OwnWriteLog,
     classify,
     entity_path,
     image_entity_paths,
     records_to_import,
     revert_operations,
 )
-from bridge.leadership import MigrationLeadershipState
+from bridge.leadership import NONODE, OK, DeleteRequest, MigrationLeadershipState, SetDataRequest, ZkResult
 from bridge.metrics import BridgeMetrics
 from bridge.operations import DeleteTopic, UpdateTopic, WriteConfigs
 from bridge.zk_client import ZkMigrationClient
@@ -444,6 +446,27 @@ def test_revert_mode_restores_the_images_znodes(
         assert watcher.scan() is None
     finally:
         watcher.stop()
+
+
+def test_own_write_log_keeps_the_last_landed_write_and_the_unanswered_ones() -> None:
+    log = OwnWriteLog()
+    path = "/config/topics/foo"
+    w1, w2 = SetDataRequest(path, b"1"), SetDataRequest(path, b"2")
+    log.sent(w1)
+    log.sent(SetDataRequest("/config/changes/config_change_", b"n"))  # not an entity: ignored
+    assert log.matches(path, b"1") and not log.knows("/config/changes/config_change_")
+    log.settled(ZkResult(w1, OK))
+    log.sent(w2)
+    assert log.matches(path, b"1") and log.matches(path, b"2")  # landed, and on its way
+    log.settled(ZkResult(w2, OK))
+    assert not log.matches(path, b"1") and log.matches(path, b"2")  # overwritten by our own next write
+    gone = DeleteRequest(path)
+    log.sent(gone)
+    log.settled(ZkResult(gone, NONODE))  # did not land: forgotten
+    assert log.matches(path, b"2") and not log.matches(path, foreign_writes._ABSENT)
+    log.sent(gone)
+    log.settled(ZkResult(gone, OK))
+    assert log.matches(path, foreign_writes._ABSENT) and not log.matches(path, b"2")
 
 
 class CountingDriver(Driver):
