@@ -60,7 +60,7 @@ _STAT_NUM_CHILDREN = Stat.__dict__["num_children"]
 _STAT_CVERSION = Stat.__dict__["cversion"]
 _STAT_OWNER = Stat.__dict__["ephemeral_owner"]
 _SYSTEM_CHILD_PREFIX = b"/zookeeper/"
-_CHUNK = 1 << 16  # snapshot records decoded per bulk step: bounds the temporary lists
+_CHUNK = 1 << 12  # snapshot records decoded per bulk step: bounds the temporary lists
 _node_stat = operator.attrgetter("stat")
 _node_data = operator.attrgetter("data")
 _node_acl = operator.attrgetter("acl")
@@ -625,8 +625,9 @@ class _NodeDecoder:
         self.acls[OPEN_ACL_INDEX] = OPEN_ACL_UNSAFE
         self.client_view = client_view
         self.with_digest = with_digest
-        self.keys: list[str] = []
-        self.znodes: list[ZNode] = []
+        self.keys: list[str] = []  # every record's path in file order, for error messages
+        self.child_counts: Counter[str] = Counter()  # parent path ("" for the root) -> children
+        self.paths_absolute = True
         self.unresolved: dict[str, int] = {}
         self.digest_total = 0  # sum of node digests (stored stats), when with_digest
         self.nodes: dict[str, ZNode] = {}
@@ -747,10 +748,14 @@ class _NodeDecoder:
                     # the create fixes it, so remember rather than fail.
                     self.unresolved[paths[i]] = acl_refs[i]
                     node_acls[i] = ()
+        # Keyed, counted and checked while the new strings are still in the CPU cache.
+        znodes = map(ZNode, paths, datas, cast(list[Stat], stats), cast(list[tuple[Acl, ...]], node_acls))
+        self.nodes.update(zip(paths, znodes, strict=True))
+        below_root = paths if self.keys else paths[1:]
+        self.child_counts.update(map(_head, map(str.rpartition, below_root, repeat("/"))))
+        if self.paths_absolute:
+            self.paths_absolute = all(map(str.startswith, below_root, repeat("/")))
         self.keys += paths
-        self.znodes += map(
-            ZNode, paths, datas, cast(list[Stat], stats), cast(list[tuple[Acl, ...]], node_acls)
-        )
 
     def _add_digests(
         self, raw_paths: list[bytes], raw_datas: list[bytes], tails: list[tuple[int, ...]]
@@ -768,29 +773,26 @@ class _NodeDecoder:
         self.digest_total += total
 
     def _link(self) -> None:
-        """Check every node's parent exists, count children, and key the nodes by path."""
-        keys, source = self.keys, self.source
+        """Check the root, duplicates and every node's parent, and fill in the children counts."""
+        keys, source, nodes = self.keys, self.source, self.nodes
         if not keys or keys[0] != "/":
             raise CorruptDataError(source, None, "the snapshot does not start with the root record")
-        if "" in keys:
+        if "" in nodes:
             raise CorruptDataError(source, None, "the root record appears twice in the snapshot")
-        nodes = dict(zip(keys, self.znodes, strict=True))
         if len(nodes) != len(keys):
             seen: set[str] = set()
             dup = next(k for k in keys if k in seen or seen.add(k))  # type: ignore[func-returns-value]
             raise CorruptDataError(source, None, f"the path {dup!r} appears twice in the snapshot")
-        rest = keys[1:]
-        if not all(map(str.startswith, rest, repeat("/"))):
-            bad = next(k for k in rest if not k.startswith("/"))
+        if not self.paths_absolute:
+            bad = next(k for k in keys[1:] if not k.startswith("/"))
             raise CorruptDataError(source, None, f"node path {bad!r} does not start with /")
-        parents: list[str] = list(map(_head, map(str.rpartition, rest, repeat("/"))))
-        counts = Counter(parents)
+        counts = self.child_counts
         counts["/"] = counts.pop("", 0)  # top-level nodes have parent "" in ZooKeeper's own spelling
         try:
             parent_stats = list(map(_node_stat, map(nodes.__getitem__, counts.keys())))
         except KeyError as exc:
             missing = exc.args[0]
-            orphan = next(k for k, p in zip(rest, parents, strict=True) if (p or "/") == missing)
+            orphan = next(k for k in keys[1:] if (k.rpartition("/")[0] or "/") == missing)
             raise CorruptDataError(
                 source, None, f"node {orphan!r} has no parent in the snapshot (invalid DataTree)"
             ) from None
@@ -798,7 +800,6 @@ class _NodeDecoder:
         if self.client_view:
             client = map(operator.sub, map(_stat_cversion, parent_stats), counts.values())
             _consume(map(_STAT_CVERSION.__set__, parent_stats, client))
-        self.nodes = nodes
 
 
 def _decode_trailer(data: bytes, r: JuteReader, verify: bool) -> tuple[ZxidDigest | None, int | None, int]:
