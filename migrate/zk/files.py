@@ -555,7 +555,7 @@ def _decode_nodes(
 
 
 class _StatBuilder:
-    """Stat's twin with the same slots, built by a plain __init__ and then re-classed to `Stat` (see below).
+    """Stat's twin with the same slots, built by a plain __init__, then re-classed to `Stat` by _NodeDecoder.
 
     A frozen dataclass __init__ sets each field through `object.__setattr__`, three times the cost of
     these slot stores; an instance with the same slot layout may change its `__class__` to `Stat`.
