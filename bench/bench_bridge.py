@@ -53,7 +53,7 @@ from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.generate_cluster import ClusterSpec, generate, load_into_zookeeper
+from bench.generate_cluster import ClusterSpec, GeneratedCluster, generate, load_into_zookeeper
 from bridge.api import DriverState
 from bridge.client import KafkaConnection
 from bridge.controller import BridgeConfig, BridgeController
@@ -271,6 +271,30 @@ def controller_means(before: dict[str, float], after: dict[str, float], api: str
 
 
 # ---------------------------------------------------------------- the floor
+
+
+def seed_cluster(zk_connect: str, chroot: str, topics: int, *, seed: int) -> GeneratedCluster:
+    """Load a synthetic Kafka cluster (6 partitions a topic) under `chroot`."""
+    admin = KazooClient(hosts=zk_connect)
+    admin.start(timeout=30)
+    try:
+        admin.ensure_path(chroot)
+    finally:
+        admin.stop()
+        admin.close()
+    cluster = generate(ClusterSpec(topics=topics, partitions_per_topic=6, seed=seed))
+    seeder = KazooClient(hosts=zk_connect + chroot)
+    seeder.start(timeout=30)
+    try:
+        load_into_zookeeper(cluster, seeder)
+    finally:
+        seeder.stop()
+        seeder.close()
+    return cluster
+
+
+def user_topics(cluster: GeneratedCluster) -> list[str]:
+    return sorted(t for t in cluster.model.topics if not t.startswith("__"))
 
 
 def measure_floor(zk_connect: str, log_dir: Path, count: int) -> dict[str, Any]:
@@ -545,22 +569,8 @@ def _run_against(
     profile: Path | None,
     topics: int,
 ) -> dict[str, Any]:
-    admin = KazooClient(hosts=zk_connect)
-    admin.start(timeout=30)
-    try:
-        admin.ensure_path(CHROOT)
-    finally:
-        admin.stop()
-        admin.close()
-    cluster = generate(ClusterSpec(topics=topics, partitions_per_topic=6, seed=4))
-    seeder = KazooClient(hosts=zk_connect + CHROOT)
-    seeder.start(timeout=30)
-    try:
-        load_into_zookeeper(cluster, seeder)
-    finally:
-        seeder.stop()
-        seeder.close()
-    topic_names = sorted(t for t in cluster.model.topics if not t.startswith("__"))
+    cluster = seed_cluster(zk_connect, CHROOT, topics, seed=4)
+    topic_names = user_topics(cluster)
     floor = measure_floor(zk_connect, tmp / "floor-log", max(50, min(requests, 500)))
     patterns = measure_zk_patterns(zk_connect, max(20, min(requests, 300)))
     metadata_dir = tmp / "controller" / "meta"

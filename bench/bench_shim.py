@@ -40,13 +40,19 @@ from pathlib import Path
 from typing import Any, Final
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-from kazoo.client import KazooClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from bench.bench_bridge import Subprocess, check_ok, latency_summary, load_average, set_topic_config
-from bench.generate_cluster import ClusterSpec, generate, load_into_zookeeper
+from bench.bench_bridge import (
+    Subprocess,
+    check_ok,
+    latency_summary,
+    load_average,
+    seed_cluster,
+    set_topic_config,
+    user_topics,
+)
 from bridge.client import KafkaConnection, build_envelope
 from bridge.protocol import ANONYMOUS, decode_response, encode_request, frame, read_frame
 from migrate.errors import Zk2KraftError
@@ -263,25 +269,6 @@ def measure_capacity(shim_port: int, connections: int) -> dict[str, Any]:
 # ---------------------------------------------------------------- the whole run
 
 
-def _seed(zk_connect: str, chroot: str, topics: int) -> list[str]:
-    admin = KazooClient(hosts=zk_connect)
-    admin.start(timeout=30)
-    try:
-        admin.ensure_path(chroot)
-    finally:
-        admin.stop()
-        admin.close()
-    cluster = generate(ClusterSpec(topics=topics, partitions_per_topic=6, seed=5))
-    seeder = KazooClient(hosts=zk_connect + chroot)
-    seeder.start(timeout=30)
-    try:
-        load_into_zookeeper(cluster, seeder)
-    finally:
-        seeder.stop()
-        seeder.close()
-    return sorted(t for t in cluster.model.topics if not t.startswith("__"))
-
-
 def run(
     requests: int, connections: int, *, zk_connect: str | None = None, topics: int = 20
 ) -> dict[str, Any]:
@@ -295,7 +282,7 @@ def run(
             zookeeper = EmbeddedZooKeeper(tmp / "zk").start()
             zk_connect = zookeeper.connect_string
         try:
-            topic_names = _seed(zk_connect, chroot, topics)
+            topic_names = user_topics(seed_cluster(zk_connect, chroot, topics, seed=5))
             metadata_dir = tmp / "controller" / "meta"
             metadata_dir.parent.mkdir()
             controller = Subprocess.start(zk_connect + chroot, metadata_dir, None)
