@@ -49,7 +49,7 @@ from migrate.kraft.image import (
     QuotaEntity,
     uuid_sort_key,
 )
-from migrate.translate import kafka_random_uuid
+from migrate.translate import delegation_token_record, kafka_random_uuid
 from migrate.zk import paths, znodes
 from migrate.zk.cluster import acl_path, from_tree
 from migrate.zk.model import (
@@ -638,16 +638,7 @@ def _token_records(zk: ZkClusterModel, token_id: str) -> list[RecordAndVersion]:
     token = zk.delegation_tokens.get(token_id)
     if token is None:
         return [(rec.RemoveDelegationTokenRecord(token_id=token_id), 0)]
-    record = rec.DelegationTokenRecord(
-        owner=token.owner,
-        requester=token.token_requester,
-        renewers=list(token.renewers),
-        issue_timestamp=token.issue_timestamp,
-        max_timestamp=token.max_timestamp,
-        expiration_timestamp=token.expiry_timestamp,
-        token_id=token.token_id,
-    )
-    return [(record, 0)]
+    return [(delegation_token_record(token), 0)]
 
 
 # ---------------------------------------------------------------------------------------------- revert

@@ -23,7 +23,14 @@ from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.zk import paths
-from migrate.zk.model import SCRAM_MECHANISMS, AclResource, ClientQuotaConfig, Topic, ZkClusterModel
+from migrate.zk.model import (
+    SCRAM_MECHANISMS,
+    AclResource,
+    ClientQuotaConfig,
+    DelegationToken,
+    Topic,
+    ZkClusterModel,
+)
 
 RecordAndVersion = tuple[Any, int]
 """A metadata record (one of `migrate.kraft.records`) and the version it is written at."""
@@ -100,6 +107,19 @@ def kafka_random_uuid(source: Callable[[], uuid.UUID] = uuid.uuid4) -> uuid.UUID
         if base64.urlsafe_b64encode(value.bytes).startswith(b"-"):
             continue
         return value
+
+
+def delegation_token_record(token: DelegationToken) -> Any:
+    """The DelegationTokenRecord (v0) Kafka's migration writes for a ZooKeeper token znode."""
+    return rec.DelegationTokenRecord(
+        owner=token.owner,
+        requester=token.token_requester,
+        renewers=list(token.renewers),
+        issue_timestamp=token.issue_timestamp,
+        max_timestamp=token.max_timestamp,
+        expiration_timestamp=token.expiry_timestamp,
+        token_id=token.token_id,
+    )
 
 
 def translate(
@@ -412,19 +432,7 @@ class _Translator:
                 f"metadata.version {self.mv.name} cannot store delegation tokens in KRaft (needs "
                 f"{mvs.IBP_3_6_IV2.name}); snapshots of this metadata will fail"
             )
-        records: list[RecordAndVersion] = []
-        for token_id in sorted(tokens):
-            token = tokens[token_id]
-            record = rec.DelegationTokenRecord(
-                owner=token.owner,
-                requester=token.token_requester,
-                renewers=list(token.renewers),
-                issue_timestamp=token.issue_timestamp,
-                max_timestamp=token.max_timestamp,
-                expiration_timestamp=token.expiry_timestamp,
-                token_id=token.token_id,
-            )
-            records.append((record, 0))
+        records = [(delegation_token_record(tokens[token_id]), 0) for token_id in sorted(tokens)]
         self.emit(STEP_DELEGATION_TOKENS, records)
 
 
