@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import gc
 import hashlib
 import hmac
 import json
@@ -25,8 +24,7 @@ import sys
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from pathlib import Path
@@ -34,6 +32,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from migrate.gcpause import gc_paused
 from migrate.zk import paths
 from migrate.zk.cluster import ephemeral_paths, implied_containers
 from migrate.zk.files import write_snapshot
@@ -563,18 +562,6 @@ def build_tree(model: ZkClusterModel, chroot: str = "/", spec: ClusterSpec | Non
         sessions={s: SESSION_TIMEOUT_MS for s in sessions.values()},
         last_zxid=zxid,
     )
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside: millions of acyclic objects would trigger many useless full passes."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def generate(spec: ClusterSpec, chroot: str = "/") -> GeneratedCluster:

@@ -34,6 +34,7 @@ from crc32c import crc32c
 from bridge.api import RecordAndVersion
 from migrate.atomic import atomic_write_bytes, fsync_directory
 from migrate.errors import CorruptDataError, InvalidRequestError, UnsupportedVersionError, Zk2KraftError
+from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.batch import CRC_START, HEADER_SIZE, MAGIC, encode_kraft_batch
@@ -74,7 +75,7 @@ from migrate.kraft.reader import (
     read_bootstrap_records,
     read_snapshot_image,
 )
-from migrate.kraft.replay import MetadataReplayer, gc_paused
+from migrate.kraft.replay import MetadataReplayer
 from migrate.kraft.snapshot import write_bootstrap_checkpoint
 from migrate.migration import (
     BOOTSTRAP_TRANSACTION_NAME,

@@ -22,6 +22,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from migrate.atomic import fsync_directory
 from migrate.errors import InvalidRequestError, UnsupportedVersionError, Zk2KraftError
+from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch, kraft_data_record_size
@@ -43,7 +44,7 @@ from migrate.kraft.logdir import (
 )
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.kraft.reader import METADATA_PARTITION_DIR
-from migrate.kraft.replay import MetadataReplayer, gc_paused
+from migrate.kraft.replay import MetadataReplayer
 from migrate.kraft.snapshot import write_bootstrap_checkpoint, write_snapshot
 from migrate.manifest import ManifestBuilder, MigrationManifest
 from migrate.translate import MissingStatePolicy, RecordAndVersion, TranslationResult, translate

@@ -6,13 +6,13 @@ replay (migrate.kraft.replay) replaces objects instead of mutating them, so imag
 
 from __future__ import annotations
 
-import gc
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from migrate.errors import UnsupportedVersionError
+from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.metadata_version import MetadataVersion
@@ -205,13 +205,8 @@ class MetadataImage:
         share their lists with the image: treat the result as read-only.
         """
         target = self.metadata_version if metadata_version is None else mvs.coerce(metadata_version)
-        was_enabled = gc.isenabled()
-        gc.disable()  # millions of new acyclic records: full GC passes would dominate the cost
-        try:
+        with gc_paused():
             return _ImageWriter(self, target).write()
-        finally:
-            if was_enabled:
-                gc.enable()
 
 
 # ---------------------------------------------------------------------------------------------- writing

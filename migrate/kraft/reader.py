@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from migrate.errors import CorruptDataError, Zk2KraftError
+from migrate.gcpause import gc_paused
 from migrate.kraft import records as rec
 from migrate.kraft.batch import TornTail, iter_kraft_batches
 from migrate.kraft.framing import decode_control_record, decode_metadata_record
@@ -27,7 +28,7 @@ from migrate.kraft.logdir import (
     list_snapshots,
     parse_snapshot_file_name,
 )
-from migrate.kraft.replay import MetadataReplayer, gc_paused
+from migrate.kraft.replay import MetadataReplayer
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 

@@ -7,14 +7,13 @@ the end of the input is never applied (`pending_transaction_offset` says where i
 
 from __future__ import annotations
 
-import gc
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 from migrate.errors import CorruptDataError, UnsupportedVersionError
+from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.image import (
@@ -509,19 +508,6 @@ class MetadataReplayer:
 
     def _remove_delegation_token(self, r: Any) -> None:
         self.image.delegation_tokens.pop(r.token_id, None)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC during bulk work: building millions of acyclic objects otherwise triggers
-    repeated full collections that cost more than the work itself."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _ignore(_record: Any) -> None:

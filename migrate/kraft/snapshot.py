@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from migrate.atomic import fsync_directory
 from migrate.errors import InvalidRequestError, Zk2KraftError
+from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch, kraft_data_record_size
@@ -29,7 +30,6 @@ from migrate.kraft.framing import encode_control_record, encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import BOOTSTRAP_CHECKPOINT, SnapshotId, snapshot_file_name
 from migrate.kraft.metadata_version import MetadataVersion
-from migrate.kraft.replay import gc_paused
 
 MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
 SNAPSHOT_RECORDS_PER_APPEND = 1024

@@ -7,13 +7,12 @@ topics so orphans can be recognised. Everything the model does not interpret is 
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TypeVar
 
 from migrate.errors import ZnodeFormatError
+from migrate.gcpause import gc_paused
 from migrate.zk import paths, znodes
 from migrate.zk.model import ClientQuotaConfig, EntityConfig, ResourcePattern, ZkClusterModel
 from migrate.zk.tree import Stat, ZNode, ZTree
@@ -36,18 +35,6 @@ def _canonical_int(name: str) -> int | None:
     return None
 
 
-@contextmanager
-def _no_gc_pauses() -> Iterator[None]:
-    """Millions of small acyclic objects make the cyclic GC run over and over; pause it meanwhile."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def from_tree(tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
     """The model of a chroot-relative tree (`/brokers/...`); see `from_tree_at` for a tree with a chroot.
 
@@ -55,7 +42,7 @@ def from_tree(tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
     legacy admin requests): those become warnings and stay raw in `other_znodes`. With `strict=False`
     every malformed znode is handled that way.
     """
-    with _no_gc_pauses():
+    with gc_paused():
         return _read(tree, strict)
 
 
@@ -487,7 +474,7 @@ def to_znodes(model: ZkClusterModel, *, java8: bool | None = None) -> dict[str, 
     `java8` picks the JVM whose java.util.Properties order config maps follow (None: keep a model order
     that either JVM could have written, else Java 9+). `other_znodes` are applied last, verbatim.
     """
-    with _no_gc_pauses():
+    with gc_paused():
         return _all_znodes(model, java8)
 
 
@@ -515,7 +502,7 @@ def ephemeral_paths(model: ZkClusterModel) -> set[str]:
 
 def to_tree(model: ZkClusterModel, *, source: str = "model", java8: bool | None = None) -> ZTree:
     """The model as a ZTree whose Stats carry the versions the model knows (partition epochs, fencing, czxid)."""
-    with _no_gc_pauses():
+    with gc_paused():
         return _build_tree(model, source, java8)
 
 
