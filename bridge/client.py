@@ -227,12 +227,17 @@ async def send_envelope(
     if response.response_data is None:
         return EnvelopeResult(response.error_code, None, None, None)
     source = f"envelope response data from {host}:{port}"
-    correlation_id, inner = decode_response(response.response_data, inner_key, inner_version, source)
-    if correlation_id != inner_header.correlation_id:
-        raise CorruptDataError(
-            source, 0, f"inner correlation id {correlation_id}, expected {inner_header.correlation_id}"
-        )
-    return EnvelopeResult(response.error_code, response.response_data, correlation_id, inner)
+    expected = int(inner_header.correlation_id)
+    inner = unwrap_envelope_response(response.response_data, inner_key, inner_version, expected, source)
+    return EnvelopeResult(response.error_code, response.response_data, expected, inner)
+
+
+def unwrap_envelope_response(data: bytes, api_key: int, api_version: int, correlation_id: int, source: str) -> Any:
+    """The inner response an EnvelopeResponse carries, checked to answer the request with `correlation_id`."""
+    inner_id, body = decode_response(data, api_key, api_version, source)
+    if inner_id != correlation_id:
+        raise CorruptDataError(source, 0, f"inner correlation id {inner_id}, expected {correlation_id}")
+    return body
 
 
 def send_envelope_sync(

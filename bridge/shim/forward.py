@@ -22,8 +22,8 @@ from typing import Any, Final
 from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 
-from bridge.client import ConnectionClosedError, KafkaConnection, build_envelope
-from bridge.protocol import KafkaPrincipal, decode_response, describe_api, encode_request
+from bridge.client import ConnectionClosedError, KafkaConnection, build_envelope, unwrap_envelope_response
+from bridge.protocol import KafkaPrincipal, describe_api, encode_request
 from bridge.shim.follower import Address, format_address
 from migrate.errors import CorruptDataError, Zk2KraftError
 
@@ -100,10 +100,7 @@ class ControllerChannel:
         if response.response_data is None:
             raise CorruptDataError(f"envelope response to {what}", 0, "no error and no response data")
         source = f"envelope response data from {self.active} to {what}"
-        inner_id, body = decode_response(response.response_data, api_key, version, source)
-        if inner_id != correlation_id:
-            raise CorruptDataError(source, 0, f"inner correlation id {inner_id}, expected {correlation_id}")
-        return body
+        return unwrap_envelope_response(response.response_data, api_key, version, correlation_id, source)
 
     async def send_direct(self, request: Any, timeout: float) -> Any:
         """Send `request` itself (AlterPartition); a top-level NOT_CONTROLLER moves on to the next controller."""
