@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
+import kio.schema.create_topics.v5.response as create_topics_v5
+import kio.schema.create_topics.v6.response as create_topics_v6
+import kio.schema.create_topics.v7.response as create_topics_v7
 import kio.schema.request_header.v1 as request_header_v1
 import kio.schema.request_header.v2 as request_header_v2
 from kio.index import KioIndexError, load_request_schema, load_response_schema
@@ -35,6 +38,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 from kio.static.protocol import RequestHeader
 
+from bridge import memo_writer
 from migrate.errors import CorruptDataError, UnsupportedVersionError, Zk2KraftError
 
 # Kafka's socket.request.max.bytes default.
@@ -340,10 +344,24 @@ def _reader(entity_type: type[Any]) -> Any:
     return reader
 
 
+REMEMBERED_ENTITIES: Final = frozenset(
+    {
+        create_topics_v5.CreatableTopicConfigs,
+        create_topics_v6.CreatableTopicConfigs,
+        create_topics_v7.CreatableTopicConfigs,
+    }
+)
+"""Entities whose encoding is kept and reused (see bridge.memo_writer): a new topic's shared config entries."""
+
+
 def _writer(entity_type: type[Any]) -> Any:
     writer = _writers.get(entity_type)
     if writer is None:
-        writer = _writers[entity_type] = entity_writer(entity_type)
+        if memo_writer.contains(entity_type, REMEMBERED_ENTITIES):
+            writer = memo_writer.memo_entity_writer(entity_type, REMEMBERED_ENTITIES)
+        else:
+            writer = entity_writer(entity_type)
+        _writers[entity_type] = writer
     return writer
 
 
