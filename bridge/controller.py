@@ -860,12 +860,15 @@ class BridgeController:
         """Writer thread: apply the durable batches' operations in log order; failures go into `errors`."""
         driver = self.driver
         assert driver is not None
+        # Planned while the log fsyncs (the plans hold only if every batch turns out durable).
+        everything = [op for item in batch for op in item.ops]
+        prepared = driver.prepare_ops(everything)
         durable = _durable_count(batch, errors)
         if durable == 0:
             return
         written = batch[:durable]
         commits = [item.appended for item in written if item.appended is not None]
-        ops = [op for item in written for op in item.ops]
+        ops = everything if durable == len(batch) else [op for item in written for op in item.ops]
         state = driver.leadership
         # A batch of reverts only leaves the offset; while ZooKeeper misses an earlier change, no offset is
         # recorded until the repair.
@@ -875,7 +878,7 @@ class BridgeController:
             offset, epoch = commits[-1].last_offset, written[-1].epoch
             self.metrics.set_offsets(durable_offset=offset)
         try:
-            driver.apply_ops(ops, offset, epoch, "delta", record_offset=record_offset)
+            driver.apply_ops(ops, offset, epoch, "delta", record_offset=record_offset, prepared=prepared)
         except FencedOut as exc:
             errors[:durable] = [exc] * durable
         except (Zk2KraftError, KazooException) as exc:

@@ -28,7 +28,7 @@ from bridge.leadership import (
     MigrationLeadershipState,
 )
 from bridge.operations import ZkOperation
-from bridge.zk_client import ZkBatchError, ZkMigrationClient
+from bridge.zk_client import PreparedOps, ZkBatchError, ZkMigrationClient
 from bridge.zk_writer import count_op_types, describe, format_op_counts, plan_reconciliation
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
@@ -411,14 +411,31 @@ class MigrationDriver:
 
     # ------------------------------------------------------------------ writes (on the writer thread)
 
+    def prepare_ops(self, ops: Sequence[ZkOperation]) -> PreparedOps | None:
+        """Plan `ops` for `apply_ops` ahead of time (writer thread, while the log fsyncs); None: plan then."""
+        if self.fenced_reason is not None or not ops:
+            return None
+        try:
+            return self.zk.prepare(ops, self.leadership)
+        except (Zk2KraftError, KazooException):  # a read while planning failed: apply_ops meets it again
+            return None
+
     def apply_ops(
-        self, ops: Sequence[ZkOperation], offset: int, epoch: int, kind: str, *, record_offset: bool = True
+        self,
+        ops: Sequence[ZkOperation],
+        offset: int,
+        epoch: int,
+        kind: str,
+        *,
+        record_offset: bool = True,
+        prepared: PreparedOps | None = None,
     ) -> None:
         """Apply `ops` in order, pipelined, recording `offset`/`epoch` in `/migration` with the last (§7.4).
 
         Runs on the ZooKeeper writer thread. `record_offset=False` leaves `/migration`'s offset as it is. A
         lost fence marks the driver fenced and raises FencedOut; a batch that did not land whole raises
-        ZkBatchError (the driver keeps `/migration`'s version as the batch left it).
+        ZkBatchError (the driver keeps `/migration`'s version as the batch left it). `prepared`: from
+        `prepare_ops(ops)` while nothing was written since (else `ops` are planned again).
         """
         if self.fenced_reason is not None:
             raise FencedOut(f"not writing to ZooKeeper: {self.fenced_reason}")
@@ -428,7 +445,7 @@ class MigrationDriver:
             final = state
             if record_offset and (offset > state.kraft_metadata_offset or ops):
                 final = state.with_kraft_metadata_offset_and_epoch(offset, epoch)
-            self.leadership = self.zk.apply_all(ops, state, final_state=final)
+            self.leadership = self.zk.apply_all(ops, state, final_state=final, prepared=prepared)
         except (FencedError, ControllerMovedError) as exc:
             self.fenced_reason = str(exc)
             log.error("event=fenced reason=%r", str(exc), extra={"event": "fenced"})

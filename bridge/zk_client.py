@@ -169,6 +169,16 @@ class _Plan:
 _NO_WRITE = _Plan((), lambda state: state)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PreparedOps:
+    """Operations planned against `state`: their plans in order, and the error that stopped planning."""
+
+    operations: Sequence[ZkOperation]
+    state: MigrationLeadershipState
+    plans: list[_Plan]
+    error: Zk2KraftError | None
+
+
 class ZkMigrationClient(ZkLeadershipClient):
     """Kafka's ZkMigrationClient over a started kazoo client whose chroot is Kafka's.
 
@@ -230,6 +240,7 @@ class ZkMigrationClient(ZkLeadershipClient):
         state: MigrationLeadershipState,
         *,
         final_state: MigrationLeadershipState,
+        prepared: PreparedOps | None = None,
     ) -> MigrationLeadershipState:
         """Perform `operations` in log order, pipelined, and leave `/migration` at `final_state`'s offset/epoch.
 
@@ -242,7 +253,8 @@ class ZkMigrationClient(ZkLeadershipClient):
         way after the pipeline, unless an operation behind it that landed wrote the same znodes (then the
         order cannot be kept). If that, or the Kafka path, fails, `/migration` is set back to the offset
         it had (it is never left naming changes that did not land) and ZkBatchError says which operations
-        did not land. A lost fence raises FencedError or ControllerMovedError.
+        did not land. A lost fence raises FencedError or ControllerMovedError. `prepared` (from `prepare` with
+        these very operations and this state) saves planning them again.
         """
         if (final_state.kraft_controller_id, final_state.kraft_controller_epoch) != (
             state.kraft_controller_id,
@@ -256,14 +268,9 @@ class ZkMigrationClient(ZkLeadershipClient):
         final = state.with_kraft_metadata_offset_and_epoch(
             final_state.kraft_metadata_offset, final_state.kraft_metadata_epoch
         )
-        plans: list[_Plan] = []
-        plan_error: Zk2KraftError | None = None
-        for op in operations:
-            try:
-                plans.append(self._plan(op, state))
-            except Zk2KraftError as exc:
-                plan_error = exc
-                break
+        if prepared is None or prepared.operations is not operations or prepared.state != state:
+            prepared = self.prepare(operations, state)
+        plans, plan_error = prepared.plans, prepared.error
         ops = list(operations[: len(plans)])
         # A batch that cannot be written whole moves no offset.
         target = final if plan_error is None else state
@@ -281,6 +288,18 @@ class ZkMigrationClient(ZkLeadershipClient):
                 unwritten=range(failed, len(operations)),
             ) from plan_error
         return done
+
+    def prepare(self, operations: Sequence[ZkOperation], state: MigrationLeadershipState) -> PreparedOps:
+        """Plan `operations` against `state` ahead of `apply_all` (the writer does it while the log fsyncs)."""
+        plans: list[_Plan] = []
+        plan_error: Zk2KraftError | None = None
+        for op in operations:
+            try:
+                plans.append(self._plan(op, state))
+            except Zk2KraftError as exc:
+                plan_error = exc
+                break
+        return PreparedOps(operations, state, plans, plan_error)
 
     # ------------------------------------------------------------------ running plans
 
@@ -322,7 +341,9 @@ class ZkMigrationClient(ZkLeadershipClient):
             epoch_version, version = current.zk_controller_epoch_zk_version, current.migration_zk_version
             final_data = znodes.encode_migration(final.to_znode()) if end == n else None
             if len(segment) > 1 and sum(plans[i].size for i in segment) <= MAX_FUSED_BYTES:
-                together = self._run_together(plans, ops, segment, current, final, final_data, batch, n, state)
+                together = self._run_together(
+                    plans, ops, segment, current, final, final_data, batch, n, state
+                )
                 if together is not None:
                     current = together
                     continue
