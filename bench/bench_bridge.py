@@ -7,7 +7,8 @@ and a BridgeController runs over it until DUAL_WRITE, by default in a child proc
 here does not share its GIL). Measured:
 
 - the FLOOR: one fsynced append to a MetadataLog plus one ZooKeeper multi (check + setData), one after the
-  other: what any durable, fenced dual-write must pay at least;
+  other: what any durable, fenced dual-write must pay at least; sampled in turns with the two series below
+  (BLOCKS), so load changes during the run fall on the floor and the requests alike;
 - p50/p99 of one IncrementalAlterConfigs (SET a topic config) and one CreateTopics through the listener,
   one client, sequentially, timed on the wire (request encoded before, response decoded after: the
   client's own Python costs are not the controller's); the same through kio's client for reference;
@@ -300,18 +301,24 @@ def user_topics(cluster: GeneratedCluster) -> list[str]:
     return sorted(t for t in cluster.model.topics if not t.startswith("__"))
 
 
-def measure_floor(zk_connect: str, log_dir: Path, count: int) -> dict[str, Any]:
-    """Sequentially: one fsynced MetadataLog append (one ConfigRecord) + one multi (check + setData)."""
-    kazoo = KazooClient(hosts=zk_connect)
-    kazoo.start(timeout=30)
-    metadata_log = MetadataLog.open(log_dir, node_id=NODE_ID, cluster_id="bench-floor")
-    try:
-        kazoo.ensure_path(FLOOR_PATH)
-        version = kazoo.exists(FLOOR_PATH).version
-        appends: list[float] = []
-        multis: list[float] = []
-        sums: list[float] = []
-        for i in range(count):
+class FloorProbe:
+    """The floor, one sample at a time: one fsynced MetadataLog append (one ConfigRecord), then one multi
+    (check + setData) on a private znode, sequentially: what any durable, fenced dual write pays at least."""
+
+    def __init__(self, zk_connect: str, log_dir: Path) -> None:
+        self.kazoo = KazooClient(hosts=zk_connect)
+        self.kazoo.start(timeout=30)
+        self.log = MetadataLog.open(log_dir, node_id=NODE_ID, cluster_id="bench-floor")
+        self.kazoo.ensure_path(FLOOR_PATH)
+        self.version = self.kazoo.exists(FLOOR_PATH).version
+        self.appends: list[float] = []
+        self.multis: list[float] = []
+        self.sums: list[float] = []
+
+    def sample(self, count: int, *, keep: bool = True) -> None:
+        """Take `count` samples (`keep=False`: a warm-up, not counted)."""
+        for _ in range(count):
+            i = len(self.sums)
             record = rec.ConfigRecord(
                 resource_type=TOPIC_RESOURCE,
                 resource_name="floor",
@@ -319,28 +326,33 @@ def measure_floor(zk_connect: str, log_dir: Path, count: int) -> dict[str, Any]:
                 value=str(3_600_000 + i),
             )
             started = time.perf_counter()
-            metadata_log.append([(record, 0)]).durable.result()
+            self.log.append([(record, 0)]).durable.result()
             appended = time.perf_counter()
-            transaction = kazoo.transaction()
-            transaction.check(FLOOR_PATH, version)
-            transaction.set_data(FLOOR_PATH, f'{{"offset":{i}}}'.encode(), version)
+            transaction = self.kazoo.transaction()
+            transaction.check(FLOOR_PATH, self.version)
+            transaction.set_data(FLOOR_PATH, f'{{"offset":{i}}}'.encode(), self.version)
             results = transaction.commit()
             done = time.perf_counter()
             if any(isinstance(r, Exception) for r in results):
                 raise Zk2KraftError(f"floor multi on {FLOOR_PATH} failed: {results}")
-            version += 1
-            appends.append(appended - started)
-            multis.append(done - appended)
-            sums.append(done - started)
+            self.version += 1
+            if not keep:
+                continue
+            self.appends.append(appended - started)
+            self.multis.append(done - appended)
+            self.sums.append(done - started)
+
+    def summary(self) -> dict[str, Any]:
         return {
-            "fsynced_append": latency_summary(appends),
-            "zk_multi": latency_summary(multis),
-            "sum": latency_summary(sums),
+            "fsynced_append": latency_summary(self.appends),
+            "zk_multi": latency_summary(self.multis),
+            "sum": latency_summary(self.sums),
         }
-    finally:
-        metadata_log.close()
-        kazoo.stop()
-        kazoo.close()
+
+    def close(self) -> None:
+        self.log.close()
+        self.kazoo.stop()
+        self.kazoo.close()
 
 
 def measure_zk_patterns(zk_connect: str, count: int, batch: int = 16) -> dict[str, Any]:
@@ -436,32 +448,47 @@ def check_ok(response: Any, what: str) -> None:
             raise Zk2KraftError(f"{what}: {item.error_code.name} {item.error_message}")
 
 
-def timed_exchanges(port: int, requests: Sequence[Any], what: str, client_id: str = "bench") -> list[float]:
-    """Like `timed_requests`, but each timer covers only the bytes on the wire: from sending the encoded
-    request to having its whole response frame. Requests are encoded before and responses decoded (and
-    checked) after, so the client's own kio costs are not counted as the server's latency."""
-    payloads = [frame(encode_request(request, i, client_id)) for i, request in enumerate(requests)]
-    replies: list[bytes] = []
-    latencies: list[float] = []
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reader = sock.makefile("rb")
+class WireClient:
+    """One connection; each timer covers only the bytes on the wire, from sending an encoded request to
+    having its whole response frame. Requests are encoded before and responses decoded (and checked)
+    after, so the client's own kio costs are not counted as the server's latency."""
+
+    def __init__(self, port: int, client_id: str = "bench") -> None:
+        self.client_id = client_id
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = self.sock.makefile("rb")
+        self.sent = 0
+
+    def exchange(self, requests: Sequence[Any], what: str) -> list[float]:
+        """Send `requests` one after the other; the latency of each."""
+        first = self.sent
+        self.sent += len(requests)
+        payloads = [
+            frame(encode_request(request, first + i, self.client_id)) for i, request in enumerate(requests)
+        ]
+        replies: list[bytes] = []
+        latencies: list[float] = []
         for payload in payloads:
             started = time.perf_counter()
-            sock.sendall(payload)
-            size = int.from_bytes(reader.read(4), "big")
-            reply = reader.read(size)
+            self.sock.sendall(payload)
+            size = int.from_bytes(self.reader.read(4), "big")
+            reply = self.reader.read(size)
             latencies.append(time.perf_counter() - started)
             if len(reply) != size:
                 raise Zk2KraftError(f"{what}: the controller closed the connection mid-response")
             replies.append(reply)
-    for i, (request, reply) in enumerate(zip(requests, replies, strict=True)):
-        api_key, version = int(request.__api_key__), int(request.__version__)
-        response_id, response = decode_response(reply, api_key, version, f"{what} response")
-        if response_id != i:
-            raise Zk2KraftError(f"{what}: correlation id {response_id}, expected {i}")
-        check_ok(response, what)
-    return latencies
+        for i, (request, reply) in enumerate(zip(requests, replies, strict=True)):
+            api_key, version = int(request.__api_key__), int(request.__version__)
+            response_id, response = decode_response(reply, api_key, version, f"{what} response")
+            if response_id != first + i:
+                raise Zk2KraftError(f"{what}: correlation id {response_id}, expected {first + i}")
+            check_ok(response, what)
+        return latencies
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
 
 
 async def timed_requests(
@@ -511,63 +538,86 @@ async def throughput(port: int, topics: Sequence[str], clients: int, per_client:
     }
 
 
+BLOCKS = 10
+"""The floor and the two sequential series are taken in turns, a tenth of each per block, so a change of the
+machine's load during the run falls on all three alike."""
+
+
 def measure_requests(
-    port: int, metrics_port: int, topics: Sequence[str], requests: int, clients: int
+    port: int,
+    metrics_port: int,
+    topics: Sequence[str],
+    requests: int,
+    clients: int,
+    floor: FloorProbe,
+    floor_samples: int,
 ) -> dict[str, Any]:
-    """Sequential latencies (ApiVersions as the listener's own cost, IncrementalAlterConfigs, CreateTopics)
-    and the concurrent throughput; a short warm-up precedes each."""
+    """Sequential latencies (ApiVersions as the listener's own cost; IncrementalAlterConfigs, CreateTopics and
+    the floor interleaved in BLOCKS) and the concurrent throughput; a short warm-up precedes each."""
     topic = topics[0]
     warm = max(5, min(50, requests // 10))
     creates = max(5, requests // 4)
     run_id = uuid.uuid4().hex[:6]
+    iac = "IncrementalAlterConfigs"
 
     async def go() -> dict[str, Any]:
-        api_versions = [
-            ApiVersionsRequest(client_software_name="bench", client_software_version="1")
-        ] * requests
-        timed_exchanges(port, api_versions[:warm], "ApiVersions")
-        listener = timed_exchanges(port, api_versions, "ApiVersions")
-        iac = "IncrementalAlterConfigs"
-        timed_exchanges(port, [set_topic_config(topic, 1_000 + i) for i in range(warm)], "warm-up")
-        before = scrape(metrics_port)
-        configs = timed_exchanges(
-            port, [set_topic_config(topic, 3_600_000 + i) for i in range(requests)], iac
-        )
-        configs_inside = controller_means(before, scrape(metrics_port), iac)
+        wire = WireClient(port)
+        try:
+            api_versions = [
+                ApiVersionsRequest(client_software_name="bench", client_software_version="1")
+            ] * requests
+            wire.exchange(api_versions[:warm], "ApiVersions")
+            listener = wire.exchange(api_versions, "ApiVersions")
+            wire.exchange([set_topic_config(topic, 1_000 + i) for i in range(warm)], "warm-up")
+            wire.exchange([create_topic(f"warm-{run_id}-{i}", 3, 3) for i in range(warm)], "warm-up")
+            floor.sample(warm, keep=False)
+            before = scrape(metrics_port)
+            configs: list[float] = []
+            created: list[float] = []
+            for block in range(BLOCKS):
+                floor.sample(_share(floor_samples, block))
+                n = _share(requests, block)
+                values = range(3_600_000 + len(configs), 3_600_000 + len(configs) + n)
+                configs += wire.exchange([set_topic_config(topic, v) for v in values], iac)
+                names = [f"bench-{run_id}-{len(created) + i}" for i in range(_share(creates, block))]
+                created += wire.exchange([create_topic(name, 3, 3) for name in names], "CreateTopics")
+            after = scrape(metrics_port)
+        finally:
+            wire.close()
         # The same through kio's client (its encode and decode inside the timer), for reference.
         configs_kio = await timed_requests(
             port, [set_topic_config(topic, 5_400_000 + i) for i in range(requests // 4)], iac
         )
-        timed_exchanges(port, [create_topic(f"warm-{run_id}-{i}", 3, 3) for i in range(warm)], "warm-up")
-        before = scrape(metrics_port)
-        created = timed_exchanges(
-            port, [create_topic(f"bench-{run_id}-{i}", 3, 3) for i in range(creates)], "CreateTopics"
-        )
-        created_inside = controller_means(before, scrape(metrics_port), "CreateTopics")
         created_kio = await timed_requests(
             port, [create_topic(f"kio-{run_id}-{i}", 3, 3) for i in range(creates // 2)], "CreateTopics"
         )
-        before = scrape(metrics_port)
+        before_load = scrape(metrics_port)
         loaded = await throughput(port, topics, clients, max(1, requests // clients))
-        loaded_inside = controller_means(before, scrape(metrics_port), iac)
+        loaded_inside = controller_means(before_load, scrape(metrics_port), iac)
         return {
+            "floor": floor.summary(),
             "api_versions": latency_summary(listener),
             "incremental_alter_configs": {
                 **latency_summary(configs),
                 "with_kio_client": latency_summary(configs_kio),
-                "controller": configs_inside,
+                "controller": controller_means(before, after, iac),
             },
             "create_topics": {
                 **latency_summary(created),
                 "with_kio_client": latency_summary(created_kio),
                 "partitions": 3,
                 "replication_factor": 3,
-                "controller": created_inside,
+                "controller": controller_means(before, after, "CreateTopics"),
             },
             "throughput": {**loaded, "controller": loaded_inside},
         }
 
     return asyncio.run(go())
+
+
+def _share(total: int, block: int) -> int:
+    """Block `block`'s part of `total` samples split over BLOCKS (the first ones take the remainder)."""
+    return total // BLOCKS + (1 if block < total % BLOCKS else 0)
 
 
 # ---------------------------------------------------------------- the whole run
@@ -614,7 +664,6 @@ def _run_against(
 ) -> dict[str, Any]:
     cluster = seed_cluster(zk_connect, CHROOT, topics, seed=4)
     topic_names = user_topics(cluster)
-    floor = measure_floor(zk_connect, tmp / "floor-log", max(50, min(requests, 500)))
     patterns = measure_zk_patterns(zk_connect, max(20, min(requests, 300)))
     metadata_dir = tmp / "controller" / "meta"
     metadata_dir.parent.mkdir()
@@ -623,11 +672,21 @@ def _run_against(
         handle = InProcess.start(zk_connect + CHROOT, metadata_dir)
     else:
         handle = Subprocess.start(zk_connect + CHROOT, metadata_dir, profile)
+    floor = FloorProbe(zk_connect, tmp / "floor-log")
     try:
-        measured = measure_requests(handle.listen_port, handle.metrics_port, topic_names, requests, clients)
+        measured = measure_requests(
+            handle.listen_port,
+            handle.metrics_port,
+            topic_names,
+            requests,
+            clients,
+            floor,
+            max(50, min(requests, 500)),
+        )
     finally:
+        floor.close()
         handle.stop()
-    floor_p50 = floor["sum"]["p50_ms"]
+    floor_p50 = measured["floor"]["sum"]["p50_ms"]
     configs, created, loaded = (
         measured["incremental_alter_configs"],
         measured["create_topics"],
@@ -638,7 +697,6 @@ def _run_against(
         "cpus": os.cpu_count(),
         "controller": handle.mode,
         "cluster": {"topics": len(cluster.model.topics), "brokers": len(cluster.model.brokers)},
-        "floor": floor,
         "zk_write_patterns": patterns,
         **measured,
         "ratios": {
