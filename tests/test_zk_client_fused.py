@@ -656,3 +656,49 @@ def test_lost_replies_are_not_taken_for_fencing(
         session.stop()
         session.close()
         cutter.close()
+
+
+# ---------------------------------------------------------------- planned ahead (while the log fsyncs)
+
+
+class PlanCounting(ZkMigrationClient):
+    planned = 0
+
+    def _plan(self, operation: ZkOperation, state: MigrationLeadershipState) -> Any:
+        self.planned += 1
+        return super()._plan(operation, state)
+
+
+def test_operations_prepared_ahead_write_the_same_and_are_replanned_once_the_state_moved(
+    connect: Any,
+) -> None:
+    ahead, at_once = connect("ahead"), connect("at-once")
+    for session in (ahead, at_once):
+        kafka_cluster(session)
+    ops = every_operation_kind()
+
+    client, state = leader(ahead, cls=PlanCounting)
+    assert isinstance(client, PlanCounting)
+    prepared = client.prepare(ops, state)
+    assert client.planned == len(ops) and prepared.error is None
+    final = state.with_kraft_metadata_offset_and_epoch(OFFSET + 1, 1)
+    done = client.apply_all(ops, state, final_state=final, prepared=prepared)
+    assert client.planned == len(ops)  # the prepared plans were used, not made again
+
+    direct, direct_state = leader(at_once)
+    direct.apply_all(
+        ops, direct_state, final_state=direct_state.with_kraft_metadata_offset_and_epoch(OFFSET + 1, 1)
+    )
+    assert without_migration_version(tree(ahead)) == without_migration_version(tree(at_once))
+
+    # Prepared against the state before that write: planned again against the state given.
+    stale = client.prepare([config(TOPIC_RESOURCE, "test", {"retention.ms": "7"})], state)
+    client.apply_all(
+        stale.operations,
+        done,
+        final_state=done.with_kraft_metadata_offset_and_epoch(OFFSET + 2, 1),
+        prepared=stale,
+    )
+    assert client.planned == len(ops) + 2
+    assert migration_offset(ahead)[:2] == (OFFSET + 2, 1)
+    assert b'"retention.ms":"7"' in (ahead.get("/config/topics/test")[0] or b"")
