@@ -97,20 +97,31 @@ def request_class(api_key: int, api_version: int) -> type[Any]:
     """The request body class for a key/version; `UnsupportedVersionError` when neither kio nor we define it."""
     if (api_key, api_version) in _registered:
         return _registered[(api_key, api_version)][0]
-    try:
-        return load_request_schema(api_key, api_version)
-    except KioIndexError:
-        raise UnsupportedVersionError(_undefined_message(api_key, api_version)) from None
+    found = _kio_requests.get((api_key, api_version))
+    if found is None:
+        try:
+            found = _kio_requests[(api_key, api_version)] = load_request_schema(api_key, api_version)
+        except KioIndexError:
+            raise UnsupportedVersionError(_undefined_message(api_key, api_version)) from None
+    return found
 
 
 def response_class(api_key: int, api_version: int) -> type[Any]:
     """The response body class for a key/version; `UnsupportedVersionError` when undefined."""
     if (api_key, api_version) in _registered:
         return _registered[(api_key, api_version)][1]
-    try:
-        return load_response_schema(api_key, api_version)
-    except KioIndexError:
-        raise UnsupportedVersionError(_undefined_message(api_key, api_version)) from None
+    found = _kio_responses.get((api_key, api_version))
+    if found is None:
+        try:
+            found = _kio_responses[(api_key, api_version)] = load_response_schema(api_key, api_version)
+        except KioIndexError:
+            raise UnsupportedVersionError(_undefined_message(api_key, api_version)) from None
+    return found
+
+
+# kio resolves a schema by importing its module path on every call; these keep what it found.
+_kio_requests: dict[tuple[int, int], type[Any]] = {}
+_kio_responses: dict[tuple[int, int], type[Any]] = {}
 
 
 def _undefined_message(api_key: int, api_version: int) -> str:

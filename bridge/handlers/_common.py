@@ -8,6 +8,7 @@ import datetime
 import functools
 import inspect
 import itertools
+import sys
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -93,8 +94,7 @@ def build(cls: type[Any], **values: Any) -> Any:
 
 def nested(parent: type[Any], name: str) -> type[Any]:
     """The class of a nested entity declared in the same kio module as `parent`."""
-    module = inspect.getmodule(parent)
-    found = getattr(module, name, None)
+    found = getattr(sys.modules.get(parent.__module__), name, None)
     if found is None:
         raise LookupError(f"{parent.__module__} has no entity {name}")
     return found  # type: ignore[no-any-return]
