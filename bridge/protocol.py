@@ -9,6 +9,7 @@ kio's native reader, which reserves memory for whatever element count an array c
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import struct
 from collections.abc import Mapping
@@ -95,33 +96,29 @@ def known_versions(api_key: int) -> tuple[int, ...]:
 
 def request_class(api_key: int, api_version: int) -> type[Any]:
     """The request body class for a key/version; `UnsupportedVersionError` when neither kio nor we define it."""
-    if (api_key, api_version) in _registered:
-        return _registered[(api_key, api_version)][0]
-    found = _kio_requests.get((api_key, api_version))
-    if found is None:
-        try:
-            found = _kio_requests[(api_key, api_version)] = load_request_schema(api_key, api_version)
-        except KioIndexError:
-            raise UnsupportedVersionError(_undefined_message(api_key, api_version)) from None
-    return found
+    return _schema_class(api_key, api_version, response=False)
 
 
 def response_class(api_key: int, api_version: int) -> type[Any]:
     """The response body class for a key/version; `UnsupportedVersionError` when undefined."""
-    if (api_key, api_version) in _registered:
-        return _registered[(api_key, api_version)][1]
-    found = _kio_responses.get((api_key, api_version))
-    if found is None:
-        try:
-            found = _kio_responses[(api_key, api_version)] = load_response_schema(api_key, api_version)
-        except KioIndexError:
-            raise UnsupportedVersionError(_undefined_message(api_key, api_version)) from None
-    return found
+    return _schema_class(api_key, api_version, response=True)
 
 
-# kio resolves a schema by importing its module path on every call; these keep what it found.
-_kio_requests: dict[tuple[int, int], type[Any]] = {}
-_kio_responses: dict[tuple[int, int], type[Any]] = {}
+def _schema_class(api_key: int, api_version: int, *, response: bool) -> type[Any]:
+    registered = _registered.get((api_key, api_version))
+    if registered is not None:
+        return registered[1] if response else registered[0]
+    return _kio_schema(api_key, api_version, response)
+
+
+@functools.cache
+def _kio_schema(api_key: int, api_version: int, response: bool) -> type[Any]:
+    """kio's class (kio imports a module path on every call, so what it found is kept; failures are not)."""
+    load = load_response_schema if response else load_request_schema
+    try:
+        return load(api_key, api_version)
+    except KioIndexError:
+        raise UnsupportedVersionError(_undefined_message(api_key, api_version)) from None
 
 
 def _undefined_message(api_key: int, api_version: int) -> str:
