@@ -472,11 +472,12 @@ class WireClient:
         for payload in payloads:
             started = time.perf_counter()
             self.sock.sendall(payload)
-            size = int.from_bytes(self.reader.read(4), "big")
+            prefix = self.reader.read(4)
+            size = int.from_bytes(prefix, "big")
             reply = self.reader.read(size)
             latencies.append(time.perf_counter() - started)
-            if len(reply) != size:
-                raise Zk2KraftError(f"{what}: the controller closed the connection mid-response")
+            if len(prefix) != 4 or len(reply) != size:
+                raise Zk2KraftError(f"{what}: the controller closed the connection before answering in full")
             replies.append(reply)
         for i, (request, reply) in enumerate(zip(requests, replies, strict=True)):
             api_key, version = int(request.__api_key__), int(request.__version__)
