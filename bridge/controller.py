@@ -53,7 +53,7 @@ from bridge.protocol import (
     describe_api,
     encode_response,
 )
-from bridge.zk_client import ZkMigrationClient
+from bridge.zk_client import OneMulti, ZkMigrationClient
 from bridge.zk_writer import plan_delta
 from migrate.errors import UnsupportedVersionError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
@@ -81,6 +81,7 @@ STANDBY_POLL_S = 0.5
 REPAIR_FIRST_DELAY_S = 0.2
 REPAIR_MAX_DELAY_S = 30.0
 JUDGE_WAIT_S = 30.0
+SHUTDOWN_WRITES_WAIT_S = 60.0
 
 EXIT_OK = 0
 EXIT_REFUSED = 2
@@ -220,6 +221,9 @@ class BridgeController:
         self._queued_writes: list[_QueuedWrite] = []
         self._queue_lock = threading.Lock()
         self._drain_scheduled = False  # a drain job is queued that has not taken the queue yet
+        # A batch sent as one multi without waiting (its reply comes to the event loop): no other dual write
+        # goes out until it is settled, since each write is guarded by the `/migration` version it leaves.
+        self._one_in_flight = False
         # Foreign-write judging needs ZooKeeper and the image to agree on our part: it waits until no dual
         # write is in flight (appended, not yet in ZooKeeper) and holds new appends back (`_judging`).
         self._inflight = 0
@@ -614,7 +618,9 @@ class BridgeController:
         await self._stop_watcher()
         for task in list(self._tasks):
             task.cancel()
-        # Let queued ZooKeeper writes finish (they belong to acknowledged or answered requests).
+        # Let queued ZooKeeper writes finish (they belong to acknowledged or answered requests); a batch sent
+        # as one multi may still need the writer thread when its reply comes.
+        await loop.run_in_executor(None, self._wait_no_inflight, SHUTDOWN_WRITES_WAIT_S)
         await loop.run_in_executor(None, self._zk_executor.shutdown, True)
         if self.brokers is not None:
             self.brokers.stop()
@@ -805,7 +811,8 @@ class BridgeController:
         """Queue `item` for the writer thread (one drain job for all queued meanwhile); wait for its answer."""
         with self._queue_lock:
             self._queued_writes.append(item)
-            schedule, self._drain_scheduled = not self._drain_scheduled, True
+            schedule = not self._drain_scheduled and not self._one_in_flight
+            self._drain_scheduled |= schedule
         if schedule:
             self._zk_executor.submit(self._drain_writes)
         await item.done
@@ -841,23 +848,43 @@ class BridgeController:
         last batch is durable so are those before it; each answer goes out only after ZooKeeper has the change.
         """
         with self._queue_lock:
-            batch, self._queued_writes = self._queued_writes, []
             self._drain_scheduled = False
-        if not batch:
-            return
+            if self._one_in_flight:  # settling it schedules the next drain
+                return
+            batch, self._queued_writes = self._queued_writes, []
+        if batch:
+            self._write_or_send(batch, one_multi=True)
+
+    def _write_or_send(
+        self, batch: list[_QueuedWrite], *, one_multi: bool, lost: OneMulti | None = None
+    ) -> None:
+        """Writer thread: write `batch`, answer it, unless it went out as one multi answered on the event loop.
+
+        `lost`: the batch's one multi whose reply was lost with the connection (it is sent again first).
+        """
         errors: list[BaseException | None] = [None] * len(batch)
+        sent = False
         try:
-            self._write_batch(batch, errors)
+            if lost is None or not self._resend_lost(batch, lost, errors):
+                sent = self._write_batch(batch, errors, one_multi=one_multi)
         except BaseException as exc:  # a defect: answer every request with it rather than leave them hanging
             log.exception("dual write of %d batch(es) failed unexpectedly", len(batch))
             errors = [exc] * len(batch)
         finally:
-            for _ in batch:
-                self._write_done()
-            self._answer_writes(batch, errors)
+            if not sent:
+                for _ in batch:
+                    self._write_done()
+                self._answer_writes(batch, errors)
+                if lost is not None or not one_multi:
+                    self._one_settled()
 
-    def _write_batch(self, batch: list[_QueuedWrite], errors: list[BaseException | None]) -> None:
-        """Writer thread: apply the durable batches' operations in log order; failures go into `errors`."""
+    def _write_batch(
+        self, batch: list[_QueuedWrite], errors: list[BaseException | None], *, one_multi: bool
+    ) -> bool:
+        """Writer thread: apply the durable batches' operations in log order; failures go into `errors`.
+
+        True: the batch went out as one multi (`one_multi` allows it) and is answered when its reply comes.
+        """
         driver = self.driver
         assert driver is not None
         # Planned while the log fsyncs (the plans hold only if every batch turns out durable).
@@ -865,7 +892,7 @@ class BridgeController:
         prepared = driver.prepare_ops(everything)
         durable = _durable_count(batch, errors)
         if durable == 0:
-            return
+            return False
         written = batch[:durable]
         commits = [item.appended for item in written if item.appended is not None]
         ops = everything if durable == len(batch) else [op for item in written for op in item.ops]
@@ -877,6 +904,11 @@ class BridgeController:
         if commits:
             offset, epoch = commits[-1].last_offset, written[-1].epoch
             self.metrics.set_offsets(durable_offset=offset)
+        if one_multi and record_offset and durable == len(batch) and len(commits) == len(batch):
+            one = driver.one_multi(prepared, offset, epoch)
+            if one is not None:
+                self._send_one(batch, one, driver)
+                return True
         try:
             driver.apply_ops(ops, offset, epoch, "delta", record_offset=record_offset, prepared=prepared)
         except FencedOut as exc:
@@ -889,6 +921,86 @@ class BridgeController:
                 if item.appended is None:
                     errors[i] = exc
         self.metrics.set_offsets(zk_offset=driver.leadership.kraft_metadata_offset)
+        return False
+
+    def _send_one(self, batch: list[_QueuedWrite], one: OneMulti, driver: MigrationDriver) -> None:
+        """Writer thread: send `one` and return; its reply is judged on the event loop (`_one_answered`).
+
+        One thread hand-off fewer per request than waiting here, and the writer is free meanwhile.
+        """
+        loop = self._loop
+        assert loop is not None
+        started = time.monotonic()
+        with self._queue_lock:
+            self._one_in_flight = True
+
+        def answered(raw: Any, error: BaseException | None) -> None:
+            self._one_answered(batch, one, driver, started, raw, error)
+
+        assert driver.zk is not None
+        driver.zk.send_one(one, _LoopRelay(loop, answered))
+
+    def _one_answered(
+        self,
+        batch: list[_QueuedWrite],
+        one: OneMulti,
+        driver: MigrationDriver,
+        started: float,
+        raw: Any,
+        error: BaseException | None,
+    ) -> None:
+        """Event loop: settle a batch sent as one multi; what did not simply land goes to the writer thread."""
+        if error is None:
+            try:
+                landed = driver.landed_one(one, raw, time.monotonic() - started)
+            except Exception:
+                log.exception("judging the reply of a dual write failed; it is redone")
+                landed = False
+            if landed:
+                self.metrics.set_offsets(zk_offset=driver.leadership.kraft_metadata_offset)
+                for item in batch:
+                    self._write_done()
+                    if not item.done.done():  # its request was not cancelled
+                        item.done.set_result(None)
+                self._one_settled()
+                return
+        # Not landed (nothing of it did: redone the Kafka way, which also judges a lost fence) or unanswered.
+        lost = one if error is not None else None
+        try:
+            self._zk_executor.submit(self._write_or_send, batch, one_multi=False, lost=lost)
+        except RuntimeError:  # shutting down: the writer thread is gone
+            for item in batch:
+                self._write_done()
+                if not item.done.done():
+                    item.done.set_exception(Zk2KraftError("the controller stopped before ZooKeeper answered"))
+            self._one_settled()
+
+    def _resend_lost(
+        self, batch: list[_QueuedWrite], one: OneMulti, errors: list[BaseException | None]
+    ) -> bool:
+        """Writer thread: send again the one multi whose reply was lost; True when that settled the batch."""
+        assert self.driver is not None
+        try:
+            return self.driver.resend_one(one)
+        except FencedOut as exc:
+            errors[:] = [exc] * len(batch)
+        except (Zk2KraftError, KazooException) as exc:
+            # Committed and answered as such; ZooKeeper gets them by reconciliation.
+            first, last = batch[0].appended, batch[-1].appended
+            self._zk_write_failed(
+                f"dual write of offsets {first.base_offset}..{last.last_offset} failed: {exc}"  # type: ignore[union-attr]
+            )
+        return True
+
+    def _one_settled(self) -> None:
+        """No one multi is in flight any more: let the writes queued meanwhile go."""
+        with self._queue_lock:
+            self._one_in_flight = False
+            schedule = bool(self._queued_writes) and not self._drain_scheduled
+            self._drain_scheduled |= schedule
+        if schedule:
+            with contextlib.suppress(RuntimeError):  # shutting down
+                self._zk_executor.submit(self._drain_writes)
 
     def _answer_writes(self, batch: list[_QueuedWrite], errors: list[BaseException | None]) -> None:
         """Writer thread: resolve the batch's waiters on the event loop, in one hand-off."""
@@ -957,9 +1069,9 @@ class BridgeController:
             self._repairing = False
             self._sync_metrics()
 
-    def _wait_no_inflight(self) -> None:
+    def _wait_no_inflight(self, timeout: float | None = None) -> bool:
         with self._inflight_cond:
-            self._inflight_cond.wait_for(lambda: self._inflight == 0)
+            return self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout)
 
     def _write_done(self) -> None:
         with self._inflight_cond:
@@ -1075,6 +1187,32 @@ class BridgeController:
         finally:
             self.foreign_batches_handled += 1
             self._notify()
+
+
+class _LoopRelay:
+    """Passes one ZooKeeper reply from kazoo's connection thread straight to the event loop (first outcome only)."""
+
+    __slots__ = ("_deliver", "_fired", "_loop")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Any, BaseException | None], None]
+    ) -> None:
+        self._loop = loop
+        self._deliver = deliver
+        self._fired = False
+
+    def set(self, value: Any) -> None:
+        self._post(value, None)
+
+    def set_exception(self, exception: BaseException) -> None:
+        self._post(None, exception)
+
+    def _post(self, value: Any, error: BaseException | None) -> None:
+        if self._fired:
+            return
+        self._fired = True
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            self._loop.call_soon_threadsafe(self._deliver, value, error)
 
 
 @dataclass(slots=True)

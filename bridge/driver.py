@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from kazoo.exceptions import KazooException
 
@@ -28,7 +28,7 @@ from bridge.leadership import (
     MigrationLeadershipState,
 )
 from bridge.operations import ZkOperation
-from bridge.zk_client import PreparedOps, ZkBatchError, ZkMigrationClient
+from bridge.zk_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
 from bridge.zk_writer import count_op_types, describe, format_op_counts, plan_reconciliation
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
@@ -447,11 +447,7 @@ class MigrationDriver:
                 final = state.with_kraft_metadata_offset_and_epoch(offset, epoch)
             self.leadership = self.zk.apply_all(ops, state, final_state=final, prepared=prepared)
         except (FencedError, ControllerMovedError) as exc:
-            self.fenced_reason = str(exc)
-            log.error("event=fenced reason=%r", str(exc), extra={"event": "fenced"})
-            if self.on_fenced is not None:
-                self.on_fenced(str(exc))
-            raise FencedOut(str(exc)) from exc
+            self._fence(exc)
         except ZkBatchError as exc:
             self.leadership = exc.state  # /migration's version as the failed batch left it
             raise
@@ -460,6 +456,56 @@ class MigrationDriver:
             raise
         if self.on_zk_write is not None and ops:
             self.on_zk_write(kind, time.monotonic() - started, len(ops))
+
+    def one_multi(self, prepared: PreparedOps | None, offset: int, epoch: int) -> OneMulti | None:
+        """`prepared` as one multi recording `offset`/`epoch`, to send without waiting (None: `apply_ops`).
+
+        The caller keeps every other ZooKeeper write of the driver back until `landed_one` or
+        `resend_one` has been called with it.
+        """
+        if self.fenced_reason is not None or prepared is None or prepared.state != self.leadership:
+            return None
+        final = self.leadership.with_kraft_metadata_offset_and_epoch(offset, epoch)
+        return self.zk.one_multi(prepared, final)
+
+    def landed_one(self, one: OneMulti, raw: Any, seconds: float) -> bool:
+        """Whether `one` landed, from its reply (any thread, never blocks); if so the leadership moves on.
+
+        False leaves nothing landed: `apply_ops` with the same operations redoes them (and judges a fence).
+        """
+        state = self.zk.landed_one(one, raw)
+        if state is None:
+            return False
+        self._landed(state, one, seconds)
+        return True
+
+    def resend_one(self, one: OneMulti) -> bool:
+        """After `one`'s reply was lost with the connection (writer thread): send it again; as `landed_one`,
+        but a lost fence marks the driver fenced and raises FencedOut."""
+        started = time.monotonic()
+        try:
+            state = self.zk.resend_one(one)
+        except (FencedError, ControllerMovedError) as exc:
+            self._fence(exc)
+        except (Zk2KraftError, KazooException):
+            self._resync_migration_version()
+            raise
+        if state is None:
+            return False
+        self._landed(state, one, time.monotonic() - started)
+        return True
+
+    def _landed(self, state: MigrationLeadershipState, one: OneMulti, seconds: float) -> None:
+        self.leadership = state
+        if self.on_zk_write is not None:
+            self.on_zk_write("delta", seconds, len(one.prepared.operations))
+
+    def _fence(self, exc: Exception) -> NoReturn:
+        self.fenced_reason = str(exc)
+        log.error("event=fenced reason=%r", str(exc), extra={"event": "fenced"})
+        if self.on_fenced is not None:
+            self.on_fenced(str(exc))
+        raise FencedOut(str(exc)) from exc
 
     def _resync_migration_version(self) -> None:
         """After a failed write: adopt `/migration`'s version if the znode still names us.

@@ -26,7 +26,7 @@ from kazoo.exceptions import (
     ZookeeperError,
 )
 from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
-from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData
+from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, Transaction
 from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL, OPEN_ACL_UNSAFE
 
@@ -361,6 +361,14 @@ def _multi_code(results: Sequence[Any]) -> int:
 
 # Kazoo fails a request with these only when it went unanswered; it is safe to send it again.
 _UNANSWERED = (ConnectionLoss, SessionExpiredError)
+
+
+class ReplyRelay(Protocol):
+    """Takes the outcome of one request from kazoo's connection thread (the part of its async result it uses)."""
+
+    def set(self, value: Any) -> None: ...
+
+    def set_exception(self, exception: BaseException) -> None: ...
 
 
 class WriteObserver(Protocol):
@@ -700,25 +708,21 @@ class ZkLeadershipClient:
                 f"cannot fence; read or write {paths.MIGRATION} first"
             )
 
-    def send_guarded(self, multis: Sequence[GuardedMulti], epoch_version: int, what: str) -> list[MultiReply]:
+    def send_guarded(
+        self, multis: Sequence[GuardedMulti], epoch_version: int, what: str, *, sent_before: bool = False
+    ) -> list[MultiReply]:
         """Send every multi, pipelined and in order (one round of network waits), guarded by `epoch_version`.
+
+        `sent_before`: these multis went out once already and their replies were lost with the connection
+        (a copy that landed is recognised, as for a resend after a lost connection here).
 
         ZooKeeper applies one session's requests in order and a failed multi aborts only itself, so each
         reply stands alone; nothing is raised for failed guards (see `raise_if_fenced`).
         """
-        batches = []
-        for multi in multis:
-            guard = (
-                self._check_op(paths.MIGRATION, multi.migration_version)
-                if multi.migration_data is None
-                else self._op(SetDataRequest(paths.MIGRATION, multi.migration_data, multi.migration_version))
-            )
-            ops = [self._check_op(paths.CONTROLLER_EPOCH, epoch_version), guard]
-            ops.extend(self._op(request) for request in multi.requests)
-            batches.append(ops)
-        resent: set[int] = set()
+        batches = [self.guarded_ops(multi, epoch_version) for multi in multis]
+        resent: set[int] = set(range(len(multis))) if sent_before else set()
         replies = self._multi(batches, what, resent=resent)
-        parsed = [_parse_reply(multi, raw) for multi, raw in zip(multis, replies, strict=True)]
+        parsed = [parse_reply(multi, raw) for multi, raw in zip(multis, replies, strict=True)]
         ours_moved = False
         for i in sorted(resent):
             first = parsed[i]
@@ -737,6 +741,25 @@ class ZkLeadershipClient:
                 f"processed before our own {paths.MIGRATION} update; whether they landed is unknown"
             )
         return parsed
+
+    def guarded_ops(self, multi: GuardedMulti, epoch_version: int) -> list[Any]:
+        """`multi` as kazoo's multi ops, guards first (the observer hears of each request)."""
+        guard = (
+            self._check_op(paths.MIGRATION, multi.migration_version)
+            if multi.migration_data is None
+            else self._op(SetDataRequest(paths.MIGRATION, multi.migration_data, multi.migration_version))
+        )
+        ops = [self._check_op(paths.CONTROLLER_EPOCH, epoch_version), guard]
+        ops.extend(self._op(request) for request in multi.requests)
+        return ops
+
+    def send_ops(self, ops: Sequence[Any], relay: ReplyRelay) -> None:
+        """Queue one multi of kazoo `ops` without waiting: `relay` gets the raw reply or the error.
+
+        kazoo's own async results hand callbacks to a completion thread; `relay` is called on the
+        connection thread itself, so it must only pass the outcome on (e.g. to an event loop).
+        """
+        self.client._call(Transaction(list(ops)), relay)
 
     def _landed_before(self, reply: MultiReply, what: str) -> MultiReply:
         """A resent multi that sets `/migration` and found it moved on: if `/migration` holds exactly what
@@ -823,7 +846,7 @@ class ZkLeadershipClient:
         raise_for_codes(f"fenced write of {subject}", [(f"Check {path}", code)])
 
 
-def _parse_reply(multi: GuardedMulti, raw: Sequence[Any]) -> MultiReply:
+def parse_reply(multi: GuardedMulti, raw: Sequence[Any]) -> MultiReply:
     """A multi's kazoo reply as codes; requests rolled back by a failure elsewhere get RUNTIMEINCONSISTENCY."""
     codes = [_code(r) for r in raw]
     failed = any(code != OK for code in codes)

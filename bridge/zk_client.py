@@ -44,11 +44,14 @@ from bridge.leadership import (
     GuardedMulti,
     MigrationClientError,
     MigrationLeadershipState,
+    MultiReply,
+    ReplyRelay,
     SetDataRequest,
     WriteOutcome,
     ZkLeadershipClient,
     ZkRequest,
     ZkResult,
+    parse_reply,
     raise_for_results,
 )
 from bridge.operations import (
@@ -179,6 +182,16 @@ class PreparedOps:
     error: Zk2KraftError | None
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class OneMulti:
+    """A prepared batch as ONE guarded multi that also moves `/migration` to `final` (version aside)."""
+
+    prepared: PreparedOps
+    multi: GuardedMulti
+    epoch_version: int
+    final: MigrationLeadershipState
+
+
 class ZkMigrationClient(ZkLeadershipClient):
     """Kafka's ZkMigrationClient over a started kazoo client whose chroot is Kafka's.
 
@@ -300,6 +313,67 @@ class ZkMigrationClient(ZkLeadershipClient):
                 plan_error = exc
                 break
         return PreparedOps(operations, state, plans, plan_error)
+
+    # ------------------------------------------------------------------ one multi, without waiting
+
+    def one_multi(self, prepared: PreparedOps, final: MigrationLeadershipState) -> OneMulti | None:
+        """`prepared` as one guarded multi leaving `/migration` at `final`, if it fits in one (else None).
+
+        Only for the plain case: every operation planned and fused, something to write, a fence held.
+        """
+        state = prepared.state
+        plans = prepared.plans
+        if (
+            not self.fused
+            or prepared.error is not None
+            or not plans
+            or any(plan.requests is None for plan in plans)
+            or sum(plan.size for plan in plans) > MAX_FUSED_BYTES
+            or state.zk_controller_epoch_zk_version < 0
+            or state.migration_zk_version < 0
+            or (final.kraft_controller_id, final.kraft_controller_epoch)
+            != (state.kraft_controller_id, state.kraft_controller_epoch)
+        ):
+            return None
+        requests = tuple(request for plan in plans for request in plan.requests or ())
+        if not requests:
+            return None
+        final = state.with_kraft_metadata_offset_and_epoch(
+            final.kraft_metadata_offset, final.kraft_metadata_epoch
+        )
+        multi = GuardedMulti(requests, state.migration_zk_version, znodes.encode_migration(final.to_znode()))
+        return OneMulti(prepared, multi, state.zk_controller_epoch_zk_version, final)
+
+    def send_one(self, one: OneMulti, relay: ReplyRelay) -> None:
+        """Queue `one` on the connection; `relay` hears how it ended (on kazoo's connection thread)."""
+        self.send_ops(self.guarded_ops(one.multi, one.epoch_version), relay)
+
+    def landed_one(self, one: OneMulti, raw: Sequence[Any]) -> MigrationLeadershipState | None:
+        """The state once `one` landed, from its reply; None if it did not (then nothing of it landed).
+
+        Never blocks: a failed guard is not judged here (`apply_all` sending it again does that).
+        """
+        reply = parse_reply(one.multi, raw)
+        return self._settle_one(one, reply)
+
+    def resend_one(self, one: OneMulti) -> MigrationLeadershipState | None:
+        """Send `one` again after its reply was lost with the connection: as `landed_one`, but a lost fence
+        raises (FencedError / ControllerMovedError), and a first copy that landed counts as landed."""
+        what = f"fenced write of {len(one.prepared.plans)} operation(s) in one multi"
+        reply = self.send_guarded([one.multi], one.epoch_version, what, sent_before=True)[0]
+        self.raise_if_fenced(reply, one.epoch_version, _name(one.prepared.operations[0]))
+        return self._settle_one(one, reply)
+
+    def _settle_one(self, one: OneMulti, reply: MultiReply) -> MigrationLeadershipState | None:
+        if self.observer is not None:
+            for result in reply.results:
+                self.observer.settled(result)
+        if not reply.landed or reply.migration_stat is None:
+            self._forget_stores(reply.results)
+            return None
+        for plan in one.prepared.plans:
+            self._learn_stores(plan.notes)
+        return one.final.with_migration_zk_version(reply.migration_stat.version)
 
     # ------------------------------------------------------------------ running plans
 
