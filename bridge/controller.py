@@ -441,6 +441,8 @@ class BridgeController:
                     continue  # another standby got there first
                 raise
             self._log_closed = False
+            if hasattr(opened, "on_writing"):
+                opened.on_writing = self._on_log_writing
             return opened
 
     async def _lead(self) -> int:
@@ -809,13 +811,30 @@ class BridgeController:
 
     async def _queue_write(self, item: _QueuedWrite) -> None:
         """Queue `item` for the writer thread (one drain job for all queued meanwhile); wait for its answer."""
+        metadata_log = self.log
         with self._queue_lock:
             self._queued_writes.append(item)
-            schedule = not self._drain_scheduled and not self._one_in_flight
+            # Woken when the log's fsync starts (`_on_log_writing`): the writer thread's planning then runs
+            # beside the fsync instead of holding the GIL before it. Checked under the lock the hook takes.
+            ready = (
+                item.appended is None
+                or getattr(metadata_log, "on_writing", None) is None
+                or getattr(metadata_log, "writing_offset", -1) >= item.appended.last_offset
+            )
+            schedule = ready and not self._drain_scheduled and not self._one_in_flight
             self._drain_scheduled |= schedule
         if schedule:
             self._zk_executor.submit(self._drain_writes)
         await item.done
+
+    def _on_log_writing(self) -> None:
+        """Log writer thread, as a round's fsync starts: let the writer thread take the queued batches."""
+        with self._queue_lock:
+            schedule = bool(self._queued_writes) and not self._drain_scheduled and not self._one_in_flight
+            self._drain_scheduled |= schedule
+        if schedule:
+            with contextlib.suppress(RuntimeError):  # shutting down
+                self._zk_executor.submit(self._drain_writes)
 
     async def _enter_append(self) -> None:
         """Take `_gate` for an append (released by the caller), first waiting out a foreign-write judgment."""
@@ -890,7 +909,23 @@ class BridgeController:
         # Planned while the log fsyncs (the plans hold only if every batch turns out durable).
         everything = [op for item in batch for op in item.ops]
         prepared = driver.prepare_ops(everything)
+        one = None
+        last = batch[-1].appended
+        if (
+            one_multi
+            and last is not None
+            and self.zk_out_of_sync is None
+            and all(item.appended is not None for item in batch)
+        ):
+            # Built ready to send (kazoo's request objects included) before the fsync returns.
+            one = driver.one_multi(prepared, last.last_offset, batch[-1].epoch)
         durable = _durable_count(batch, errors)
+        if one is not None:
+            if durable == len(batch):
+                self.metrics.set_offsets(durable_offset=one.final.kraft_metadata_offset)
+                self._send_one(batch, one, driver)
+                return True
+            driver.zk.drop_one(one)
         if durable == 0:
             return False
         written = batch[:durable]
@@ -904,11 +939,6 @@ class BridgeController:
         if commits:
             offset, epoch = commits[-1].last_offset, written[-1].epoch
             self.metrics.set_offsets(durable_offset=offset)
-        if one_multi and record_offset and durable == len(batch) and len(commits) == len(batch):
-            one = driver.one_multi(prepared, offset, epoch)
-            if one is not None:
-                self._send_one(batch, one, driver)
-                return True
         try:
             driver.apply_ops(ops, offset, epoch, "delta", record_offset=record_offset, prepared=prepared)
         except FencedOut as exc:

@@ -24,7 +24,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -501,6 +501,11 @@ class MetadataLog:
         self.leader_epoch = -1
         self.end_offset = end_offset
         self.durable_offset = end_offset - 1
+        self.writing_offset = end_offset - 1
+        """The last offset the writer thread has taken to write (durable once its fsync returns)."""
+        self.on_writing: Callable[[], None] | None = None
+        """Called on the writer thread once a round is written and its fsync starts (it releases the GIL):
+        work that waits for durability can be readied meanwhile, without delaying the fsync."""
         self.fsync_count = 0
         self.batches_written = 0
         self.loaded_snapshot = loaded.snapshot
@@ -823,6 +828,12 @@ class MetadataLog:
             self._segment_size += size
             chunk.append(item.data)
         self._write_out(chunk)
+        self.writing_offset = items[-1].last_offset
+        if self.on_writing is not None:
+            try:
+                self.on_writing()
+            except Exception:  # the hook's failure is not the log's
+                log.exception("the metadata log's on_writing hook failed")
         self._sync()
 
     def _write_out(self, chunk: list[bytes]) -> None:

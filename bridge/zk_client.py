@@ -190,6 +190,8 @@ class OneMulti:
     multi: GuardedMulti
     epoch_version: int
     final: MigrationLeadershipState
+    ops: list[Any]
+    """The multi as kazoo's ops (the write observer has heard of them: send them, or `drop_one`)."""
 
 
 class ZkMigrationClient(ZkLeadershipClient):
@@ -342,11 +344,18 @@ class ZkMigrationClient(ZkLeadershipClient):
             final.kraft_metadata_offset, final.kraft_metadata_epoch
         )
         multi = GuardedMulti(requests, state.migration_zk_version, znodes.encode_migration(final.to_znode()))
-        return OneMulti(prepared, multi, state.zk_controller_epoch_zk_version, final)
+        epoch_version = state.zk_controller_epoch_zk_version
+        return OneMulti(prepared, multi, epoch_version, final, self.guarded_ops(multi, epoch_version))
 
     def send_one(self, one: OneMulti, relay: ReplyRelay) -> None:
         """Queue `one` on the connection; `relay` hears how it ended (on kazoo's connection thread)."""
-        self.send_ops(self.guarded_ops(one.multi, one.epoch_version), relay)
+        self.send_ops(one.ops, relay)
+
+    def drop_one(self, one: OneMulti) -> None:
+        """`one` will not be sent: the write observer hears that none of it landed."""
+        if self.observer is not None:
+            for request in one.multi.requests:
+                self.observer.settled(ZkResult(request, RUNTIMEINCONSISTENCY))
 
     def landed_one(self, one: OneMulti, raw: Sequence[Any]) -> MigrationLeadershipState | None:
         """The state once `one` landed, from its reply; None if it did not (then nothing of it landed).
