@@ -114,11 +114,32 @@ class EffectiveConfig:
 
 def effective_topic_configs(
     image: MetadataImage, node_id: int, creation_configs: Mapping[str, str]
-) -> list[EffectiveConfig]:
+) -> tuple[EffectiveConfig, ...]:
     """ConfigurationControlManager.computeEffectiveTopicConfigs, sorted by name."""
     cluster = image.configs.get((RESOURCE_TYPE_BROKER, ""), {})
     node = image.configs.get((RESOURCE_TYPE_BROKER, str(node_id)), {})
-    return [_resolve(d.name, d.default, creation_configs, node, cluster) for d in _BY_NAME]
+    # Keyed by the broker configs' content (the image's maps change in place): the same tuple comes back
+    # for every topic created without configs while they stay as they are.
+    key = (tuple(node.items()), tuple(cluster.items()))
+    inherited = _INHERITED.get(key)
+    if inherited is None:
+        inherited = tuple(_resolve(d.name, d.default, {}, node, cluster) for d in _BY_NAME)
+        if len(_INHERITED) >= 64:
+            _INHERITED.clear()
+        _INHERITED[key] = inherited
+    if not creation_configs:
+        return inherited
+    return tuple(
+        EffectiveConfig(c.name, creation_configs[c.name], SOURCE_TOPIC_CONFIG)
+        if c.name in creation_configs
+        else c
+        for c in inherited
+    )
+
+
+_INHERITED: dict[
+    tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], tuple[EffectiveConfig, ...]
+] = {}
 
 
 def _name(definition: ConfigDef) -> str:

@@ -10,7 +10,7 @@ order is a hash-set order or a deliberate shuffle.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,7 +92,23 @@ def _collisions(image: MetadataImage) -> dict[str, str]:
     return found
 
 
-def new_topic_id(ctx: HandlerContext, taken: set[uuid.UUID]) -> uuid.UUID:
+class _TakenIds:
+    """The image's topic ids and those given out by this request (without copying the image's)."""
+
+    __slots__ = ("_image", "_new")
+
+    def __init__(self, image_ids: Mapping[uuid.UUID, Any]) -> None:
+        self._image = image_ids
+        self._new: set[uuid.UUID] = set()
+
+    def __contains__(self, topic_id: object) -> bool:
+        return topic_id in self._new or topic_id in self._image
+
+    def add(self, topic_id: uuid.UUID) -> None:
+        self._new.add(topic_id)
+
+
+def new_topic_id(ctx: HandlerContext, taken: _TakenIds) -> uuid.UUID:
     """Uuid.randomUuid: never the zero or metadata-topic id, nor one whose base64 form starts with '-'."""
     while True:
         candidate = ctx.new_uuid()
@@ -195,7 +211,7 @@ class _Created:
     topic_id: uuid.UUID
     num_partitions: int
     replication_factor: int
-    configs: list[topic_configs.EffectiveConfig]
+    configs: tuple[topic_configs.EffectiveConfig, ...]
 
 
 def _int_config(image: MetadataImage, node_id: int, name: str, fallback: int) -> int:
@@ -225,7 +241,7 @@ def create_topics(
     records = _Records()
     placer_rng = rng if rng is not None else JavaRandom()
     collisions: dict[str, str] | None = None  # built only when a name needs it (it scans every topic)
-    taken_ids = set(image.topics_by_id)
+    taken_ids = _TakenIds(image.topics_by_id)
     try:
         for topic in topics:
             problem = topic_name_error(topic.name)
@@ -275,9 +291,7 @@ def create_topics(
             if done is None:
                 results.append(_topic_error(result_cls, topic.name, errors[topic.name]))
                 continue
-            entries = (
-                tuple(_config_entry(config_cls, c) for c in done.configs) if config_cls is not None else ()
-            )
+            entries = _config_entries(config_cls, done.configs) if config_cls is not None else ()
             results.append(
                 build(
                     result_cls,
@@ -305,6 +319,21 @@ def create_topics(
 
 
 _CONFIG_ENTRIES: dict[tuple[type, topic_configs.EffectiveConfig], Any] = {}
+_ENTRY_TUPLES: dict[tuple[type, int], tuple[tuple[topic_configs.EffectiveConfig, ...], tuple[Any, ...]]] = {}
+
+
+def _config_entries(config_cls: type, configs: tuple[topic_configs.EffectiveConfig, ...]) -> tuple[Any, ...]:
+    """The response entries of `configs`; the same tuple again for the same `configs` object (a topic
+    created without configs gets the tuple effective_topic_configs keeps)."""
+    key = (config_cls, id(configs))
+    found = _ENTRY_TUPLES.get(key)
+    if found is not None and found[0] is configs:  # the id is that object's: it is held here
+        return found[1]
+    entries = tuple(_config_entry(config_cls, c) for c in configs)
+    if len(_ENTRY_TUPLES) >= 64:
+        _ENTRY_TUPLES.clear()
+    _ENTRY_TUPLES[key] = (configs, entries)
+    return entries
 
 
 def _config_entry(config_cls: type, config: topic_configs.EffectiveConfig) -> Any:
@@ -354,7 +383,7 @@ def _create_topic(
     configs: dict[str, str],
     records: _Records,
     rng: PlacementRandom,
-    taken_ids: set[uuid.UUID],
+    taken_ids: _TakenIds,
 ) -> _Created:
     """ReplicationControlManager.createTopic; raises KafkaApiException with Kafka's error."""
     image = ctx.image
