@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import ssl
+import sys
 import threading
 import time
 import uuid
@@ -111,6 +112,11 @@ class BridgeConfig(BaseModel):
     fsync: bool = True
     min_batch_size: int = Field(200, ge=1)
     zk_session_timeout_s: float = 18.0
+    gil_switch_interval_s: float | None = Field(
+        0.0005,
+        gt=0,
+        description="sys.setswitchinterval for the process while it runs a controller (None: Python's 5 ms)",
+    )
     # Listener security (`--listen-ssl-*`, `--envelope-principals`): see listener_ssl_context and _permitted.
     listen_ssl_cert: Path | None = None
     listen_ssl_key: Path | None = None
@@ -327,6 +333,10 @@ class BridgeController:
         self._stop = asyncio.Event()
         self._appends_open = asyncio.Event()
         self._appends_open.set()
+        if self.config.gil_switch_interval_s is not None:
+            # A request crosses four threads (event loop, log writer, ZooKeeper writer, kazoo's connection):
+            # each woken thread waits up to this long for the GIL while another one computes.
+            sys.setswitchinterval(min(sys.getswitchinterval(), self.config.gil_switch_interval_s))
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(signum, self._on_signal, signum)
