@@ -753,13 +753,13 @@ class ZkLeadershipClient:
         ops.extend(self._op(request) for request in multi.requests)
         return ops
 
-    def send_ops(self, ops: Sequence[Any], relay: ReplyRelay) -> None:
-        """Queue one multi of kazoo `ops` without waiting: `relay` gets the raw reply or the error.
+    def send_multi(self, multi: Transaction, relay: ReplyRelay) -> None:
+        """Queue one multi (`serialized_multi`) without waiting: `relay` gets the raw reply or the error.
 
         kazoo's own async results hand callbacks to a completion thread; `relay` is called on the
         connection thread itself, so it must only pass the outcome on (e.g. to an event loop).
         """
-        self.client._call(Transaction(list(ops)), relay)
+        self.client._call(multi, relay)
 
     def _landed_before(self, reply: MultiReply, what: str) -> MultiReply:
         """A resent multi that sets `/migration` and found it moved on: if `/migration` holds exactly what
@@ -844,6 +844,22 @@ class ZkLeadershipClient:
                 f"writes to ZooKeeper; {subject} was not applied"
             )
         raise_for_codes(f"fenced write of {subject}", [(f"Check {path}", code)])
+
+
+class _SerializedTransaction(Transaction):
+    """A kazoo multi request encoded ahead (kazoo's connection thread only copies the bytes out)."""
+
+    encoded: bytes
+
+    def serialize(self) -> bytes:
+        return self.encoded
+
+
+def serialized_multi(ops: Sequence[Any]) -> Transaction:
+    """kazoo's multi request of `ops`, encoded now rather than on the connection thread when it is sent."""
+    multi = _SerializedTransaction(list(ops))
+    multi.encoded = bytes(Transaction.serialize(multi))
+    return multi
 
 
 def parse_reply(multi: GuardedMulti, raw: Sequence[Any]) -> MultiReply:

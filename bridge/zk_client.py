@@ -53,6 +53,7 @@ from bridge.leadership import (
     ZkResult,
     parse_reply,
     raise_for_results,
+    serialized_multi,
 )
 from bridge.operations import (
     BROKER_RESOURCE,
@@ -190,8 +191,8 @@ class OneMulti:
     multi: GuardedMulti
     epoch_version: int
     final: MigrationLeadershipState
-    ops: list[Any]
-    """The multi as kazoo's ops (the write observer has heard of them: send them, or `drop_one`)."""
+    request: Any
+    """The multi as kazoo's request, encoded (the write observer has heard of it: send it, or `drop_one`)."""
 
 
 class ZkMigrationClient(ZkLeadershipClient):
@@ -345,11 +346,12 @@ class ZkMigrationClient(ZkLeadershipClient):
         )
         multi = GuardedMulti(requests, state.migration_zk_version, znodes.encode_migration(final.to_znode()))
         epoch_version = state.zk_controller_epoch_zk_version
-        return OneMulti(prepared, multi, epoch_version, final, self.guarded_ops(multi, epoch_version))
+        request = serialized_multi(self.guarded_ops(multi, epoch_version))
+        return OneMulti(prepared, multi, epoch_version, final, request)
 
     def send_one(self, one: OneMulti, relay: ReplyRelay) -> None:
         """Queue `one` on the connection; `relay` hears how it ended (on kazoo's connection thread)."""
-        self.send_ops(one.ops, relay)
+        self.send_multi(one.request, relay)
 
     def drop_one(self, one: OneMulti) -> None:
         """`one` will not be sent: the write observer hears that none of it landed."""
