@@ -8,6 +8,7 @@ controller lands nothing; a failure in a batch leaves a clean prefix; missing co
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ from kazoo.client import KazooClient
 
 from bridge import zk_client
 from bridge import zk_client as zk_client_module
+from bridge.foreign_writes import OwnWriteLog
 from bridge.leadership import (
     ControllerMovedError,
     FencedError,
@@ -702,3 +704,147 @@ def test_operations_prepared_ahead_write_the_same_and_are_replanned_once_the_sta
     assert client.planned == len(ops) + 2
     assert migration_offset(ahead)[:2] == (OFFSET + 2, 1)
     assert b'"retention.ms":"7"' in (ahead.get("/config/topics/test")[0] or b"")
+
+
+# ---------------------------------------------------------------- one multi, sent without waiting
+
+
+class Relay:
+    """Takes a reply the way the controller's loop relay does (on kazoo's connection thread)."""
+
+    def __init__(self) -> None:
+        self.arrived = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def set(self, value: Any) -> None:
+        self.value = value
+        self.arrived.set()
+
+    def set_exception(self, exception: BaseException) -> None:
+        self.error = exception
+        self.arrived.set()
+
+
+def send_and_wait(client: ZkMigrationClient, one: zk_client.OneMulti) -> Relay:
+    relay = Relay()
+    client.send_one(one, relay)
+    assert relay.arrived.wait(15), "no reply relayed"
+    return relay
+
+
+def fits_one_multi() -> list[ZkOperation]:
+    """Operations that land together as one multi (no new entity, nothing missing)."""
+    return [
+        CreateTopic("CreateTopic", "", name="test", topic_id=topic_id("test"), partitions={0: partition([1, 2]), 1: partition([2, 3])}),
+        config(TOPIC_RESOURCE, "test", {"retention.ms": "1000"}),
+        WriteProducerId("UpdateProducerId", "", next_producer_id=5000),
+        DeleteTopicPartitions("DeletePartition", "", partitions={"test": (1,)}),
+    ]  # fmt: skip
+
+
+def test_one_multi_writes_what_apply_all_writes_and_moves_the_state_on(connect: Any) -> None:
+    one_session, all_session = connect("one"), connect("all")
+    for session in (one_session, all_session):
+        kafka_cluster(session)
+    ops = fits_one_multi()
+    client, state = leader(one_session)
+    final = state.with_kraft_metadata_offset_and_epoch(OFFSET + 1, 1)
+    one = client.one_multi(client.prepare(ops, state), final)
+    assert one is not None
+    relay = send_and_wait(client, one)
+    assert relay.error is None
+    landed = client.landed_one(one, relay.value)
+    assert landed is not None
+    assert landed.migration_zk_version == state.migration_zk_version + 1
+    assert migration_offset(one_session) == (OFFSET + 1, 1, landed.migration_zk_version)
+
+    direct, direct_state = leader(all_session)
+    direct.apply_all(
+        ops, direct_state, final_state=direct_state.with_kraft_metadata_offset_and_epoch(OFFSET + 1, 1)
+    )
+    assert without_migration_version(tree(one_session)) == without_migration_version(tree(all_session))
+
+
+def test_a_batch_that_does_not_fit_one_multi_is_left_to_apply_all(
+    connect: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = connect("c")
+    kafka_cluster(session)
+    client, state = leader(session)
+    final = state.with_kraft_metadata_offset_and_epoch(OFFSET + 1, 1)
+    assert client.one_multi(client.prepare([], state), final) is None  # nothing to write
+    monkeypatch.setattr(zk_client_module, "MAX_FUSED_BYTES", 300)
+    assert client.one_multi(client.prepare(fits_one_multi(), state), final) is None
+
+
+def test_a_one_multi_failing_on_a_request_lands_nothing_and_apply_all_redoes_it(connect: Any) -> None:
+    session = connect("c")
+    kafka_cluster(session)
+    client, state = leader(session)
+    ops: list[ZkOperation] = [config(BROKER_RESOURCE, "7", {"log.retention.ms": "1"})]  # SetData: NONODE
+    final = state.with_kraft_metadata_offset_and_epoch(OFFSET + 1, 1)
+    one = client.one_multi(client.prepare(ops, state), final)
+    assert one is not None
+    before = snapshot(session)
+    relay = send_and_wait(client, one)
+    assert client.landed_one(one, relay.value) is None
+    assert snapshot(session) == before
+    done = client.apply_all(ops, state, final_state=final)  # the Kafka way: Create after NONODE
+    assert session.get("/config/brokers/7")[0] == b'{"version":1,"config":{"log.retention.ms":"1"}}'
+    assert migration_offset(session) == (OFFSET + 1, 1, done.migration_zk_version)
+
+
+def test_a_deposed_controllers_one_multi_lands_nothing_and_its_resend_raises(connect: Any) -> None:
+    session = connect("c")
+    kafka_cluster(session)
+    old, old_state = leader(session)
+    leader(connect("c"), 3001, 43)
+    before = snapshot(session)
+    one = old.one_multi(old.prepare(fits_one_multi(), old_state), old_state)
+    assert one is not None
+    relay = send_and_wait(old, one)
+    assert old.landed_one(one, relay.value) is None  # judged without blocking: not landed
+    with pytest.raises(ControllerMovedError):
+        old.resend_one(one)
+    assert snapshot(session) == before
+
+
+def test_a_one_multi_whose_reply_was_lost_is_taken_as_landed_when_resent(
+    zk_server: EmbeddedZooKeeper, zk_client: KazooClient, zk_chroot: str
+) -> None:
+    kafka_cluster(zk_client)
+    zk_client.create("/config/topics/t0", b'{"version":1,"config":{}}')
+    cutter = ZkReplyCutter(zk_server.port)
+    session = KazooClient(hosts=cutter.connect_string + zk_chroot)
+    session.start(timeout=15)
+    try:
+        client, state = leader(session)
+        ops: list[ZkOperation] = [config(TOPIC_RESOURCE, "t0", {"x": "1"})]
+        one = client.one_multi(client.prepare(ops, state), state.with_kraft_metadata_offset_and_epoch(400, 1))
+        assert one is not None
+        cutter.arm(containing=set_data_op_bytes(f"{zk_chroot}{paths.MIGRATION}"))
+        relay = send_and_wait(client, one)
+        assert relay.error is not None and cutter.cuts == 1  # it landed; only the answer was lost
+        landed = client.resend_one(one)
+        assert landed is not None
+        assert migration_offset(zk_client) == (400, 1, landed.migration_zk_version)
+        assert len(config_changes(zk_client)) == 1  # the resent copy wrote nothing
+    finally:
+        session.stop()
+        session.close()
+        cutter.close()
+
+
+def test_a_dropped_one_multi_leaves_the_write_observer_expecting_nothing(connect: Any) -> None:
+    session = connect("c")
+    kafka_cluster(session)
+    client, state = leader(session)
+    written = OwnWriteLog()
+    client.observer = written
+    ops: list[ZkOperation] = [config(TOPIC_RESOURCE, "test", {"retention.ms": "1"})]
+    one = client.one_multi(client.prepare(ops, state), state)
+    assert one is not None
+    assert written.knows("/config/topics/test")  # told before it goes out
+    client.drop_one(one)
+    assert not written.knows("/config/topics/test")
