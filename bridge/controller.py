@@ -992,17 +992,17 @@ class BridgeController:
         """Event loop: settle a batch sent as one multi; what did not simply land goes to the writer thread."""
         if error is None:
             try:
-                landed = driver.landed_one(one, raw, time.monotonic() - started)
+                reply = driver.landed_one(one, raw)
             except Exception:
                 log.exception("judging the reply of a dual write failed; it is redone")
-                landed = False
-            if landed:
-                self.metrics.set_offsets(zk_offset=driver.leadership.kraft_metadata_offset)
+                reply = None
+            if reply is not None:
                 for item in batch:
-                    self._write_done()
                     if not item.done.done():  # its request was not cancelled
                         item.done.set_result(None)
-                self._one_settled()
+                # After the answers: the woken requests run first (and the next write waits for this).
+                seconds = time.monotonic() - started
+                asyncio.get_running_loop().call_soon(self._one_landed, batch, one, reply, driver, seconds)
                 return
         # Not landed (nothing of it did: redone the Kafka way, which also judges a lost fence) or unanswered.
         lost = one if error is not None else None
@@ -1013,6 +1013,20 @@ class BridgeController:
                 self._write_done()
                 if not item.done.done():
                     item.done.set_exception(Zk2KraftError("the controller stopped before ZooKeeper answered"))
+            self._one_settled()
+
+    def _one_landed(
+        self, batch: list[_QueuedWrite], one: OneMulti, reply: Any, driver: MigrationDriver, seconds: float
+    ) -> None:
+        """Event loop: the bookkeeping of a landed one multi, then let the next dual write go."""
+        try:
+            driver.settle_one(one, reply, seconds)
+            self.metrics.set_offsets(zk_offset=driver.leadership.kraft_metadata_offset)
+        except Exception:
+            log.exception("bookkeeping after a dual write failed")
+        finally:
+            for _ in batch:
+                self._write_done()
             self._one_settled()
 
     def _resend_lost(

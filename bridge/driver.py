@@ -26,6 +26,7 @@ from bridge.leadership import (
     ControllerMovedError,
     FencedError,
     MigrationLeadershipState,
+    MultiReply,
 )
 from bridge.operations import ZkOperation
 from bridge.zk_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
@@ -468,20 +469,30 @@ class MigrationDriver:
         final = self.leadership.with_kraft_metadata_offset_and_epoch(offset, epoch)
         return self.zk.one_multi(prepared, final)
 
-    def landed_one(self, one: OneMulti, raw: Any, seconds: float) -> bool:
-        """Whether `one` landed, from its reply (any thread, never blocks); if so the leadership moves on.
+    def landed_one(self, one: OneMulti, raw: Any) -> MultiReply | None:
+        """`one`'s reply if it landed (any thread, never blocks): the leadership has moved on, and
+        `settle_one(one, reply, seconds)` is due before the next write.
 
-        False leaves nothing landed: `apply_ops` with the same operations redoes them (and judges a fence).
+        None: nothing of it landed (settled already); `apply_ops` with the same operations redoes them (and
+        judges a fence).
         """
-        state = self.zk.landed_one(one, raw)
+        reply, state = self.zk.landed_one(one, raw)
         if state is None:
-            return False
-        self._landed(state, one, seconds)
-        return True
+            self.zk.settle_one(one, reply)
+            return None
+        self.leadership = state
+        return reply
+
+    def settle_one(self, one: OneMulti, reply: MultiReply, seconds: float) -> None:
+        """The bookkeeping of a landed `one` (write observer, known containers, metrics)."""
+        self.zk.settle_one(one, reply)
+        if self.on_zk_write is not None:
+            self.on_zk_write("delta", seconds, len(one.prepared.operations))
 
     def resend_one(self, one: OneMulti) -> bool:
-        """After `one`'s reply was lost with the connection (writer thread): send it again; as `landed_one`,
-        but a lost fence marks the driver fenced and raises FencedOut."""
+        """After `one`'s reply was lost with the connection (writer thread): send it again; True if it
+        landed (then settled and the leadership moved on). A lost fence marks the driver fenced and raises
+        FencedOut."""
         started = time.monotonic()
         try:
             state = self.zk.resend_one(one)
@@ -492,13 +503,10 @@ class MigrationDriver:
             raise
         if state is None:
             return False
-        self._landed(state, one, time.monotonic() - started)
-        return True
-
-    def _landed(self, state: MigrationLeadershipState, one: OneMulti, seconds: float) -> None:
         self.leadership = state
         if self.on_zk_write is not None:
-            self.on_zk_write("delta", seconds, len(one.prepared.operations))
+            self.on_zk_write("delta", time.monotonic() - started, len(one.prepared.operations))
+        return True
 
     def _fence(self, exc: Exception) -> NoReturn:
         self.fenced_reason = str(exc)

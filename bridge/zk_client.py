@@ -359,32 +359,40 @@ class ZkMigrationClient(ZkLeadershipClient):
             for request in one.multi.requests:
                 self.observer.settled(ZkResult(request, RUNTIMEINCONSISTENCY))
 
-    def landed_one(self, one: OneMulti, raw: Sequence[Any]) -> MigrationLeadershipState | None:
-        """The state once `one` landed, from its reply; None if it did not (then nothing of it landed).
+    def landed_one(
+        self, one: OneMulti, raw: Sequence[Any]
+    ) -> tuple[MultiReply, MigrationLeadershipState | None]:
+        """`one`'s reply, and the state once it landed (None: nothing of it landed). `settle_one` is due
+        before the next write.
 
         Never blocks: a failed guard is not judged here (`apply_all` sending it again does that).
         """
         reply = parse_reply(one.multi, raw)
-        return self._settle_one(one, reply)
+        if not reply.landed or reply.migration_stat is None:
+            return reply, None
+        return reply, one.final.with_migration_zk_version(reply.migration_stat.version)
 
     def resend_one(self, one: OneMulti) -> MigrationLeadershipState | None:
-        """Send `one` again after its reply was lost with the connection: as `landed_one`, but a lost fence
-        raises (FencedError / ControllerMovedError), and a first copy that landed counts as landed."""
+        """Send `one` again after its reply was lost with the connection: as `landed_one` (settled), but a
+        lost fence raises (FencedError / ControllerMovedError), and a first copy that landed counts as landed."""
         what = f"fenced write of {len(one.prepared.plans)} operation(s) in one multi"
         reply = self.send_guarded([one.multi], one.epoch_version, what, sent_before=True)[0]
         self.raise_if_fenced(reply, one.epoch_version, _name(one.prepared.operations[0]))
-        return self._settle_one(one, reply)
+        self.settle_one(one, reply)
+        if not reply.landed or reply.migration_stat is None:
+            return None
+        return one.final.with_migration_zk_version(reply.migration_stat.version)
 
-    def _settle_one(self, one: OneMulti, reply: MultiReply) -> MigrationLeadershipState | None:
+    def settle_one(self, one: OneMulti, reply: MultiReply) -> None:
+        """Tell the write observer how `one` ended, and learn (or forget) the containers it relied on."""
         if self.observer is not None:
             for result in reply.results:
                 self.observer.settled(result)
-        if not reply.landed or reply.migration_stat is None:
+        if not reply.landed:
             self._forget_stores(reply.results)
-            return None
+            return
         for plan in one.prepared.plans:
             self._learn_stores(plan.notes)
-        return one.final.with_migration_zk_version(reply.migration_stat.version)
 
     # ------------------------------------------------------------------ running plans
 

@@ -754,8 +754,9 @@ def test_one_multi_writes_what_apply_all_writes_and_moves_the_state_on(connect: 
     assert one is not None
     relay = send_and_wait(client, one)
     assert relay.error is None
-    landed = client.landed_one(one, relay.value)
+    reply, landed = client.landed_one(one, relay.value)
     assert landed is not None
+    client.settle_one(one, reply)
     assert landed.migration_zk_version == state.migration_zk_version + 1
     assert migration_offset(one_session) == (OFFSET + 1, 1, landed.migration_zk_version)
 
@@ -788,7 +789,7 @@ def test_a_one_multi_failing_on_a_request_lands_nothing_and_apply_all_redoes_it(
     assert one is not None
     before = snapshot(session)
     relay = send_and_wait(client, one)
-    assert client.landed_one(one, relay.value) is None
+    assert client.landed_one(one, relay.value)[1] is None
     assert snapshot(session) == before
     done = client.apply_all(ops, state, final_state=final)  # the Kafka way: Create after NONODE
     assert session.get("/config/brokers/7")[0] == b'{"version":1,"config":{"log.retention.ms":"1"}}'
@@ -804,7 +805,7 @@ def test_a_deposed_controllers_one_multi_lands_nothing_and_its_resend_raises(con
     one = old.one_multi(old.prepare(fits_one_multi(), old_state), old_state)
     assert one is not None
     relay = send_and_wait(old, one)
-    assert old.landed_one(one, relay.value) is None  # judged without blocking: not landed
+    assert old.landed_one(one, relay.value)[1] is None  # judged without blocking: not landed
     with pytest.raises(ControllerMovedError):
         old.resend_one(one)
     assert snapshot(session) == before
