@@ -929,13 +929,16 @@ class BridgeController:
         ):
             # Built ready to send (kazoo's request objects included) before the fsync returns.
             one = driver.one_multi(prepared, last.last_offset, batch[-1].epoch)
+        if one is not None and last is not None:
+            with self._queue_lock:
+                self._one_in_flight = True
+            # Sent by the log writer as soon as the fsync returns (or here, if it has): no wake-up of this
+            # thread between the fsync and ZooKeeper. The log fsyncs in order, so the last durable means all.
+            last.durable.add_done_callback(
+                lambda durable: self._send_when_durable(batch, one, driver, durable)
+            )
+            return True
         durable = _durable_count(batch, errors)
-        if one is not None:
-            if durable == len(batch):
-                self.metrics.set_offsets(durable_offset=one.final.kraft_metadata_offset)
-                self._send_one(batch, one, driver)
-                return True
-            driver.zk.drop_one(one)
         if durable == 0:
             return False
         written = batch[:durable]
@@ -963,16 +966,33 @@ class BridgeController:
         self.metrics.set_offsets(zk_offset=driver.leadership.kraft_metadata_offset)
         return False
 
-    def _send_one(self, batch: list[_QueuedWrite], one: OneMulti, driver: MigrationDriver) -> None:
-        """Writer thread: send `one` and return; its reply is judged on the event loop (`_one_answered`).
+    def _send_when_durable(
+        self,
+        batch: list[_QueuedWrite],
+        one: OneMulti,
+        driver: MigrationDriver,
+        durable: concurrent.futures.Future[None],
+    ) -> None:
+        """Log writer thread (the durability callback of the batch's last append): send `one`, or, if the
+        log failed, have the writer thread answer the batch the usual way."""
+        try:
+            if durable.exception() is None:
+                self.metrics.set_offsets(durable_offset=one.final.kraft_metadata_offset)
+                self._send_one(batch, one, driver)
+                return
+        except BaseException:  # a defect: the writer thread answers the batch
+            log.exception("sending a dual write failed; it is written the usual way")
+        driver.zk.drop_one(one)
+        try:
+            self._zk_executor.submit(self._write_or_send, batch, one_multi=False)
+        except RuntimeError:  # shutting down: the writer thread is gone
+            self._abandon_batch(batch)
 
-        One thread hand-off fewer per request than waiting here, and the writer is free meanwhile.
-        """
+    def _send_one(self, batch: list[_QueuedWrite], one: OneMulti, driver: MigrationDriver) -> None:
+        """Send `one` and return; its reply is judged on the event loop (`_one_answered`)."""
         loop = self._loop
         assert loop is not None
         started = time.monotonic()
-        with self._queue_lock:
-            self._one_in_flight = True
 
         def answered(raw: Any, error: BaseException | None) -> None:
             self._one_answered(batch, one, driver, started, raw, error)
@@ -1009,11 +1029,16 @@ class BridgeController:
         try:
             self._zk_executor.submit(self._write_or_send, batch, one_multi=False, lost=lost)
         except RuntimeError:  # shutting down: the writer thread is gone
-            for item in batch:
-                self._write_done()
-                if not item.done.done():
-                    item.done.set_exception(Zk2KraftError("the controller stopped before ZooKeeper answered"))
-            self._one_settled()
+            self._abandon_batch(batch)
+
+    def _abandon_batch(self, batch: list[_QueuedWrite]) -> None:
+        """Shutting down with `batch` unwritten: its requests fail (any thread)."""
+        for _ in batch:
+            self._write_done()
+        self._answer_writes(
+            batch, [Zk2KraftError("the controller stopped before ZooKeeper answered")] * len(batch)
+        )
+        self._one_settled()
 
     def _one_landed(
         self, batch: list[_QueuedWrite], one: OneMulti, reply: Any, driver: MigrationDriver, seconds: float
