@@ -48,11 +48,13 @@ from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
 from bridge.operations import ZkOperation
 from bridge.protocol import (
     ANONYMOUS,
+    EncodedResponse,
     KafkaPrincipal,
     decode_principal,
     decode_request,
     describe_api,
     encode_response,
+    unwrap_response,
 )
 from bridge.zk_client import OneMulti, ZkMigrationClient
 from bridge.zk_writer import plan_delta
@@ -749,7 +751,9 @@ class BridgeController:
     ) -> Any:
         started = time.monotonic()
         response = await self._answer(api_key, api_version, body, principal or ANONYMOUS, client_id)
-        self.metrics.observe_request(api_key, response_error_code(response), time.monotonic() - started)
+        self.metrics.observe_request(
+            api_key, response_error_code(unwrap_response(response)), time.monotonic() - started
+        )
         return response
 
     async def _answer(
@@ -778,17 +782,23 @@ class BridgeController:
             log.exception("%s handler failed", describe_api(api_key, api_version))
             return error_response(api_key, api_version, body, ErrorCode.unknown_server_error)
         if result.records:
+            # Encoded by the writer thread while ZooKeeper writes the change (when it can).
+            encoded = EncodedResponse(result.response)
             try:
-                await self.commit(result.records)
+                await self.commit(result.records, encoded)
             except FencedOut:
                 return error_response(api_key, api_version, body, ErrorCode.not_controller)
             except Exception:
                 log.exception("%s: committing its records failed", describe_api(api_key, api_version))
                 return error_response(api_key, api_version, body, ErrorCode.unknown_server_error)
+            return encoded
         return result.response
 
-    async def commit(self, records: list[RecordAndVersion]) -> int:
-        """Append `records` as one batch, then (durable) write what they change to ZooKeeper; their last offset."""
+    async def commit(self, records: list[RecordAndVersion], encoded: EncodedResponse | None = None) -> int:
+        """Append `records` as one batch, then (durable) write what they change to ZooKeeper; their last offset.
+
+        `encoded`: the response to the change, encoded by the writer thread meanwhile if it is idle.
+        """
         metadata_log, driver = self.log, self.driver
         assert metadata_log is not None and driver is not None and self._appends_open is not None
         while not self._appends_open.is_set():  # a repair of ZooKeeper is under way
@@ -813,7 +823,9 @@ class BridgeController:
             self._write_done()
             raise
         # Queued in log order: appends and this queue only move on the event loop, with no await between.
-        await self._queue_write(_QueuedWrite(appended, ops, metadata_log.leader_epoch, self._new_future()))
+        await self._queue_write(
+            _QueuedWrite(appended, ops, metadata_log.leader_epoch, self._new_future(), encoded)
+        )
         return int(appended.last_offset)
 
     def _new_future(self) -> asyncio.Future[None]:
@@ -937,6 +949,10 @@ class BridgeController:
             last.durable.add_done_callback(
                 lambda durable: self._send_when_durable(batch, one, driver, durable)
             )
+            for item in batch:  # while the fsync and ZooKeeper work
+                if item.encoded is not None:
+                    with contextlib.suppress(Zk2KraftError):  # encoded (and reported) again when sent
+                        item.encoded.encode()
             return True
         durable = _durable_count(batch, errors)
         if durable == 0:
@@ -1305,6 +1321,7 @@ class _QueuedWrite:
     ops: list[ZkOperation]
     epoch: int
     done: asyncio.Future[None]
+    encoded: EncodedResponse | None = None
 
 
 def _durable_count(batch: list[_QueuedWrite], errors: list[BaseException | None]) -> int:

@@ -38,6 +38,7 @@ from bridge.protocol import (
     frame,
     known_versions,
     read_frame,
+    unwrap_response,
 )
 from migrate.errors import Zk2KraftError
 
@@ -254,16 +255,17 @@ class KafkaListener:
             api_version=request.api_version,
             principal=principal,
         )
-        response = await self.handlers[request.api_key](context, request.body)
-        if response is None:
+        answer = await self.handlers[request.api_key](context, request.body)
+        if answer is None:
             return None
+        response = unwrap_response(answer)
         what = describe_api(request.api_key, request.api_version)
         if (int(response.__api_key__), int(response.__version__)) != (request.api_key, request.api_version):
             raise Zk2KraftError(
                 f"the {what} handler answered with {type(response).__name__} "
                 f"v{response.__version__} (api key {response.__api_key__})"
             )
-        return encode_response(request.correlation_id, response)
+        return encode_response(request.correlation_id, answer)
 
     # ------------------------------------------------------------ ApiVersions
 

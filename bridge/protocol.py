@@ -537,13 +537,36 @@ def encode_request(
 # ---------------------------------------------------------------- responses
 
 
+class EncodedResponse:
+    """A response body encoded ahead of sending (e.g. while the change it answers is being written).
+
+    `body` stays None until someone calls `encode()`; `encode_response` uses it when it is there.
+    """
+
+    __slots__ = ("body", "response")
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+        self.body: bytes | None = None
+
+    def encode(self) -> None:
+        self.body = encode_entity(self.response)
+
+
+def unwrap_response(response: Any) -> Any:
+    """The kio response object, whether or not its body was encoded ahead."""
+    return response.response if isinstance(response, EncodedResponse) else response
+
+
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """Header + body bytes of a response (no size prefix); ApiVersions keeps header v0 (kio's classes know)."""
+    body = response.body if isinstance(response, EncodedResponse) else None
+    response = unwrap_response(response)
     try:
         header = response.__header_schema__(correlation_id=i32(correlation_id))
     except TypeError as exc:
         raise Zk2KraftError(f"cannot build a response header for {type(response).__name__}: {exc}") from exc
-    return encode_entity(header) + encode_entity(response)
+    return encode_entity(header) + (body if body is not None else encode_entity(response))
 
 
 def decode_response(payload: bytes, api_key: int, api_version: int, source: str) -> tuple[int, Any]:

@@ -120,6 +120,19 @@ def test_responses_round_trip(data: st.DataObject, correlation_id: int) -> None:
     assert decode_response(payload, key, version, "test") == (correlation_id, response)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), correlation_id=st.integers(-(2**31), 2**31 - 1), ahead=st.booleans())
+def test_a_response_encoded_ahead_is_sent_as_the_same_bytes(
+    data: st.DataObject, correlation_id: int, ahead: bool
+) -> None:
+    response = data.draw(st.from_type(data.draw(st.sampled_from(ROUND_TRIP_RESPONSES))))
+    encoded = protocol.EncodedResponse(response)
+    if ahead:  # else: not encoded in time, encoded when sent
+        encoded.encode()
+    assert encode_response(correlation_id, encoded) == encode_response(correlation_id, response)
+    assert protocol.unwrap_response(encoded) is response
+
+
 def test_trailing_bytes_after_a_request_body_are_ignored_as_kafka_does() -> None:
     request = DescribeClusterRequest(include_cluster_authorized_operations=True)
     decoded = decode_request(encode_request(request, 3, "c") + b"\x01\x02", "test")
