@@ -166,7 +166,13 @@ def scala_mutable_map_order(keys: Sequence[str], initial_capacity: int = 16) -> 
 
 def scala_mutable_apply_order(keys: Sequence[str], added: Sequence[str] = ()) -> list[str]:
     """Order of `mutable.Map(keys...)` followed by `+=` of `added`."""
-    return scala_mutable_map_order([*keys, *added], int((len(keys) + 1) / 0.75))
+    return list(_scala_mutable_apply_order(tuple(keys), tuple(added)))
+
+
+@functools.lru_cache(maxsize=256)
+def _scala_mutable_apply_order(keys: tuple[str, ...], added: tuple[str, ...]) -> tuple[str, ...]:
+    # A pure function of the key names, asked for the same few key sets on every znode written.
+    return tuple(scala_mutable_map_order([*keys, *added], int((len(keys) + 1) / 0.75)))
 
 
 def java_hash_map_order(keys: Sequence[str]) -> list[str]:
