@@ -1287,7 +1287,7 @@ class BridgeController:
 class _LoopRelay:
     """Passes one ZooKeeper reply from kazoo's connection thread straight to the event loop (first outcome only)."""
 
-    __slots__ = ("_deliver", "_fired", "_loop")
+    __slots__ = ("_deliver", "_fired", "_lock", "_loop")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Any, BaseException | None], None]
@@ -1295,6 +1295,8 @@ class _LoopRelay:
         self._loop = loop
         self._deliver = deliver
         self._fired = False
+        # kazoo may report from the sending thread (a closed connection) and later from its own.
+        self._lock = threading.Lock()
 
     def set(self, value: Any) -> None:
         self._post(value, None)
@@ -1303,9 +1305,10 @@ class _LoopRelay:
         self._post(None, exception)
 
     def _post(self, value: Any, error: BaseException | None) -> None:
-        if self._fired:
-            return
-        self._fired = True
+        with self._lock:
+            if self._fired:
+                return
+            self._fired = True
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
             self._loop.call_soon_threadsafe(self._deliver, value, error)
 
