@@ -847,10 +847,14 @@ class BridgeController:
             self._drain_scheduled |= schedule
         if schedule:
             self._zk_executor.submit(self._drain_writes)
+        elif not ready and item.appended is not None:
+            # A write that fails never starts its fsync: the writer thread must hear of the batch anyway.
+            item.appended.durable.add_done_callback(lambda _durable: self._on_log_writing())
         await item.done
 
     def _on_log_writing(self) -> None:
-        """Log writer thread, as a round's fsync starts: let the writer thread take the queued batches."""
+        """Log writer thread, as a round's fsync starts (or its write failed): let the writer thread take
+        the queued batches."""
         with self._queue_lock:
             schedule = bool(self._queued_writes) and not self._drain_scheduled and not self._one_in_flight
             self._drain_scheduled |= schedule

@@ -285,3 +285,35 @@ def test_plans_from_image_slices_equal_plans_from_whole_images() -> None:
         image = replay_records(pairs, image=image)
         assert plan_delta(sliced_before, cut(image, keys)) == plan_delta(whole_before, image), batch
     assert isinstance(image, MetadataImage)
+
+
+def zookeeper_state(zk_connect: str) -> dict[str, tuple[bytes | None, int, int]]:
+    """Every znode's data, data version and child version."""
+    return {
+        node.path: (node.data, node.stat.version, node.stat.cversion)
+        for node in read_tree(zk_connect, acls=False)
+    }
+
+
+def test_a_change_the_log_failed_to_write_is_refused_and_never_reaches_zookeeper(
+    bridge: BridgeController, zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ZooKeeper multi is prepared while the log writes; a failed write must keep it from being sent."""
+    assert bridge.log is not None
+    before = zookeeper_state(zk_connect)
+
+    def broken_disk(chunk: list[bytes]) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(bridge.log, "_write_out", broken_disk)
+    response = send_request_sync(
+        "127.0.0.1", bridge.listen_port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "1234"))
+    )
+    assert [r.error_code for r in response.responses] == [ErrorCode.unknown_server_error]
+    assert zookeeper_state(zk_connect) == before
+    # The log takes no more appends (it must be reopened); later changes are refused as well.
+    again = send_request_sync(
+        "127.0.0.1", bridge.listen_port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "5678"))
+    )
+    assert [r.error_code for r in again.responses] == [ErrorCode.unknown_server_error]
+    assert zookeeper_state(zk_connect) == before
