@@ -920,7 +920,7 @@ class BridgeController:
                 for _ in batch:
                     self._write_done()
                 self._answer_writes(batch, errors)
-                if lost is not None or not one_multi:
+                if not one_multi:  # this was the fallback of a batch sent as one multi
                     self._one_settled()
 
     def _write_batch(

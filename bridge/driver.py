@@ -486,8 +486,7 @@ class MigrationDriver:
     def settle_one(self, one: OneMulti, reply: MultiReply, seconds: float) -> None:
         """The bookkeeping of a landed `one` (write observer, known containers, metrics)."""
         self.zk.settle_one(one, reply)
-        if self.on_zk_write is not None:
-            self.on_zk_write("delta", seconds, len(one.prepared.operations))
+        self._wrote(one, seconds)
 
     def resend_one(self, one: OneMulti) -> bool:
         """After `one`'s reply was lost with the connection (writer thread): send it again; True if it
@@ -504,9 +503,12 @@ class MigrationDriver:
         if state is None:
             return False
         self.leadership = state
-        if self.on_zk_write is not None:
-            self.on_zk_write("delta", time.monotonic() - started, len(one.prepared.operations))
+        self._wrote(one, time.monotonic() - started)
         return True
+
+    def _wrote(self, one: OneMulti, seconds: float) -> None:
+        if self.on_zk_write is not None:
+            self.on_zk_write("delta", seconds, len(one.prepared.operations))
 
     def _fence(self, exc: Exception) -> NoReturn:
         self.fenced_reason = str(exc)

@@ -368,9 +368,7 @@ class ZkMigrationClient(ZkLeadershipClient):
         Never blocks: a failed guard is not judged here (`apply_all` sending it again does that).
         """
         reply = parse_reply(one.multi, raw)
-        if not reply.landed or reply.migration_stat is None:
-            return reply, None
-        return reply, one.final.with_migration_zk_version(reply.migration_stat.version)
+        return reply, _state_after(one, reply)
 
     def resend_one(self, one: OneMulti) -> MigrationLeadershipState | None:
         """Send `one` again after its reply was lost with the connection: as `landed_one` (settled), but a
@@ -379,9 +377,7 @@ class ZkMigrationClient(ZkLeadershipClient):
         reply = self.send_guarded([one.multi], one.epoch_version, what, sent_before=True)[0]
         self.raise_if_fenced(reply, one.epoch_version, _name(one.prepared.operations[0]))
         self.settle_one(one, reply)
-        if not reply.landed or reply.migration_stat is None:
-            return None
-        return one.final.with_migration_zk_version(reply.migration_stat.version)
+        return _state_after(one, reply)
 
     def settle_one(self, one: OneMulti, reply: MultiReply) -> None:
         """Tell the write observer how `one` ended, and learn (or forget) the containers it relied on."""
@@ -1146,6 +1142,13 @@ class ZkMigrationClient(ZkLeadershipClient):
             return outcome.state
 
         return self._fused([request], kafka_path)
+
+
+def _state_after(one: OneMulti, reply: MultiReply) -> MigrationLeadershipState | None:
+    """The leadership state `one` leaves once it landed (its `/migration` version from the reply), else None."""
+    if not reply.landed or reply.migration_stat is None:
+        return None
+    return one.final.with_migration_zk_version(reply.migration_stat.version)
 
 
 def _name(op: ZkOperation) -> str:
