@@ -4,8 +4,10 @@ DUAL_WRITE that serves its log with Fetch, and one shim in front of it."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient
 
@@ -20,6 +22,7 @@ FIXTURE = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
 CHROOT = "/de-4-3-kafka-cluster"
 NODE_ID = 3000
 SHIM_ID = 7000
+TIMEOUT = 30.0
 
 
 def load_real_tree() -> ZTree:
@@ -60,3 +63,15 @@ def running_shim(*controllers: BridgeController | tuple[str, int]) -> Iterator[S
     server = ShimServer(ShimConfig(controllers=addresses, node_id=SHIM_ID, poll_interval_s=0.05))
     with ShimThread(server):
         yield server
+
+
+def result(futures: dict[Any, Any]) -> dict[Any, Any]:
+    """The results of an AdminClient call's futures, by key."""
+    return {key: future.result(timeout=TIMEOUT) for key, future in futures.items()}
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)

@@ -5,11 +5,9 @@ ZooKeeper in Kafka's formats."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException
@@ -34,7 +32,9 @@ from confluent_kafka.admin import (
 from kazoo.client import KazooClient
 from shim_harness import (
     SHIM_ID,
+    TIMEOUT,
     load_real_tree,
+    result,
     running_bridge,
     running_shim,
 )
@@ -48,8 +48,6 @@ from migrate.zk.model import ZkClusterModel
 from migrate.zk.tree import ZTree
 
 pytestmark = pytest.mark.zookeeper
-
-TIMEOUT = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -78,17 +76,6 @@ def admin(shim: ShimServer) -> AdminClient:
 
 def zk_model(zk_connect: str) -> ZkClusterModel:
     return from_tree(read_tree(zk_connect, acls=False))
-
-
-def result(futures: dict[Any, Any]) -> dict[Any, Any]:
-    return {key: future.result(timeout=TIMEOUT) for key, future in futures.items()}
-
-
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 # ---------------------------------------------------------------------------------------------- topics

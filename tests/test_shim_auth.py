@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kazoo.client import KazooClient
-from shim_harness import SHIM_ID, load_real_tree, running_bridge
+from shim_harness import SHIM_ID, TIMEOUT, eventually, load_real_tree, result, running_bridge
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
@@ -43,7 +42,6 @@ from migrate.zk.tree import ZTree
 
 pytestmark = pytest.mark.zookeeper
 
-TIMEOUT = 30.0
 ADMIN_PASSWORD = "admin-secret"
 ALICE_PASSWORD = "alice-secret"
 
@@ -99,17 +97,6 @@ def client(shim: ShimServer, user: str, password: str, mechanism: str = "SCRAM-S
 
 def admin(shim: ShimServer) -> AdminClient:
     return client(shim, "admin", ADMIN_PASSWORD, "PLAIN")
-
-
-def result(futures: dict[Any, Any]) -> dict[Any, Any]:
-    return {key: future.result(timeout=TIMEOUT) for key, future in futures.items()}
-
-
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def create_alice(shim: ShimServer, bridge: BridgeController) -> None:
