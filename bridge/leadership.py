@@ -30,6 +30,7 @@ from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, 
 from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL, OPEN_ACL_UNSAFE
 
+from bridge.multi_codec import MultiEncoder
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.zk import paths, znodes
 from migrate.zk.model import ControllerEpoch, ControllerRegistration, MigrationState
@@ -753,8 +754,32 @@ class ZkLeadershipClient:
         ops.extend(self._op(request) for request in multi.requests)
         return ops
 
+    def encoded_multi(self, multi: GuardedMulti, epoch_version: int) -> Transaction:
+        """`multi` as kazoo's request, encoded now: the bytes `guarded_ops` would give (the observer hears of
+        each request), without building kazoo's op objects."""
+        encoder = MultiEncoder()
+        encoder.check(self._server_path(paths.CONTROLLER_EPOCH), epoch_version)
+        migration = self._server_path(paths.MIGRATION)
+        if multi.migration_data is None:
+            encoder.check(migration, multi.migration_version)
+        else:
+            encoder.set_data(migration, multi.migration_data, multi.migration_version)
+        observer = self.observer
+        for request in multi.requests:
+            if observer is not None:
+                observer.sent(request)
+            server_path = self._server_path(request.path)
+            if isinstance(request, CreateRequest):
+                flags = 2 if request.sequential else 0
+                encoder.create(server_path, request.data, self._acl(request.path), flags)
+            elif isinstance(request, SetDataRequest):
+                encoder.set_data(server_path, request.data, request.version)
+            else:
+                encoder.delete(server_path, request.version)
+        return encoded_transaction(encoder.finish())
+
     def send_multi(self, multi: Transaction, relay: ReplyRelay) -> None:
-        """Queue one multi (`serialized_multi`) without waiting: `relay` gets the raw reply or the error.
+        """Queue one multi (`encoded_multi`) without waiting: `relay` gets the raw reply or the error.
 
         kazoo's own async results hand callbacks to a completion thread; `relay` is called on the
         connection thread itself, so it must only pass the outcome on (e.g. to an event loop).
@@ -847,7 +872,7 @@ class ZkLeadershipClient:
 
 
 class _SerializedTransaction(Transaction):
-    """A kazoo multi request encoded ahead (kazoo's connection thread only copies the bytes out)."""
+    """A kazoo multi request encoded ahead (kazoo's connection thread only sends the bytes)."""
 
     encoded: bytes
 
@@ -855,10 +880,10 @@ class _SerializedTransaction(Transaction):
         return self.encoded
 
 
-def serialized_multi(ops: Sequence[Any]) -> Transaction:
-    """kazoo's multi request of `ops`, encoded now rather than on the connection thread when it is sent."""
-    multi = _SerializedTransaction(list(ops))
-    multi.encoded = bytes(Transaction.serialize(multi))
+def encoded_transaction(encoded: bytes) -> Transaction:
+    """kazoo's multi request whose body is `encoded` (kazoo parses the reply itself)."""
+    multi = _SerializedTransaction([])
+    multi.encoded = encoded
     return multi
 
 

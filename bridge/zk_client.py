@@ -53,7 +53,6 @@ from bridge.leadership import (
     ZkResult,
     parse_reply,
     raise_for_results,
-    serialized_multi,
 )
 from bridge.operations import (
     BROKER_RESOURCE,
@@ -346,7 +345,7 @@ class ZkMigrationClient(ZkLeadershipClient):
         )
         multi = GuardedMulti(requests, state.migration_zk_version, znodes.encode_migration(final.to_znode()))
         epoch_version = state.zk_controller_epoch_zk_version
-        request = serialized_multi(self.guarded_ops(multi, epoch_version))
+        request = self.encoded_multi(multi, epoch_version)
         return OneMulti(prepared, multi, epoch_version, final, request)
 
     def send_one(self, one: OneMulti, relay: ReplyRelay) -> None:
