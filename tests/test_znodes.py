@@ -162,6 +162,15 @@ def test_fifty_partition_topic_keeps_kafkas_hash_order() -> None:
     assert keys[16:26] == [str(p) for p in range(10)]
 
 
+@pytest.mark.parametrize("count", [1, 3, 50, 64, 65, 300])
+def test_partition_keys_follow_scalas_map_order_for_small_and_large_topics(count: int) -> None:
+    # Topics of up to 64 partitions take a cached order; larger ones are ordered each time.
+    t = Topic("t", uuid.UUID(int=7), {p: [1] for p in range(count)})
+    for _ in range(2):
+        keys = list(json.loads(Z.encode_topic(t))["partitions"])
+        assert keys == Z.scala_mutable_map_order([str(p) for p in range(count)])
+
+
 def test_java8_and_java9_properties_orders_differ_and_both_are_kept() -> None:
     cfg = EntityConfig(
         "topics", "t", {"cleanup.policy": "compact", "segment.bytes": "1", "compression.type": "x"}

@@ -217,9 +217,24 @@ def _properties_sort(keys: Sequence[str], java8: bool) -> list[str]:
 _PARTITION_KEY_HASH: dict[int, int] = {}
 
 
-def _partition_order(partitions: Iterable[int]) -> list[int]:
+def _partition_order(partitions: Iterable[int]) -> Sequence[int]:
     """Order of a Scala `mutable.Map[String, _]()` keyed by these partition ids as decimal strings."""
-    ids = list(partitions)
+    ids = tuple(partitions)
+    if len(ids) <= _CACHED_ORDER_MAX:
+        return _small_partition_order(ids)
+    return _order_partitions(ids)
+
+
+# Most topics have a few partitions numbered from 0: the same small key sets come back on every write.
+_CACHED_ORDER_MAX = 64
+
+
+@functools.lru_cache(maxsize=256)
+def _small_partition_order(ids: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(_order_partitions(ids))
+
+
+def _order_partitions(ids: Sequence[int]) -> list[int]:
     size = _scala_final_table(len(ids), 16)
     cache = _PARTITION_KEY_HASH
     keyed = []
