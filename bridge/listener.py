@@ -259,8 +259,8 @@ class KafkaListener:
         if answer is None:
             return None
         response = unwrap_response(answer)
-        what = describe_api(request.api_key, request.api_version)
         if (int(response.__api_key__), int(response.__version__)) != (request.api_key, request.api_version):
+            what = describe_api(request.api_key, request.api_version)
             raise Zk2KraftError(
                 f"the {what} handler answered with {type(response).__name__} "
                 f"v{response.__version__} (api key {response.__api_key__})"
