@@ -80,6 +80,12 @@ def test_ordering_follows_the_table() -> None:
     assert mv.IBP_3_0_IV1.is_kraft_supported()
 
 
+def test_every_comparison_follows_the_table_position() -> None:
+    for i, a in enumerate(mv.ALL_VERSIONS):
+        for j, b in enumerate(mv.ALL_VERSIONS):
+            assert (a < b, a <= b, a > b, a >= b, a == b) == (i < j, i <= j, i > j, i >= j, i == j)
+
+
 @pytest.mark.parametrize(
     ("predicate", "first"),
     [

@@ -125,6 +125,11 @@ def default_directory(image: MetadataImage, broker_id: int) -> uuid.UUID:
     """KRaftClusterDescriber.defaultDir: the broker's only log dir, MIGRATING, or UNASSIGNED."""
     if not image.metadata_version.is_directory_assignment_supported():
         return MIGRATING_DIRECTORY
+    return _broker_directory(image, broker_id)
+
+
+def _broker_directory(image: MetadataImage, broker_id: int) -> uuid.UUID:
+    """defaultDir once directory assignment is known to be supported."""
     broker = image.cluster.brokers.get(broker_id)
     if broker is None:
         return UNASSIGNED_DIRECTORY
@@ -153,7 +158,7 @@ def partition_record(
         partition_epoch=0,
     )
     if mv.is_directory_assignment_supported():
-        record.directories = [default_directory(image, b) for b in replicas]
+        record.directories = [_broker_directory(image, b) for b in replicas]
     return record, mv.partition_record_version()
 
 
