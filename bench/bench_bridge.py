@@ -6,15 +6,20 @@ A private embedded ZooKeeper is seeded with a small synthetic Kafka cluster (`be
 and a BridgeController runs over it until DUAL_WRITE, by default in a child process (so the client side
 here does not share its GIL). Measured:
 
-- the FLOOR: one fsynced append to a MetadataLog plus one ZooKeeper multi (check + setData), one after the
-  other: what any durable, fenced dual-write must pay at least; sampled in turns with the two series below
-  (BLOCKS), so load changes during the run fall on the floor and the requests alike;
+- the MINIMAL FLOOR: one fsynced append to a MetadataLog plus one ZooKeeper multi (check + setData), one
+  after the other: what any durable, fenced dual-write must pay at least;
+- each request's OWN FLOOR: the records it appends, fsynced, then the one multi it needs (the bridge's two
+  guards and the znodes it writes: 9 creates for a 3-partition CreateTopics, a setData and a notification
+  for a config change), done directly with kazoo as the bridge's multi is: the I/O no controller can skip;
+- the floors are sampled in turns with the two series below (BLOCKS), so load changes during the run fall
+  on the floors and the requests alike;
 - p50/p99 of one IncrementalAlterConfigs (SET a topic config) and one CreateTopics through the listener,
   one client, sequentially, timed on the wire (request encoded before, response decoded after: the
   client's own Python costs are not the controller's); the same through kio's client for reference;
 - config changes/s with `--clients` concurrent clients, each on its own connection (group commit at work).
 
-Prints a JSON result, then the ratios against the targets (p50 <= 2x the floor; >= 1,000 changes/s).
+Prints a JSON result, then the ratios against the targets (p50 <= 2x the floor, against both floors;
+>= 1,000 changes/s).
 `--profile FILE` runs the controller under cProfile (every thread; figures are inflated by it) and prints
 where its time goes.
 """
@@ -38,12 +43,12 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
@@ -64,7 +69,9 @@ from bridge.metadata_log import MetadataLog
 from bridge.protocol import decode_response, encode_request, frame
 from migrate.errors import Zk2KraftError
 from migrate.kraft import records as rec
+from migrate.zk import znodes
 from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.model import EntityConfig, PartitionState, Topic
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_ID = 3000
@@ -301,16 +308,103 @@ def user_topics(cluster: GeneratedCluster) -> list[str]:
     return sorted(t for t in cluster.model.topics if not t.startswith("__"))
 
 
-class FloorProbe:
-    """The floor, one sample at a time: one fsynced MetadataLog append (one ConfigRecord), then one multi
-    (check + setData) on a private znode, sequentially: what any durable, fenced dual write pays at least."""
+RecordList = list[tuple[Any, int]]
 
-    def __init__(self, zk_connect: str, log_dir: Path) -> None:
+
+@dataclass(frozen=True)
+class FloorShape:
+    """What one floor sample does: append `records(i)` fsynced, then one multi of two guards and `writes`.
+
+    `writes(transaction, i)` adds the request's own ZooKeeper writes after the guards (none: the minimal floor).
+    """
+
+    name: str
+    records: Callable[[int], RecordList]
+    writes: Callable[[TransactionRequest, int], None] | None = None
+
+
+def _minimal_records(i: int) -> RecordList:
+    return [
+        (
+            rec.ConfigRecord(
+                resource_type=TOPIC_RESOURCE,
+                resource_name="floor",
+                name="retention.ms",
+                value=str(3_600_000 + i),
+            ),
+            0,
+        )
+    ]
+
+
+MINIMAL_FLOOR = FloorShape("minimal", _minimal_records)
+"""One ConfigRecord, then check + setData of one znode: what any durable, fenced dual write pays at least."""
+
+_REPLICAS = {0: [1, 2, 3], 1: [2, 3, 4], 2: [3, 4, 5]}
+_FLOOR_TOPIC_ID = uuid.UUID(int=0x5EED)
+
+
+def _create_topic_records(i: int) -> RecordList:
+    records: RecordList = [(rec.TopicRecord(name=f"ct-{i}", topic_id=_FLOOR_TOPIC_ID), 0)]
+    for p, replicas in _REPLICAS.items():
+        partition = rec.PartitionRecord(
+            partition_id=p, topic_id=_FLOOR_TOPIC_ID, replicas=replicas, isr=replicas, leader=replicas[0]
+        )
+        records.append((partition, 0))
+    return records
+
+
+def _create_topic_writes(transaction: TransactionRequest, i: int) -> None:
+    """The znodes the bridge creates for a 3-partition topic (bridge/zk_client.py), under FLOOR_PATH."""
+    name = f"ct-{i}"
+    topic = f"{FLOOR_PATH}/topics/{name}"
+    transaction.create(topic, znodes.encode_topic(Topic(name, _FLOOR_TOPIC_ID, _REPLICAS)))
+    transaction.create(
+        f"{FLOOR_PATH}/configs/{name}", znodes.encode_entity_config(EntityConfig("topics", name, {}))
+    )
+    transaction.create(f"{topic}/partitions")
+    for p, replicas in _REPLICAS.items():
+        transaction.create(f"{topic}/partitions/{p}")
+        state = PartitionState(leader=replicas[0], leader_epoch=0, isr=replicas, controller_epoch=1)
+        transaction.create(f"{topic}/partitions/{p}/state", znodes.encode_partition_state(state))
+
+
+def _config_writes(transaction: TransactionRequest, i: int) -> None:
+    """A topic config change as the bridge writes it: the config znode, then the change notification."""
+    config = EntityConfig("topics", "floor", {"retention.ms": str(3_600_000 + i)})
+    transaction.set_data(f"{FLOOR_PATH}/configs/floor", znodes.encode_entity_config(config))
+    note = b'{"version":2,"entity_path":"topics/floor"}'
+    transaction.create(f"{FLOOR_PATH}/changes/config_change_", note, sequence=True)
+
+
+OWN_FLOORS = {
+    "incremental_alter_configs": FloorShape("incremental_alter_configs", _minimal_records, _config_writes),
+    "create_topics": FloorShape("create_topics", _create_topic_records, _create_topic_writes),
+}
+"""Each request's own floor: the records it appends and the ZooKeeper multi it needs, done directly."""
+
+
+class FloorProbe:
+    """A floor, one sample at a time: one fsynced MetadataLog append, then one ZooKeeper multi, sequentially.
+
+    The minimal shape guards with check + setData of one znode; a request's own shape guards as the bridge
+    does (check an epoch znode, setData a migration znode) and adds the request's writes.
+    """
+
+    def __init__(self, zk_connect: str, log_dir: Path, shape: FloorShape = MINIMAL_FLOOR) -> None:
+        self.shape = shape
         self.kazoo = KazooClient(hosts=zk_connect)
         self.kazoo.start(timeout=30)
         self.log = MetadataLog.open(log_dir, node_id=NODE_ID, cluster_id="bench-floor")
-        self.kazoo.ensure_path(FLOOR_PATH)
-        self.version = self.kazoo.exists(FLOOR_PATH).version
+        self.guard = FLOOR_PATH if shape.writes is None else f"{FLOOR_PATH}/{shape.name}-migration"
+        self.epoch = f"{FLOOR_PATH}/epoch"
+        for path in (self.guard, self.epoch, f"{FLOOR_PATH}/topics", f"{FLOOR_PATH}/changes"):
+            self.kazoo.ensure_path(path)
+        if not self.kazoo.exists(f"{FLOOR_PATH}/configs/floor"):
+            self.kazoo.create(f"{FLOOR_PATH}/configs/floor", b"{}", makepath=True)
+        self.version = self.kazoo.exists(self.guard).version
+        self.epoch_version = self.kazoo.exists(self.epoch).version
+        self.taken = 0
         self.appends: list[float] = []
         self.multis: list[float] = []
         self.sums: list[float] = []
@@ -318,23 +412,24 @@ class FloorProbe:
     def sample(self, count: int, *, keep: bool = True) -> None:
         """Take `count` samples (`keep=False`: a warm-up, not counted)."""
         for _ in range(count):
-            i = len(self.sums)
-            record = rec.ConfigRecord(
-                resource_type=TOPIC_RESOURCE,
-                resource_name="floor",
-                name="retention.ms",
-                value=str(3_600_000 + i),
-            )
+            i = self.taken  # warm-ups included: every sample creates its own znodes
+            self.taken += 1
+            records = self.shape.records(i)
             started = time.perf_counter()
-            self.log.append([(record, 0)]).durable.result()
+            self.log.append(records).durable.result()
             appended = time.perf_counter()
             transaction = self.kazoo.transaction()
-            transaction.check(FLOOR_PATH, self.version)
-            transaction.set_data(FLOOR_PATH, f'{{"offset":{i}}}'.encode(), self.version)
+            if self.shape.writes is None:
+                transaction.check(self.guard, self.version)
+            else:
+                transaction.check(self.epoch, self.epoch_version)
+            transaction.set_data(self.guard, f'{{"offset":{i}}}'.encode(), self.version)
+            if self.shape.writes is not None:
+                self.shape.writes(transaction, i)
             results = transaction.commit()
             done = time.perf_counter()
             if any(isinstance(r, Exception) for r in results):
-                raise Zk2KraftError(f"floor multi on {FLOOR_PATH} failed: {results}")
+                raise Zk2KraftError(f"{self.shape.name} floor multi under {FLOOR_PATH} failed: {results}")
             self.version += 1
             if not keep:
                 continue
@@ -550,11 +645,12 @@ def measure_requests(
     topics: Sequence[str],
     requests: int,
     clients: int,
-    floor: FloorProbe,
+    floors: dict[str, FloorProbe],
     floor_samples: int,
 ) -> dict[str, Any]:
     """Sequential latencies (ApiVersions as the listener's own cost; IncrementalAlterConfigs, CreateTopics and
-    the floor interleaved in BLOCKS) and the concurrent throughput; a short warm-up precedes each."""
+    the floors, keyed by shape name, interleaved in BLOCKS) and the concurrent throughput; a short warm-up
+    precedes each."""
     topic = topics[0]
     warm = max(5, min(50, requests // 10))
     creates = max(5, requests // 4)
@@ -571,12 +667,14 @@ def measure_requests(
             listener = wire.exchange(api_versions, "ApiVersions")
             wire.exchange([set_topic_config(topic, 1_000 + i) for i in range(warm)], "warm-up")
             wire.exchange([create_topic(f"warm-{run_id}-{i}", 3, 3) for i in range(warm)], "warm-up")
-            floor.sample(warm, keep=False)
+            for floor in floors.values():
+                floor.sample(warm, keep=False)
             before = scrape(metrics_port)
             configs: list[float] = []
             created: list[float] = []
             for block in range(BLOCKS):
-                floor.sample(_share(floor_samples, block))
+                for floor in floors.values():
+                    floor.sample(_share(floor_samples, block))
                 n = _share(requests, block)
                 values = range(3_600_000 + len(configs), 3_600_000 + len(configs) + n)
                 configs += wire.exchange([set_topic_config(topic, v) for v in values], iac)
@@ -596,7 +694,10 @@ def measure_requests(
         loaded = await throughput(port, topics, clients, max(1, requests // clients))
         loaded_inside = controller_means(before_load, scrape(metrics_port), iac)
         return {
-            "floor": floor.summary(),
+            "floor": floors[MINIMAL_FLOOR.name].summary(),
+            "own_floors": {
+                name: floor.summary() for name, floor in floors.items() if name != MINIMAL_FLOOR.name
+            },
             "api_versions": latency_summary(listener),
             "incremental_alter_configs": {
                 **latency_summary(configs),
@@ -673,7 +774,10 @@ def _run_against(
         handle = InProcess.start(zk_connect + CHROOT, metadata_dir)
     else:
         handle = Subprocess.start(zk_connect + CHROOT, metadata_dir, profile)
-    floor = FloorProbe(zk_connect, tmp / "floor-log")
+    floors = {
+        shape.name: FloorProbe(zk_connect, tmp / f"floor-log-{shape.name}", shape)
+        for shape in (MINIMAL_FLOOR, *OWN_FLOORS.values())
+    }
     try:
         measured = measure_requests(
             handle.listen_port,
@@ -681,13 +785,15 @@ def _run_against(
             topic_names,
             requests,
             clients,
-            floor,
+            floors,
             max(50, min(requests, 500)),
         )
     finally:
-        floor.close()
+        for floor in floors.values():
+            floor.close()
         handle.stop()
     floor_p50 = measured["floor"]["sum"]["p50_ms"]
+    own = {name: summary["sum"]["p50_ms"] for name, summary in measured["own_floors"].items()}
     configs, created, loaded = (
         measured["incremental_alter_configs"],
         measured["create_topics"],
@@ -703,6 +809,10 @@ def _run_against(
         "ratios": {
             "incremental_alter_configs_p50_over_floor": round(configs["p50_ms"] / floor_p50, 2),
             "create_topics_p50_over_floor": round(created["p50_ms"] / floor_p50, 2),
+            "incremental_alter_configs_p50_over_own_floor": round(
+                configs["p50_ms"] / own["incremental_alter_configs"], 2
+            ),
+            "create_topics_p50_over_own_floor": round(created["p50_ms"] / own["create_topics"], 2),
             "changes_per_s": loaded["changes_per_s"],
         },
     }
@@ -730,17 +840,22 @@ def report(result: dict[str, Any]) -> str:
         return "met" if ok else "NOT met"
 
     patterns = result["zk_write_patterns"]
-    iac = ratios["incremental_alter_configs_p50_over_floor"]
-    ct = ratios["create_topics_p50_over_floor"]
+    own = result["own_floors"]
+
+    def latency(kind: str, label: str, request: dict[str, Any]) -> str:
+        minimal, mine = ratios[f"{kind}_p50_over_floor"], ratios[f"{kind}_p50_over_own_floor"]
+        return (
+            f"{label}: p50 {request['p50_ms']} ms, p99 {request['p99_ms']} ms = {minimal}x the minimal floor "
+            f"(target <= {TARGET_RATIO}x: {verdict(minimal <= TARGET_RATIO)}), {mine}x its own floor of "
+            f"{own[kind]['sum']['p50_ms']} ms ({verdict(mine <= TARGET_RATIO)}); with kio's client p50 "
+            f"{request['with_kio_client']['p50_ms']} ms"
+        )
+
     return "\n".join(
         [
-            f"floor (fsynced append + ZooKeeper multi): p50 {floor['p50_ms']} ms, p99 {floor['p99_ms']} ms",
-            f"IncrementalAlterConfigs: p50 {configs['p50_ms']} ms, p99 {configs['p99_ms']} ms = {iac}x the floor "
-            f"(target <= {TARGET_RATIO}x: {verdict(iac <= TARGET_RATIO)}); with kio's client p50 "
-            f"{configs['with_kio_client']['p50_ms']} ms",
-            f"CreateTopics: p50 {created['p50_ms']} ms, p99 {created['p99_ms']} ms = {ct}x the floor "
-            f"(target <= {TARGET_RATIO}x: {verdict(ct <= TARGET_RATIO)}); with kio's client p50 "
-            f"{created['with_kio_client']['p50_ms']} ms",
+            f"minimal floor (fsynced append + ZooKeeper multi): p50 {floor['p50_ms']} ms, p99 {floor['p99_ms']} ms",
+            latency("incremental_alter_configs", "IncrementalAlterConfigs", configs),
+            latency("create_topics", "CreateTopics", created),
             f"ZooKeeper writes of one config change: alone in one multi p50 "
             f"{patterns['one_change_one_multi']['p50_ms']} ms; 16 changes in one multi p50 "
             f"{patterns['per_change_16_in_one_multi']['p50_ms']} ms per change",

@@ -26,6 +26,9 @@ def test_tiny_benchmark_run_measures_every_phase(zk_connect: str, in_process: bo
     assert result["controller"].startswith("in-process" if in_process else "subprocess")
     assert result["cluster"] == {"topics": 3, "brokers": 6}
     assert result["floor"]["sum"]["count"] == 50
+    for own in ("incremental_alter_configs", "create_topics"):
+        assert result["own_floors"][own]["sum"]["count"] == 50
+        assert result["ratios"][f"{own}_p50_over_own_floor"] > 0
     assert result["zk_write_patterns"]["one_change_one_multi"]["count"] == 20
     assert result["zk_write_patterns"]["per_change_16_in_one_multi"]["count"] == 1
     assert result["incremental_alter_configs"]["count"] == 8
@@ -44,7 +47,7 @@ def test_tiny_benchmark_run_measures_every_phase(zk_connect: str, in_process: bo
 
     lines = bench_bridge.report(result).splitlines()
     assert [line.split(":")[0] for line in lines] == [
-        "floor (fsynced append + ZooKeeper multi)",
+        "minimal floor (fsynced append + ZooKeeper multi)",
         "IncrementalAlterConfigs",
         "CreateTopics",
         "ZooKeeper writes of one config change",
