@@ -784,7 +784,7 @@ class BridgeController:
             log.exception("%s handler failed", describe_api(api_key, api_version))
             return error_response(api_key, api_version, body, ErrorCode.unknown_server_error)
         if result.records:
-            # Encoded by the writer thread while ZooKeeper writes the change (when it can).
+            # Encoded on the event loop while ZooKeeper writes the change (when it goes out as one multi).
             encoded = EncodedResponse(result.response)
             try:
                 await self.commit(result.records, encoded)
@@ -799,7 +799,7 @@ class BridgeController:
     async def commit(self, records: list[RecordAndVersion], encoded: EncodedResponse | None = None) -> int:
         """Append `records` as one batch, then (durable) write what they change to ZooKeeper; their last offset.
 
-        `encoded`: the response to the change, encoded by the writer thread meanwhile if it is idle.
+        `encoded`: the response to the change, encoded ahead while ZooKeeper writes it (one multi only).
         """
         metadata_log, driver = self.log, self.driver
         assert metadata_log is not None and driver is not None and self._appends_open is not None
@@ -955,10 +955,6 @@ class BridgeController:
             last.durable.add_done_callback(
                 lambda durable: self._send_when_durable(batch, one, driver, durable)
             )
-            for item in batch:  # while the fsync and ZooKeeper work
-                if item.encoded is not None:
-                    with contextlib.suppress(Zk2KraftError):  # encoded (and reported) again when sent
-                        item.encoded.encode()
             return True
         durable = _durable_count(batch, errors)
         if durable == 0:
@@ -1019,8 +1015,15 @@ class BridgeController:
         def answered(raw: Any, error: BaseException | None) -> None:
             self._one_answered(batch, one, driver, started, raw, error)
 
+        def encode_ahead() -> None:
+            # The event loop is idle while ZooKeeper works: it encodes the answers then, once kazoo has
+            # the multi's bytes (so it does not take the GIL from the send). Encoded by the writer thread
+            # during the fsync instead, they held the GIL when the fsync returned.
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_encode_ahead, batch)
+
         assert driver.zk is not None
-        driver.zk.send_one(one, _LoopRelay(loop, answered))
+        driver.zk.send_one(one, _LoopRelay(loop, answered), encode_ahead)
 
     def _one_answered(
         self,
@@ -1331,6 +1334,14 @@ class _QueuedWrite:
     epoch: int
     done: asyncio.Future[None]
     encoded: EncodedResponse | None = None
+
+
+def _encode_ahead(batch: list[_QueuedWrite]) -> None:
+    """Encode the answers of `batch` before ZooKeeper's reply comes (those not already answered)."""
+    for item in batch:
+        if item.encoded is not None and item.encoded.body is None and not item.done.done():
+            with contextlib.suppress(Zk2KraftError):  # encoded (and reported) again when sent
+                item.encoded.encode()
 
 
 def _durable_count(batch: list[_QueuedWrite], errors: list[BaseException | None]) -> int:

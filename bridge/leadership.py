@@ -778,12 +778,17 @@ class ZkLeadershipClient:
                 encoder.delete(server_path, request.version)
         return encoded_transaction(encoder.finish())
 
-    def send_multi(self, multi: Transaction, relay: ReplyRelay) -> None:
+    def send_multi(
+        self, multi: Transaction, relay: ReplyRelay, on_send: Callable[[], None] | None = None
+    ) -> None:
         """Queue one multi (`encoded_multi`) without waiting: `relay` gets the raw reply or the error.
 
         kazoo's own async results hand callbacks to a completion thread; `relay` is called on the
-        connection thread itself, so it must only pass the outcome on (e.g. to an event loop).
+        connection thread itself, so it must only pass the outcome on (e.g. to an event loop). So is
+        `on_send`, as the multi goes out (for a multi from `encoded_multi`).
         """
+        if on_send is not None and isinstance(multi, _SerializedTransaction):
+            multi.on_send = on_send
         self.client._call(multi, relay)
 
     def _landed_before(self, reply: MultiReply, what: str) -> MultiReply:
@@ -872,11 +877,21 @@ class ZkLeadershipClient:
 
 
 class _SerializedTransaction(Transaction):
-    """A kazoo multi request encoded ahead (kazoo's connection thread only sends the bytes)."""
+    """A kazoo multi request encoded ahead (kazoo's connection thread only sends the bytes).
+
+    `on_send` runs once, on the connection thread, as it takes the bytes to send them.
+    """
 
     encoded: bytes
+    on_send: Callable[[], None] | None = None
 
     def serialize(self) -> bytes:
+        hook, self.on_send = self.on_send, None
+        if hook is not None:
+            try:
+                hook()
+            except Exception:  # kazoo's connection thread must send regardless
+                log.exception("the send hook of a ZooKeeper multi failed")
         return self.encoded
 
 

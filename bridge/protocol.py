@@ -563,10 +563,20 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     body = response.body if isinstance(response, EncodedResponse) else None
     response = unwrap_response(response)
     try:
-        header = response.__header_schema__(correlation_id=i32(correlation_id))
+        tail = _header_tail(response.__header_schema__)
     except TypeError as exc:
         raise Zk2KraftError(f"cannot build a response header for {type(response).__name__}: {exc}") from exc
-    return encode_entity(header) + (body if body is not None else encode_entity(response))
+    header = _CORRELATION_ID.pack(correlation_id) + tail
+    return header + (body if body is not None else encode_entity(response))
+
+
+_CORRELATION_ID = struct.Struct(">i")
+
+
+@functools.cache
+def _header_tail(header_schema: type[Any]) -> bytes:
+    """What a response header holds after its correlation id (a flexible header's empty tagged fields)."""
+    return encode_entity(header_schema(correlation_id=i32(0)))[_CORRELATION_ID.size :]
 
 
 def decode_response(payload: bytes, api_key: int, api_version: int, source: str) -> tuple[int, Any]:

@@ -348,9 +348,10 @@ class ZkMigrationClient(ZkLeadershipClient):
         request = self.encoded_multi(multi, epoch_version)
         return OneMulti(prepared, multi, epoch_version, final, request)
 
-    def send_one(self, one: OneMulti, relay: ReplyRelay) -> None:
-        """Queue `one` on the connection; `relay` hears how it ended (on kazoo's connection thread)."""
-        self.send_multi(one.request, relay)
+    def send_one(self, one: OneMulti, relay: ReplyRelay, on_send: Callable[[], None] | None = None) -> None:
+        """Queue `one` on the connection; `relay` hears how it ended and `on_send` runs as it goes out
+        (both on kazoo's connection thread)."""
+        self.send_multi(one.request, relay, on_send)
 
     def drop_one(self, one: OneMulti) -> None:
         """`one` will not be sent: the write observer hears that none of it landed."""

@@ -133,6 +133,15 @@ def test_a_response_encoded_ahead_is_sent_as_the_same_bytes(
     assert protocol.unwrap_response(encoded) is response
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), correlation_id=st.integers(-(2**31), 2**31 - 1))
+def test_a_response_header_is_what_kio_encodes(data: st.DataObject, correlation_id: int) -> None:
+    response = data.draw(st.from_type(data.draw(st.sampled_from(ROUND_TRIP_RESPONSES))))
+    header = response.__header_schema__(correlation_id=i32(correlation_id))
+    expected = protocol.encode_entity(header) + protocol.encode_entity(response)
+    assert encode_response(correlation_id, response) == expected
+
+
 def test_trailing_bytes_after_a_request_body_are_ignored_as_kafka_does() -> None:
     request = DescribeClusterRequest(include_cluster_authorized_operations=True)
     decoded = decode_request(encode_request(request, 3, "c") + b"\x01\x02", "test")
