@@ -752,7 +752,9 @@ class BridgeController:
         started = time.monotonic()
         response = await self._answer(api_key, api_version, body, principal or ANONYMOUS, client_id)
         # Counted right after the answer goes out: the metrics' label lookups are not the client's wait.
-        asyncio.get_running_loop().call_soon(self._count_request, api_key, response, time.monotonic() - started)
+        asyncio.get_running_loop().call_soon(
+            self._count_request, api_key, response, time.monotonic() - started
+        )
         return response
 
     def _count_request(self, api_key: int, response: Any, seconds: float) -> None:
@@ -807,7 +809,8 @@ class BridgeController:
             await self._appends_open.wait()
         await self._enter_append()
         try:
-            # Planned now, on the event loop: the image moves on with the next request.
+            # Cut now, on the event loop: the image moves on with the next request. The writer thread plans
+            # the slices beside the fsync, so the log writer need not wait for the plan to start it.
             keys = touched_keys(records, metadata_log.image)
             before = cut(metadata_log.image, keys)
             appended = metadata_log.append(records)
@@ -817,16 +820,11 @@ class BridgeController:
         finally:
             self._gate.release()
         self.metrics.set_offsets(log_end_offset=appended.last_offset)
-        try:
-            ops = plan_delta(before, after)
-        except BaseException as exc:
-            # Committed, but ZooKeeper cannot be told the delta: a reconciliation repairs it.
-            self._zk_write_failed(f"planning the dual write of offset {appended.last_offset} failed: {exc}")
-            self._write_done()
-            raise
         # Queued in log order: appends and this queue only move on the event loop, with no await between.
         await self._queue_write(
-            _QueuedWrite(appended, ops, metadata_log.leader_epoch, self._new_future(), encoded)
+            _QueuedWrite(
+                appended, [], metadata_log.leader_epoch, self._new_future(), encoded, (before, after)
+            )
         )
         return int(appended.last_offset)
 
@@ -935,6 +933,7 @@ class BridgeController:
         driver = self.driver
         assert driver is not None
         # Planned while the log fsyncs (the plans hold only if every batch turns out durable).
+        self._plan_deltas(batch, errors)
         everything = [op for item in batch for op in item.ops]
         prepared = driver.prepare_ops(everything)
         one = None
@@ -983,6 +982,22 @@ class BridgeController:
                     errors[i] = exc
         self.metrics.set_offsets(zk_offset=driver.leadership.kraft_metadata_offset)
         return False
+
+    def _plan_deltas(self, batch: list[_QueuedWrite], errors: list[BaseException | None]) -> None:
+        """Writer thread: the ZooKeeper operations of each change not planned yet (from its image slices)."""
+        for i, item in enumerate(batch):
+            if item.delta is None:
+                continue
+            before, after = item.delta
+            item.delta = None
+            try:
+                item.ops = plan_delta(before, after)
+            except Exception as exc:
+                # Committed, but ZooKeeper cannot be told the delta: a reconciliation repairs it. Marking
+                # ZooKeeper out of sync also keeps this batch off the one multi (which answers all alike).
+                offset = item.appended.last_offset if item.appended is not None else "?"
+                self._zk_write_failed(f"planning the dual write of offset {offset} failed: {exc}")
+                errors[i] = exc
 
     def _send_when_durable(
         self,
@@ -1334,6 +1349,8 @@ class _QueuedWrite:
     epoch: int
     done: asyncio.Future[None]
     encoded: EncodedResponse | None = None
+    delta: tuple[MetadataImage, MetadataImage] | None = None
+    """The image slices before and after the change, until the writer thread plans them into `ops`."""
 
 
 def _encode_ahead(batch: list[_QueuedWrite]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -317,3 +318,41 @@ def test_a_change_the_log_failed_to_write_is_refused_and_never_reaches_zookeeper
     )
     assert [r.error_code for r in again.responses] == [ErrorCode.unknown_server_error]
     assert zookeeper_state(zk_connect) == before
+
+
+def test_a_change_whose_dual_write_cannot_be_planned_is_refused_and_zookeeper_is_repaired(
+    bridge: BridgeController, zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer thread plans the change beside the fsync; a planning defect fails that request only, and
+    the committed change reaches ZooKeeper through a reconciliation."""
+    import bridge.controller as controller_module
+
+    planned = controller_module.plan_delta
+    failures = 0
+
+    def defect_once(before: MetadataImage, after: MetadataImage) -> list[Any]:
+        nonlocal failures
+        if failures == 0:
+            failures += 1
+            raise RuntimeError("a planning defect")
+        return planned(before, after)
+
+    monkeypatch.setattr(controller_module, "plan_delta", defect_once)
+    port = bridge.listen_port
+    refused = send_request_sync(
+        "127.0.0.1", port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "4321"))
+    )
+    assert [r.error_code for r in refused.responses] == [ErrorCode.unknown_server_error]
+    # Committed all the same: the log has it, and the reconciliation writes it to ZooKeeper.
+    assert bridge.log is not None
+    assert bridge.log.image.configs[(TOPIC, "current_stock")]["retention.ms"] == "4321"
+    deadline = time.monotonic() + 30
+    while bridge.zk_out_of_sync is not None:
+        assert time.monotonic() < deadline, bridge.zk_out_of_sync
+        time.sleep(0.05)
+    later = send_request_sync(
+        "127.0.0.1", port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "8765"))
+    )
+    assert [r.error_code for r in later.responses] == [ErrorCode.none]
+    znodes = assert_log_image_and_zookeeper_agree(bridge, zk_connect)
+    assert json.loads(znodes["/config/topics/current_stock"] or b"{}")["config"]["retention.ms"] == "8765"
