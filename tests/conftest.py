@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
+from migrate.zk.restore import load_data_dir
+from migrate.zk.tree import ZTree
 
 # ---------------------------------------------------------------- ZooKeeper
 
@@ -76,3 +79,14 @@ def zk_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEn
     ensemble.start()
     yield ensemble
     ensemble.close()
+
+
+REAL_CLUSTER = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
+REAL_CHROOT = "/de-4-3-kafka-cluster"
+
+
+@pytest.fixture(scope="module")
+def real_tree() -> ZTree:
+    """The real Kafka 3.5 cluster's ZooKeeper tree (tests/fixtures/zk-real-kafka-3.5), under its chroot."""
+    tree, _report = load_data_dir(REAL_CLUSTER)
+    return tree.with_chroot(REAL_CHROOT)

@@ -15,19 +15,11 @@ from bridge.api import DriverState
 from bridge.controller import BridgeConfig, BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
 from migrate.zk.load import load_tree
-from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import ZTree
 
-FIXTURE = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
-CHROOT = "/de-4-3-kafka-cluster"
 NODE_ID = 3000
 SHIM_ID = 7000
 TIMEOUT = 30.0
-
-
-def load_real_tree() -> ZTree:
-    tree, _report = load_data_dir(FIXTURE)
-    return tree.with_chroot(CHROOT)
 
 
 def start_controller(config: BridgeConfig) -> BridgeController:

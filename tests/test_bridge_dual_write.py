@@ -36,22 +36,14 @@ from migrate.kraft.replay import replay_records
 from migrate.zk.cluster import from_tree, to_znodes
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
-from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import ZTree
 
 pytestmark = pytest.mark.zookeeper
 
-FIXTURE = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
-CHROOT = "/de-4-3-kafka-cluster"
 NODE_ID = 3000
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
 
-
-@pytest.fixture(scope="module")
-def real_tree() -> ZTree:
-    tree, _report = load_data_dir(FIXTURE)
-    return tree.with_chroot(CHROOT)
 
 
 @pytest.fixture

@@ -54,13 +54,10 @@ from migrate.zk.model import (
     Topic,
     ZkClusterModel,
 )
-from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import ZTree
 
 pytestmark = pytest.mark.zookeeper
 
-FIXTURE = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
-CHROOT = "/de-4-3-kafka-cluster"
 NODE_ID = 3000
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -71,11 +68,6 @@ CREATE_TOPICS, DELETE_TOPICS, CREATE_ACLS, DELETE_ACLS, ALTER_CONFIGS = 19, 20, 
 CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, ALTER_CLIENT_QUOTAS, ALTER_SCRAM = 37, 44, 49, 51
 ALTER_PARTITION, ALLOCATE_PRODUCER_IDS = 56, 67
 
-
-@pytest.fixture(scope="module")
-def real_tree() -> ZTree:
-    tree, _report = load_data_dir(FIXTURE)
-    return tree.with_chroot(CHROOT)
 
 
 @pytest.fixture

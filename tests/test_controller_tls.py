@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32
-from shim_harness import NODE_ID, SHIM_ID, load_real_tree
+from shim_harness import NODE_ID, SHIM_ID
 from test_shim_security_tls import Pki, client_context, issue, openssl
 
 from bridge.api import DriverState
@@ -31,6 +31,7 @@ from cli.main import cli
 from cli.shim_cmd import secure_controller_channel
 from migrate.errors import Zk2KraftError
 from migrate.zk.load import load_tree
+from migrate.zk.tree import ZTree
 
 pytestmark = [
     pytest.mark.zookeeper,
@@ -62,8 +63,10 @@ def secure_config(zk_connect: str, metadata_dir: Path, pki: Pki, **extra: Any) -
 
 
 @pytest.fixture
-def bridge(zk_client: KazooClient, zk_connect: str, tmp_path: Path, pki: Pki) -> Iterator[BridgeController]:
-    load_tree(zk_client, load_real_tree())
+def bridge(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, pki: Pki
+) -> Iterator[BridgeController]:
+    load_tree(zk_client, real_tree)
     controller = BridgeController(secure_config(zk_connect, tmp_path / "meta", pki)).start()
     try:
         assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error

@@ -33,7 +33,6 @@ from kazoo.client import KazooClient
 from shim_harness import (
     SHIM_ID,
     TIMEOUT,
-    load_real_tree,
     result,
     running_bridge,
     running_shim,
@@ -49,10 +48,6 @@ from migrate.zk.tree import ZTree
 
 pytestmark = pytest.mark.zookeeper
 
-
-@pytest.fixture(scope="module")
-def real_tree() -> ZTree:
-    return load_real_tree()
 
 
 @pytest.fixture

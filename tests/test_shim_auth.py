@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kazoo.client import KazooClient
-from shim_harness import SHIM_ID, TIMEOUT, eventually, load_real_tree, result, running_bridge
+from shim_harness import SHIM_ID, TIMEOUT, eventually, result, running_bridge
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
@@ -45,10 +45,6 @@ pytestmark = pytest.mark.zookeeper
 ADMIN_PASSWORD = "admin-secret"
 ALICE_PASSWORD = "alice-secret"
 
-
-@pytest.fixture(scope="module")
-def real_tree() -> ZTree:
-    return load_real_tree()
 
 
 @pytest.fixture

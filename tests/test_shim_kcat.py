@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from shim_harness import SHIM_ID, load_real_tree, running_bridge, running_shim
+from shim_harness import SHIM_ID, running_bridge, running_shim
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimServer
+from migrate.zk.tree import ZTree
 
 pytestmark = [
     pytest.mark.zookeeper,
@@ -24,8 +25,10 @@ pytestmark = [
 
 
 @pytest.fixture
-def bridge(zk_client: KazooClient, zk_connect: str, tmp_path: Path) -> Iterator[BridgeController]:
-    with running_bridge(zk_client, zk_connect, load_real_tree(), tmp_path) as controller:
+def bridge(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> Iterator[BridgeController]:
+    with running_bridge(zk_client, zk_connect, real_tree, tmp_path) as controller:
         yield controller
 
 

@@ -19,7 +19,6 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.static.primitive import i8, i32, i64
 from shim_harness import (
     controller_config,
-    load_real_tree,
     running_bridge,
     running_shim,
     start_controller,
@@ -42,10 +41,6 @@ pytestmark = pytest.mark.zookeeper
 STOCK = "current_stock"
 ALTER_PARTITION = 56
 
-
-@pytest.fixture(scope="module")
-def real_tree() -> ZTree:
-    return load_real_tree()
 
 
 @pytest.fixture

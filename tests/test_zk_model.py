@@ -54,11 +54,6 @@ FIXTURE = Path(__file__).parent / "fixtures" / "zk-real-kafka-3.5"
 CHROOT = "/de-4-3-kafka-cluster"
 
 
-@pytest.fixture(scope="module")
-def real_tree() -> ZTree:
-    tree, _ = load_data_dir(FIXTURE)
-    return tree.with_chroot(CHROOT)
-
 
 @pytest.fixture(scope="module")
 def real_model(real_tree: ZTree) -> ZkClusterModel:
