@@ -18,6 +18,7 @@ from migrate.plan.live import live_checks
 from migrate.plan.load import load_inputs
 from migrate.plan.phases import build_plan
 from migrate.plan.render import summary_lines, write_plan
+from migrate.zk.model import SECURITY_PROTOCOLS
 
 
 @click.command("plan")
@@ -52,7 +53,7 @@ from migrate.plan.render import summary_lines, write_plan
 @click.option("--controller-listener", default="CONTROLLER", show_default=True, help="Name of the controller listener.")
 @click.option(
     "--controller-protocol",
-    type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
+    type=click.Choice(SECURITY_PROTOCOLS),
     default="PLAINTEXT",
     show_default=True,
     help="Security protocol of the controller listener.",

@@ -13,6 +13,7 @@ import click
 
 from cli.common import handles_errors
 from migrate.errors import Zk2KraftError
+from migrate.zk.model import SECURITY_PROTOCOLS
 
 if TYPE_CHECKING:
     from bridge.shim.security import SaslConfig
@@ -75,7 +76,7 @@ def shim_group() -> None:
 )
 @click.option(
     "--security-protocol",
-    type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]),
+    type=click.Choice(SECURITY_PROTOCOLS),
     default="PLAINTEXT",
     show_default=True,
     help="The listener's security.protocol: SSL and SASL_SSL need --ssl-cert; SASL_* need --sasl-mechanisms.",
@@ -282,7 +283,7 @@ def secure_shim(
     from bridge.shim.authorizer import StandardAuthorizer
     from bridge.shim.security_tls import server_ssl_context
 
-    if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+    if security_protocol not in SECURITY_PROTOCOLS:
         raise Zk2KraftError(f"--security-protocol {security_protocol!r} is not a Kafka security protocol")
     if security_protocol in ("SSL", "SASL_SSL"):
         if ssl_cert is None:
