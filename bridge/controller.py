@@ -901,16 +901,21 @@ class BridgeController:
             self._write_or_send(batch, one_multi=True)
 
     def _write_or_send(
-        self, batch: list[_QueuedWrite], *, one_multi: bool, lost: OneMulti | None = None
+        self,
+        batch: list[_QueuedWrite],
+        *,
+        one_multi: bool,
+        lost: tuple[OneMulti, MigrationDriver] | None = None,
     ) -> None:
         """Writer thread: write `batch`, answer it, unless it went out as one multi answered on the event loop.
 
-        `lost`: the batch's one multi whose reply was lost with the connection (it is sent again first).
+        `lost`: the batch's one multi whose reply was lost with the connection, and the driver that sent it
+        (it is sent again first, by that driver: a successor's must not judge its predecessor's fence).
         """
         errors: list[BaseException | None] = [None] * len(batch)
         sent = False
         try:
-            if lost is None or not self._resend_lost(batch, lost, errors):
+            if lost is None or not self._resend_lost(batch, *lost, errors):
                 sent = self._write_batch(batch, errors, one_multi=one_multi)
         except BaseException as exc:  # a defect: answer every request with it rather than leave them hanging
             log.exception("dual write of %d batch(es) failed unexpectedly", len(batch))
@@ -1065,7 +1070,7 @@ class BridgeController:
                 asyncio.get_running_loop().call_soon(self._one_landed, batch, one, reply, driver, seconds)
                 return
         # Not landed (nothing of it did: redone the Kafka way, which also judges a lost fence) or unanswered.
-        lost = one if error is not None else None
+        lost = (one, driver) if error is not None else None
         try:
             self._zk_executor.submit(self._write_or_send, batch, one_multi=False, lost=lost)
         except RuntimeError:  # shutting down: the writer thread is gone
@@ -1095,12 +1100,16 @@ class BridgeController:
             self._one_settled()
 
     def _resend_lost(
-        self, batch: list[_QueuedWrite], one: OneMulti, errors: list[BaseException | None]
+        self,
+        batch: list[_QueuedWrite],
+        one: OneMulti,
+        driver: MigrationDriver,
+        errors: list[BaseException | None],
     ) -> bool:
-        """Writer thread: send again the one multi whose reply was lost; True when that settled the batch."""
-        assert self.driver is not None
+        """Writer thread: `driver` sends again its one multi whose reply was lost; True when that settled
+        the batch."""
         try:
-            return self.driver.resend_one(one)
+            return driver.resend_one(one)
         except FencedOut as exc:
             errors[:] = [exc] * len(batch)
         except (Zk2KraftError, KazooException) as exc:
