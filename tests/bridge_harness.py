@@ -595,6 +595,7 @@ class ZkReplyCutter:
         self.port = int(self._listener.getsockname()[1])
         self._armed = threading.Event()
         self._containing = b""
+        self._hold = False
         self.cuts = 0
         self._closed = False
         self._sockets: list[socket.socket] = []
@@ -604,10 +605,12 @@ class ZkReplyCutter:
     def connect_string(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def arm(self, containing: bytes = b"") -> None:
+    def arm(self, containing: bytes = b"", *, hold: bool = False) -> None:
         """Cut the connection that carries the next multi-op request (whose bytes hold `containing`) once
-        the server received it."""
+        the server received it; `hold`: keep the connection open but relay nothing more to the client (the
+        answer never comes, as with a server that hangs)."""
         self._containing = containing
+        self._hold = hold
         self._armed.set()
 
     @property
@@ -669,6 +672,8 @@ class ZkReplyCutter:
     def _down(self, server: socket.socket, client: socket.socket, cut: threading.Event) -> None:
         try:
             while data := server.recv(65536):
+                if cut.is_set() and self._hold:
+                    continue  # held: the client waits for answers that never come
                 if cut.is_set():
                     break  # the answer to the multi (or anything after it) never reaches the client
                 client.sendall(data)

@@ -5,9 +5,12 @@ changes: it stays up, serves again, loses no acknowledged change, and ZooKeeper 
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +28,16 @@ from bridge_harness import (
     set_data_op_bytes,
 )
 from kazoo.client import KazooClient
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kio.static.primitive import i8
 
+from bridge.api import DriverState
+from bridge.client import send_request_sync
+from bridge.controller import BridgeConfig, BridgeController
 from bridge.leadership import CreateRequest
 from bridge.zk_client import ZkMigrationClient
 from migrate.zk import paths, znodes
@@ -205,6 +217,88 @@ def test_a_lost_reply_to_a_dual_write_is_survived(zk: EmbeddedZooKeeper, tmp_pat
             converged(bridge, stream, context)
     finally:
         cutter.close()
+
+
+def test_a_shutdown_while_zookeeper_holds_a_dual_writes_answer_ends_cleanly(
+    zk: EmbeddedZooKeeper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopped while the one multi of a change waits for an answer that never comes, the controller gives up
+    on it after its wait for in-flight writes, fails the request, stops, and logs no defect; restarted, it
+    converges ZooKeeper to the log."""
+    import bridge.controller as controller_module
+
+    monkeypatch.setattr(controller_module, "SHUTDOWN_WRITES_WAIT_S", 0.5)
+    chroot = "/held-reply"
+    seeded_chroot(zk.connect_string, chroot)
+    cutter = ZkReplyCutter(zk.port)
+    config = BridgeConfig.model_validate(
+        {"zk_connect": cutter.connect_string + chroot, "metadata_dir": tmp_path / "meta", "node_id": NODE_ID}
+    )
+    answers: list[object] = []
+    try:
+        controller = BridgeController(config).start()
+        try:
+            assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+            topic = sorted(controller.log.image.topics_by_name)[0]  # type: ignore[union-attr]
+            cutter.arm(containing=set_data_op_bytes(chroot + paths.MIGRATION), hold=True)
+
+            def change() -> None:
+                request = alter_topic_config(topic, "retention.ms", "4242")
+                try:
+                    answers.append(send_request_sync("127.0.0.1", controller.listen_port, request))
+                except Exception as exc:  # the controller closed the connection
+                    answers.append(exc)
+
+            sender = threading.Thread(target=change, daemon=True)
+            sender.start()
+            deadline = time.monotonic() + 30
+            while cutter.cuts == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert cutter.cuts == 1, "the change's multi did not reach the relay"
+            with caplog.at_level(logging.ERROR):
+                started = time.monotonic()
+                controller.stop(timeout=60)
+                assert controller.exit_code is not None
+                assert time.monotonic() - started < 30
+            sender.join(15)
+            assert answers and not _succeeded(answers[0]), answers
+            defects = [
+                r for r in caplog.records if r.exc_info is not None or "Exception in callback" in r.message
+            ]
+            assert defects == [], [r.getMessage() for r in defects]
+        finally:
+            controller.stop()
+    finally:
+        cutter.close()
+    # The change was fsynced before it was sent: restarted without the relay, the controller has it and
+    # ZooKeeper converges to the log.
+    direct = config.model_copy(update={"zk_connect": zk.connect_string + chroot})
+    restarted = BridgeController(direct).start()
+    try:
+        assert restarted.wait_for_state(DriverState.DUAL_WRITE), restarted.error
+        assert restarted.log is not None
+        assert restarted.log.image.configs[(2, topic)]["retention.ms"] == "4242"
+        client = KazooClient(hosts=zk.connect_string + chroot)
+        client.start(timeout=15)
+        try:
+            data, _stat = client.get(paths.config_path(f"topics/{topic}"))
+            assert json.loads(data)["config"]["retention.ms"] == "4242"
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        restarted.stop()
+
+
+def alter_topic_config(topic: str, name: str, value: str) -> IncrementalAlterConfigsRequest:
+    config = AlterableConfig(name=name, config_operation=i8(0), value=value)  # SET
+    resource = AlterConfigsResource(resource_type=i8(2), resource_name=topic, configs=(config,))
+    return IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
+
+
+def _succeeded(answer: object) -> bool:
+    responses = getattr(answer, "responses", None)
+    return bool(responses) and all(int(r.error_code) == 0 for r in responses)
 
 
 # ------------------------------------------------------------------ foreign writes are still noticed afterwards
