@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: real ZooKeeper servers started from pyspark's jars."""
+"""Shared pytest fixtures: real ZooKeeper servers (pyspark's jars), the real cluster's tree, a bridge, a shim."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from shim_harness import running_bridge, running_shim
 
+from bridge.controller import BridgeController
+from bridge.shim.server import ShimServer
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
 from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import ZTree
@@ -90,3 +93,19 @@ def real_tree() -> ZTree:
     """The real Kafka 3.5 cluster's ZooKeeper tree (tests/fixtures/zk-real-kafka-3.5), under its chroot."""
     tree, _report = load_data_dir(REAL_CLUSTER)
     return tree.with_chroot(REAL_CHROOT)
+
+
+@pytest.fixture
+def bridge(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> Iterator[BridgeController]:
+    """A bridge controller in DUAL_WRITE over the real cluster (modules with their own `bridge` override it)."""
+    with running_bridge(zk_client, zk_connect, real_tree, tmp_path) as controller:
+        yield controller
+
+
+@pytest.fixture
+def shim(bridge: BridgeController) -> Iterator[ShimServer]:
+    """A shim in front of `bridge` (modules with their own `shim` override it)."""
+    with running_shim(bridge) as server:
+        yield server

@@ -6,8 +6,6 @@ ZooKeeper in Kafka's formats."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
@@ -34,8 +32,6 @@ from shim_harness import (
     SHIM_ID,
     TIMEOUT,
     result,
-    running_bridge,
-    running_shim,
 )
 
 from bridge.controller import BridgeController
@@ -44,24 +40,9 @@ from migrate.kraft.reader import load_image
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
 from migrate.zk.model import ZkClusterModel
-from migrate.zk.tree import ZTree
 
 pytestmark = pytest.mark.zookeeper
 
-
-
-@pytest.fixture
-def bridge(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
-) -> Iterator[BridgeController]:
-    with running_bridge(zk_client, zk_connect, real_tree, tmp_path) as controller:
-        yield controller
-
-
-@pytest.fixture
-def shim(bridge: BridgeController) -> Iterator[ShimServer]:
-    with running_shim(bridge) as server:
-        yield server
 
 
 @pytest.fixture

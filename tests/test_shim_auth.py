@@ -29,8 +29,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from kazoo.client import KazooClient
-from shim_harness import SHIM_ID, TIMEOUT, eventually, result, running_bridge
+from shim_harness import SHIM_ID, TIMEOUT, eventually, result
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
@@ -38,21 +37,12 @@ from cli.shim_cmd import read_plain_users, secure_shim
 from migrate.errors import Zk2KraftError
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
-from migrate.zk.tree import ZTree
 
 pytestmark = pytest.mark.zookeeper
 
 ADMIN_PASSWORD = "admin-secret"
 ALICE_PASSWORD = "alice-secret"
 
-
-
-@pytest.fixture
-def bridge(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
-) -> Iterator[BridgeController]:
-    with running_bridge(zk_client, zk_connect, real_tree, tmp_path) as controller:
-        yield controller
 
 
 def shim_server(bridge: BridgeController, **security: Any) -> ShimServer:

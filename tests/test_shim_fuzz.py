@@ -18,21 +18,18 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Final
 
 import pytest
-from kazoo.client import KazooClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
-from shim_harness import SHIM_ID, running_bridge
+from shim_harness import SHIM_ID
 
 from bridge.client import send_request_sync
 from bridge.controller import BridgeController
 from bridge.protocol import frame
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
-from migrate.zk.tree import ZTree
 
 pytestmark = pytest.mark.zookeeper
 
@@ -45,14 +42,6 @@ STALLED_CLIENTS: Final = 20
 RSS_SLACK_BYTES: Final = 48 * 1024 * 1024
 # Api keys the shim serves (a header for these decodes; the body is where the garbage goes).
 SERVED_KEYS: Final = (3, 19, 20, 32, 33, 37, 44, 48, 50, 51, 56, 60, 29, 30, 31, 18)
-
-
-@pytest.fixture
-def bridge(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
-) -> Iterator[BridgeController]:
-    with running_bridge(zk_client, zk_connect, real_tree, tmp_path) as controller:
-        yield controller
 
 
 @pytest.fixture

@@ -7,35 +7,17 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
-from shim_harness import SHIM_ID, running_bridge, running_shim
+from shim_harness import SHIM_ID
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimServer
-from migrate.zk.tree import ZTree
 
 pytestmark = [
     pytest.mark.zookeeper,
     pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (apt-get install kcat)"),
 ]
-
-
-@pytest.fixture
-def bridge(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
-) -> Iterator[BridgeController]:
-    with running_bridge(zk_client, zk_connect, real_tree, tmp_path) as controller:
-        yield controller
-
-
-@pytest.fixture
-def shim(bridge: BridgeController) -> Iterator[ShimServer]:
-    with running_shim(bridge) as server:
-        yield server
 
 
 def test_kcat_lists_the_cluster_through_the_shim(shim: ShimServer, bridge: BridgeController) -> None:

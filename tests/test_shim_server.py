@@ -19,7 +19,6 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.static.primitive import i8, i32, i64
 from shim_harness import (
     controller_config,
-    running_bridge,
     running_shim,
     start_controller,
 )
@@ -41,20 +40,6 @@ pytestmark = pytest.mark.zookeeper
 STOCK = "current_stock"
 ALTER_PARTITION = 56
 
-
-
-@pytest.fixture
-def bridge(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
-) -> Iterator[BridgeController]:
-    with running_bridge(zk_client, zk_connect, real_tree, tmp_path) as controller:
-        yield controller
-
-
-@pytest.fixture
-def shim(bridge: BridgeController) -> Iterator[ShimServer]:
-    with running_shim(bridge) as server:
-        yield server
 
 
 def test_api_versions_advertise_exactly_what_the_shim_serves(shim: ShimServer) -> None:
