@@ -30,7 +30,7 @@ from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, 
 from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL, OPEN_ACL_UNSAFE
 
-from bridge.multi_codec import MultiEncoder
+from bridge.multi_codec import encode_multi
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.zk import paths, znodes
 from migrate.zk.model import ControllerEpoch, ControllerRegistration, MigrationState
@@ -755,28 +755,8 @@ class ZkLeadershipClient:
         return ops
 
     def encoded_multi(self, multi: GuardedMulti, epoch_version: int) -> Transaction:
-        """`multi` as kazoo's request, encoded now: the bytes `guarded_ops` would give (the observer hears of
-        each request), without building kazoo's op objects."""
-        encoder = MultiEncoder()
-        encoder.check(self._server_path(paths.CONTROLLER_EPOCH), epoch_version)
-        migration = self._server_path(paths.MIGRATION)
-        if multi.migration_data is None:
-            encoder.check(migration, multi.migration_version)
-        else:
-            encoder.set_data(migration, multi.migration_data, multi.migration_version)
-        observer = self.observer
-        for request in multi.requests:
-            if observer is not None:
-                observer.sent(request)
-            server_path = self._server_path(request.path)
-            if isinstance(request, CreateRequest):
-                flags = 2 if request.sequential else 0
-                encoder.create(server_path, request.data, self._acl(request.path), flags)
-            elif isinstance(request, SetDataRequest):
-                encoder.set_data(server_path, request.data, request.version)
-            else:
-                encoder.delete(server_path, request.version)
-        return encoded_transaction(encoder.finish())
+        """`multi` as kazoo's request (`guarded_ops`), its bytes encoded now and faster than kazoo would."""
+        return encoded_transaction(encode_multi(self.guarded_ops(multi, epoch_version)))
 
     def send_multi(
         self, multi: Transaction, relay: ReplyRelay, on_send: Callable[[], None] | None = None

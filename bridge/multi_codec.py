@@ -1,6 +1,6 @@
-"""ZooKeeper multi requests encoded straight from our requests, byte for byte what kazoo's `Transaction` sends.
+"""The body of a ZooKeeper multi request of kazoo's ops, byte for byte what kazoo's `Transaction` sends.
 
-The bridge encodes its one multi while the log fsyncs; kazoo's per-op namedtuples and byte joins took a
+The bridge encodes its one multi while the log fsyncs; kazoo's per-op serializers and byte joins took a
 third of that window for a CreateTopics. Jute's rules as kazoo applies them: a string is its UTF-8 length
 then bytes, an empty or absent one `-1`; a buffer likewise, but only `None` is `-1`.
 """
@@ -10,8 +10,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from kazoo.security import ACL
+
+from migrate.errors import InvalidRequestError
 
 CREATE, DELETE, SET_DATA, CHECK = 1, 2, 5, 13
 """ZooKeeper's op codes of the requests a multi carries (kazoo's Create, Delete, SetData, CheckVersion)."""
@@ -44,31 +47,19 @@ def jute_acl_list(acl: tuple[ACL, ...]) -> bytes:
     return b"".join(parts)
 
 
-class MultiEncoder:
-    """Appends ops to one multi request's body; `finish()` gives the bytes."""
-
-    __slots__ = ("_parts",)
-
-    def __init__(self) -> None:
-        self._parts: list[bytes] = []
-
-    def create(self, path: str, data: bytes | None, acl: Sequence[ACL], flags: int) -> None:
-        self._parts += (
-            _HEADERS[CREATE],
-            jute_string(path),
-            jute_buffer(data),
-            jute_acl_list(tuple(acl)),
-            _INT.pack(flags),
-        )
-
-    def set_data(self, path: str, data: bytes | None, version: int) -> None:
-        self._parts += (_HEADERS[SET_DATA], jute_string(path), jute_buffer(data), _INT.pack(version))
-
-    def delete(self, path: str, version: int) -> None:
-        self._parts += (_HEADERS[DELETE], jute_string(path), _INT.pack(version))
-
-    def check(self, path: str, version: int) -> None:
-        self._parts += (_HEADERS[CHECK], jute_string(path), _INT.pack(version))
-
-    def finish(self) -> bytes:
-        return b"".join(self._parts) + _END
+def encode_multi(ops: Sequence[Any]) -> bytes:
+    """`Transaction(ops).serialize()` for kazoo's Create, SetData, Delete and CheckVersion ops."""
+    parts: list[bytes] = []
+    for op in ops:
+        header = _HEADERS.get(op.type)
+        if header is None:
+            raise InvalidRequestError(f"{type(op).__name__} (op code {op.type}) cannot go in a multi")
+        parts += (header, jute_string(op.path))
+        if op.type == CREATE:
+            parts += (jute_buffer(op.data), jute_acl_list(tuple(op.acl)), _INT.pack(op.flags))
+        elif op.type == SET_DATA:
+            parts += (jute_buffer(op.data), _INT.pack(op.version))
+        else:  # Delete and CheckVersion: a version after the path
+            parts.append(_INT.pack(op.version))
+    parts.append(_END)
+    return b"".join(parts)

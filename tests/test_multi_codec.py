@@ -19,7 +19,8 @@ from bridge.leadership import (
     ZkLeadershipClient,
     ZkRequest,
 )
-from bridge.multi_codec import jute_string
+from bridge.multi_codec import encode_multi, jute_string
+from migrate.errors import InvalidRequestError
 
 ACL_POLICIES: list[list[ACL]] = [
     list(OPEN_ACL_UNSAFE),
@@ -74,6 +75,7 @@ def test_a_multi_is_encoded_as_kazoo_encodes_it(
 def test_the_write_observer_hears_of_each_request_of_an_encoded_multi(
     clients: list[ZkLeadershipClient],
 ) -> None:
+    """As of every multi the client builds: the `/migration` update first, then each request."""
     heard: list[ZkRequest] = []
 
     class Observer:
@@ -90,7 +92,7 @@ def test_the_write_observer_hears_of_each_request_of_an_encoded_multi(
         client.encoded_multi(GuardedMulti(requests_, 7, b"m"), 2)
     finally:
         client.observer = None
-    assert heard == list(requests_)
+    assert heard == [SetDataRequest("/migration", b"m", 7), *requests_]
 
 
 @given(st.none() | st.text(max_size=20))
@@ -98,3 +100,10 @@ def test_jute_strings_follow_kazoo_empty_and_absent_are_minus_one(text: str | No
     from kazoo.protocol.serialization import write_string
 
     assert jute_string(text) == write_string(text)
+
+
+def test_an_op_that_cannot_go_in_a_multi_is_refused_by_name() -> None:
+    from kazoo.protocol.serialization import GetData
+
+    with pytest.raises(InvalidRequestError, match="GetData"):
+        encode_multi([GetData("/a", None)])
