@@ -949,7 +949,7 @@ class BridgeController:
             and self.zk_out_of_sync is None
             and all(item.appended is not None for item in batch)
         ):
-            # Built ready to send (kazoo's request objects included) before the fsync returns.
+            # Built and encoded ready to send before the fsync returns.
             one = driver.one_multi(prepared, last.last_offset, batch[-1].epoch)
         if one is not None and last is not None:
             with self._queue_lock:
@@ -1021,10 +1021,7 @@ class BridgeController:
         except BaseException:  # a defect: the writer thread answers the batch
             log.exception("sending a dual write failed; it is written the usual way")
         driver.zk.drop_one(one)
-        try:
-            self._zk_executor.submit(self._write_or_send, batch, one_multi=False)
-        except RuntimeError:  # shutting down: the writer thread is gone
-            self._abandon_batch(batch)
+        self._redo_on_writer(batch)
 
     def _send_one(self, batch: list[_QueuedWrite], one: OneMulti, driver: MigrationDriver) -> None:
         """Send `one` and return; its reply is judged on the event loop (`_one_answered`)."""
@@ -1070,10 +1067,16 @@ class BridgeController:
                 asyncio.get_running_loop().call_soon(self._one_landed, batch, one, reply, driver, seconds)
                 return
         # Not landed (nothing of it did: redone the Kafka way, which also judges a lost fence) or unanswered.
-        lost = (one, driver) if error is not None else None
+        self._redo_on_writer(batch, (one, driver) if error is not None else None)
+
+    def _redo_on_writer(
+        self, batch: list[_QueuedWrite], lost: tuple[OneMulti, MigrationDriver] | None = None
+    ) -> None:
+        """Any thread: have the writer thread write a batch sent as one multi the usual way (see
+        `_write_or_send` for `lost`), or fail it if the writer thread is gone (shutting down)."""
         try:
             self._zk_executor.submit(self._write_or_send, batch, one_multi=False, lost=lost)
-        except RuntimeError:  # shutting down: the writer thread is gone
+        except RuntimeError:
             self._abandon_batch(batch)
 
     def _abandon_batch(self, batch: list[_QueuedWrite]) -> None:
