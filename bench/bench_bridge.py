@@ -77,6 +77,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NODE_ID = 3000
 CHROOT = "/kafka"
 FLOOR_PATH = "/zk2kraft-bench-floor"
+FLOOR_CONFIG = f"{FLOOR_PATH}/configs/floor"  # the topic config znode the floors' config changes write
 TOPIC_RESOURCE = 2
 SET = 0
 TARGET_RATIO = 2.0
@@ -372,7 +373,7 @@ def _create_topic_writes(transaction: TransactionRequest, i: int) -> None:
 def _config_writes(transaction: TransactionRequest, i: int) -> None:
     """A topic config change as the bridge writes it: the config znode, then the change notification."""
     config = EntityConfig("topics", "floor", {"retention.ms": str(3_600_000 + i)})
-    transaction.set_data(f"{FLOOR_PATH}/configs/floor", znodes.encode_entity_config(config))
+    transaction.set_data(FLOOR_CONFIG, znodes.encode_entity_config(config))
     note = b'{"version":2,"entity_path":"topics/floor"}'
     transaction.create(f"{FLOOR_PATH}/changes/config_change_", note, sequence=True)
 
@@ -398,10 +399,8 @@ class FloorProbe:
         self.log = MetadataLog.open(log_dir, node_id=NODE_ID, cluster_id="bench-floor")
         self.guard = FLOOR_PATH if shape.writes is None else f"{FLOOR_PATH}/{shape.name}-migration"
         self.epoch = f"{FLOOR_PATH}/epoch"
-        for path in (self.guard, self.epoch, f"{FLOOR_PATH}/topics", f"{FLOOR_PATH}/changes"):
+        for path in (self.guard, self.epoch, f"{FLOOR_PATH}/topics", f"{FLOOR_PATH}/changes", FLOOR_CONFIG):
             self.kazoo.ensure_path(path)
-        if not self.kazoo.exists(f"{FLOOR_PATH}/configs/floor"):
-            self.kazoo.create(f"{FLOOR_PATH}/configs/floor", b"{}", makepath=True)
         self.version = self.kazoo.exists(self.guard).version
         self.epoch_version = self.kazoo.exists(self.epoch).version
         self.taken = 0
@@ -460,15 +459,12 @@ def measure_zk_patterns(zk_connect: str, count: int, batch: int = 16) -> dict[st
     """
     kazoo = KazooClient(hosts=zk_connect)
     kazoo.start(timeout=30)
-    epoch, migration, config, changes = (
-        f"{FLOOR_PATH}/{n}" for n in ("epoch", "migration", "config", "changes")
-    )
+    epoch, migration = f"{FLOOR_PATH}/epoch", f"{FLOOR_PATH}/migration"
     try:
-        for path in (epoch, migration, config, changes):
+        for path in (epoch, migration, FLOOR_CONFIG, f"{FLOOR_PATH}/changes"):
             kazoo.ensure_path(path)
         epoch_version = kazoo.exists(epoch).version
         version = kazoo.exists(migration).version
-        note = b'{"version":2,"entity_path":"topics/floor"}'
 
         def write(values: range) -> None:
             nonlocal version
@@ -476,9 +472,7 @@ def measure_zk_patterns(zk_connect: str, count: int, batch: int = 16) -> dict[st
             transaction.check(epoch, epoch_version)
             transaction.set_data(migration, b"m", version)
             for i in values:
-                data = f'{{"version":1,"config":{{"retention.ms":"{i}"}}}}'.encode()
-                transaction.set_data(config, data)
-                transaction.create(f"{changes}/config_change_", note, None, False, True)
+                _config_writes(transaction, i)
             results = transaction.commit()
             if any(isinstance(r, Exception) for r in results):
                 raise Zk2KraftError(f"ZooKeeper pattern multi under {FLOOR_PATH} failed: {results}")
