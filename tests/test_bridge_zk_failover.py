@@ -17,23 +17,21 @@ from pathlib import Path
 
 import pytest
 from bridge_harness import (
+    CONFIG_KEY,
     BridgeProcess,
+    Change,
     ChangeStream,
     ZkReplyCutter,
     bridge_process,
     bring_up,
+    build_request,
     check_acknowledged_and_converged,
+    config_value,
     read_back,
     seed_small_cluster,
     set_data_op_bytes,
 )
 from kazoo.client import KazooClient
-from kio.schema.incremental_alter_configs.v1.request import (
-    AlterableConfig,
-    AlterConfigsResource,
-    IncrementalAlterConfigsRequest,
-)
-from kio.static.primitive import i8
 
 from bridge.api import DriverState
 from bridge.client import send_request_sync
@@ -227,6 +225,7 @@ def test_a_shutdown_while_zookeeper_holds_a_dual_writes_answer_ends_cleanly(
     converges ZooKeeper to the log."""
     import bridge.controller as controller_module
 
+    seq = 4242  # the change sent while ZooKeeper holds its answer
     monkeypatch.setattr(controller_module, "SHUTDOWN_WRITES_WAIT_S", 0.5)
     chroot = "/held-reply"
     seeded_chroot(zk.connect_string, chroot)
@@ -243,7 +242,7 @@ def test_a_shutdown_while_zookeeper_holds_a_dual_writes_answer_ends_cleanly(
             cutter.arm(containing=set_data_op_bytes(chroot + paths.MIGRATION), hold=True)
 
             def change() -> None:
-                request = alter_topic_config(topic, "retention.ms", "4242")
+                request = build_request(Change(kind="config", entity=topic, seq=seq, client=0))
                 try:
                     answers.append(send_request_sync("127.0.0.1", controller.listen_port, request))
                 except Exception as exc:  # the controller closed the connection
@@ -277,23 +276,17 @@ def test_a_shutdown_while_zookeeper_holds_a_dual_writes_answer_ends_cleanly(
     try:
         assert restarted.wait_for_state(DriverState.DUAL_WRITE), restarted.error
         assert restarted.log is not None
-        assert restarted.log.image.configs[(2, topic)]["retention.ms"] == "4242"
+        assert restarted.log.image.configs[(2, topic)][CONFIG_KEY] == config_value(seq)
         client = KazooClient(hosts=zk.connect_string + chroot)
         client.start(timeout=15)
         try:
             data, _stat = client.get(paths.config_path(f"topics/{topic}"))
-            assert json.loads(data)["config"]["retention.ms"] == "4242"
+            assert json.loads(data)["config"][CONFIG_KEY] == config_value(seq)
         finally:
             client.stop()
             client.close()
     finally:
         restarted.stop()
-
-
-def alter_topic_config(topic: str, name: str, value: str) -> IncrementalAlterConfigsRequest:
-    config = AlterableConfig(name=name, config_operation=i8(0), value=value)  # SET
-    resource = AlterConfigsResource(resource_type=i8(2), resource_name=topic, configs=(config,))
-    return IncrementalAlterConfigsRequest(resources=(resource,), validate_only=False)
 
 
 def _succeeded(answer: object) -> bool:
