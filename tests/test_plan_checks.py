@@ -12,15 +12,18 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from plan_harness import healthy_model, seed, write_broker_files
+from plan_harness import CLUSTER_ID, healthy_model, seed, write_broker_files
 
+from migrate.errors import ZnodeFormatError
+from migrate.kraft.logdir import read_meta_properties
 from migrate.plan.checks import CATALOG, Check, blockers, run_checks
 from migrate.plan.inputs import PlanInputs, parse_controllers
 from migrate.plan.load import load_inputs
 from migrate.zk import znodes
+from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import LegacyReassignment, MigrationState, ReplicaReassignment, ZkClusterModel
-from migrate.zk.sources import ZkSource
+from migrate.zk.sources import ZkSource, read_source
 
 pytestmark = pytest.mark.zookeeper
 
@@ -159,7 +162,7 @@ CONFIG_CASES: list[tuple[str, dict[str, str], str, str]] = [
     ("ibp-consistent", {"inter.broker.protocol.version": "3.9-IV0"}, "pass", ""),
     ("broker-id", {"broker.id": "1 # first broker"}, "blocker", "not a number"),
     ("broker-id", {"broker.id": "2"}, "blocker", "broker.id=2 is set in 2 files"),
-    ("broker-id", {"broker.id": "1500"}, "blocker", "> reserved.broker.max.id=1000"),
+    ("broker-id", {"broker.id": "1500"}, "blocker", "not greater than reserved.broker.max.id=1000"),
     ("config-value", {"num.partitions": "3 # default"}, "blocker", "not a number of type INT"),
     ("inline-comment", {"log.dirs": "/data # disk 1"}, "warning", "'# disk 1'"),
     ("authorizer", {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "warning", "StandardAuthorizer"),
@@ -171,6 +174,19 @@ CONFIG_CASES: list[tuple[str, dict[str, str], str, str]] = [
     ("controller-listener", {"listeners": "INTERNAL://:9093"}, "blocker", "no security protocol"),
     ("chroot", {"zookeeper.connect": "zk:2181/other"}, "blocker", "chroot '/other'"),
     ("kraft-config", {"process.roles": "broker"}, "blocker", "process.roles=broker"),
+    # Kafka 3.9's migration guide gives the ZK broker CONTROLLER:PLAINTEXT before the migration starts.
+    ("controller-listener", {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"}, "pass", ""),
+    ("controller-listener", {"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "blocker", "CONTROLLER:SSL"),
+    # KafkaConfig: with id generation (the default) -1 <= broker.id <= reserved.broker.max.id; without it only >= 0.
+    ("broker-id", {"reserved.broker.max.id": "0"}, "blocker", "not greater than reserved.broker.max.id=0"),
+    ("broker-id", {"broker.id": "1500", "broker.id.generation.enable": "false"}, "pass", ""),
+    ("broker-id", {"broker.id": "-1", "broker.id.generation.enable": "false"}, "blocker", "broker.id must be greater than or equal to 0"),
+    ("config-value", {"reserved.broker.max.id": "-1"}, "blocker", "Value must be at least 0"),
+    ("config-value", {"listeners": "PLAINTEXT://:9092,plaintext://:9093"}, "blocker", "Each listener must have a different name"),
+    ("config-value", {"advertised.listeners": "PLAINTEXT://a:9092,PLAINTEXT://b:9092"}, "blocker", "different name"),
+    ("config-value", {"log.dirs": ""}, "blocker", "At least one log directory must be defined via log.dirs or log.dir"),
+    ("config-value", {"log.dirs": " , "}, "blocker", "At least one log directory"),
+    ("duplicate-key", {"broker.id": "1"}, "warning", "broker.id is set again at line 10"),
 ]
 
 
@@ -196,6 +212,82 @@ def test_broker_config_problems_name_file_and_line(
     if cid not in ("broker-id",) or "files" not in text:
         # Evidence points at the file and line that set the key (overrides are the last lines).
         assert "server-1.properties:" in details or "server-2.properties" in details
+
+
+def _bad_topic_json(admin: KazooClient, chroot: str) -> str:
+    admin.set(chroot + "/brokers/topics/orders", b'{"version":3,"partitions":{"0":[1,2')
+    return "/brokers/topics/orders"
+
+
+def _bad_partition_state(admin: KazooClient, chroot: str) -> str:
+    admin.set(chroot + "/brokers/topics/orders/partitions/1/state", b'{"leader":"one"}')
+    return "/brokers/topics/orders/partitions/1/state"
+
+
+def _topic_without_data(admin: KazooClient, chroot: str) -> str:
+    admin.set(chroot + "/brokers/topics/orders", None)
+    return "/brokers/topics/orders"
+
+
+MALFORMED: list[Callable[[KazooClient, str], str]] = [_bad_topic_json, _bad_partition_state, _topic_without_data]
+
+
+@pytest.mark.parametrize("damage", MALFORMED, ids=[d.__name__.lstrip("_") for d in MALFORMED])
+def test_malformed_znode_the_migration_reads_is_a_blocker_naming_it(
+    damage: Callable[[KazooClient, str], str],
+    zk_admin: KazooClient,
+    zk_server: EmbeddedZooKeeper,
+    zk_chroot: str,
+    tmp_path: Path,
+) -> None:
+    chroot = zk_chroot + "/kafka"
+    seed(zk_admin, healthy_model(), chroot)
+    where = damage(zk_admin, chroot)
+    connect = zk_server.connect_string + chroot
+    inputs = load_inputs(ZkSource(connect=connect), write_broker_files(tmp_path, connect), parse_controllers(CONTROLLERS))
+    check = failing(run_checks(inputs), "znode-format")
+    assert check.severity == "blocker"
+    assert [e.where for e in check.evidence] == [where]
+    assert check.evidence[0].detail and check.remediation
+
+
+def test_migrate_refuses_the_znodes_plan_blocks_on(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str
+) -> None:
+    # The same damaged znode stops `migrate` (strict read): the plan must not call that cluster ready.
+    chroot = zk_chroot + "/kafka"
+    seed(zk_admin, healthy_model(), chroot)
+    where = _bad_topic_json(zk_admin, chroot)
+    tree = read_source(ZkSource(connect=zk_server.connect_string + chroot)).tree
+    with pytest.raises(ZnodeFormatError) as raised:
+        from_tree(tree)
+    assert raised.value.path == where
+
+
+def test_notification_znodes_kafka_ignores_are_no_blocker(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    chroot = zk_chroot + "/kafka"
+    seed(zk_admin, healthy_model(), chroot)
+    zk_admin.create(chroot + "/isr_change_notification/isr_change_0000000001", b"garbage", makepath=True)
+    connect = zk_server.connect_string + chroot
+    inputs = load_inputs(ZkSource(connect=connect), write_broker_files(tmp_path, connect), parse_controllers(CONTROLLERS))
+    assert inputs.model.warnings  # read leniently, and said so
+    assert next(c for c in run_checks(inputs) if c.id == "znode-format").status == "pass"
+
+
+def test_cluster_id_without_meta_properties_is_not_checked(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    inputs = plan_inputs(zk_admin, zk_server, zk_chroot, tmp_path, healthy_model())
+    check = next(c for c in run_checks(inputs) if c.id == "cluster-id")
+    assert check.status == "not-checked"
+    assert "no meta.properties" in check.evidence[0].detail and "--meta-properties" in check.evidence[0].detail
+    meta = tmp_path / "meta.properties"
+    meta.write_text(f"version=0\nbroker.id=1\ncluster.id={CLUSTER_ID}\n", encoding="utf-8")
+    inputs.meta_properties = [(str(meta), read_meta_properties(meta))]
+    check = next(c for c in run_checks(inputs) if c.id == "cluster-id")
+    assert check.status == "pass" and "1 meta.properties" in check.evidence[0].detail
 
 
 def test_controller_id_collision_and_quorum(

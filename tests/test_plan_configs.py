@@ -139,6 +139,19 @@ def test_kraft_phase_swaps_acl_authorizer_and_drops_control_plane_listener(tmp_p
     assert not any(k.startswith("zookeeper.") for k in final)
 
 
+def test_a_repeated_key_means_in_every_generated_file_what_java_reads(tmp_path: Path) -> None:
+    # Java's Properties keeps the last line of a repeated key; an earlier line must not come back to life.
+    text = "broker.id=5\nzookeeper.connect=old-zk:2181\n" + DOCS_ZK_BROKER + "listeners=PLAINTEXT://:9092\n"
+    files, values = docs_plan(tmp_path, text)
+    kraft = values["4-brokers-to-kraft/broker-0.properties"]
+    assert kraft["node.id"] == "0" and "broker.id" not in kraft
+    assert not any(k.startswith("zookeeper.") for k in kraft)
+    assert values["2-brokers-migration-mode/broker-0.properties"]["zookeeper.connect"] == "localhost:2181"
+    assert "# zk2kraft KRaft mode: removed broker.id=5 (repeated; line 3 set it last)" in files["4-brokers-to-kraft/broker-0.properties"]
+    # The generated files are named after, and the checks read, the value Java keeps.
+    assert "4-brokers-to-kraft/broker-5.properties" not in files
+
+
 def test_static_quorum_uses_voters(tmp_path: Path) -> None:
     _files, values = docs_plan(tmp_path, quorum="static")
     assert values["2-brokers-migration-mode/broker-0.properties"]["controller.quorum.voters"] == "3000@localhost:9093"

@@ -26,7 +26,7 @@ from migrate.plan.inputs import (
     parse_listeners,
     parse_protocol_map,
 )
-from migrate.plan.properties import inline_comment
+from migrate.plan.properties import PropertiesFile, inline_comment
 from migrate.zk import paths
 from migrate.zk.sources import split_connect_string
 
@@ -106,12 +106,13 @@ CATALOG: dict[str, CheckSpec] = {
     ),
     "cluster-id": CheckSpec(
         "Cluster id in ZooKeeper matches meta.properties",
-        "Controllers are formatted with /cluster/id; every broker's meta.properties must carry the same id.",
+        "Controllers are formatted with /cluster/id; every broker's meta.properties must carry the same id "
+        "(not-checked when no meta.properties with a cluster.id was given or found).",
     ),
     "broker-id": CheckSpec(
         "Explicit broker.id within reserved.broker.max.id",
-        "Migrating brokers keep their id as node.id: it must be set explicitly, parse, be unique and not "
-        "exceed reserved.broker.max.id (generated ids are above it).",
+        "Migrating brokers keep their id as node.id: it must be set explicitly, parse and be unique; with "
+        "broker.id.generation.enable=true (the default) Kafka also requires it <= reserved.broker.max.id.",
     ),
     "broker-config-coverage": CheckSpec(
         "A server.properties for every registered broker",
@@ -122,11 +123,16 @@ CATALOG: dict[str, CheckSpec] = {
     ),
     "config-value": CheckSpec(
         "Config values Kafka can parse",
-        "Typed configs (ints, booleans, listener lists) whose text Kafka rejects at startup.",
+        "Values Kafka rejects at startup: typed configs (ints, booleans), listener lists (names unique), "
+        "reserved.broker.max.id >= 0, at least one log directory.",
     ),
     "inline-comment": CheckSpec(
         "No inline comments in values",
         "Java's Properties keeps `value # comment` whole: the comment becomes part of the value.",
+    ),
+    "duplicate-key": CheckSpec(
+        "Each key set once per file",
+        "Java's Properties keeps the last of repeated keys; checks and generated files follow it and say so.",
     ),
     "controller-quorum": CheckSpec(
         "Target controller quorum", "--controllers names an odd number (3 or 5) of distinct controllers."
@@ -137,8 +143,8 @@ CATALOG: dict[str, CheckSpec] = {
     ),
     "controller-listener": CheckSpec(
         "Controller listener and listener maps",
-        "The controller listener name must be free on the brokers and every listener must map to a "
-        "security protocol (listener.security.protocol.map).",
+        "No broker listener may use the controller listener name (mapping it ahead, as Kafka's guide does, is "
+        "fine if the protocol is the controller's) and every listener must map to a security protocol.",
     ),
     "control-plane-listener": CheckSpec(
         "control.plane.listener.name", "Not supported by KRaft brokers; removed when brokers move to KRaft."
@@ -158,6 +164,11 @@ CATALOG: dict[str, CheckSpec] = {
     "kraft-controller": CheckSpec(
         "No KRaft controller registered in /controller",
         "A persistent /controller with kraftControllerEpoch > 0 means a migration is already under way.",
+    ),
+    "znode-format": CheckSpec(
+        "Every znode the migration reads can be decoded",
+        "A malformed topic, partition state, config, ACL or other znode Kafka reads stops the migration "
+        "(Kafka's, `zk2kraft migrate` and `bridge`) at that znode; the plan reads leniently and lists them.",
     ),
     "topic-id": CheckSpec("Every topic has a topic id", "Kafka's migration fails on a topic without topic_id."),
     "partition-state": CheckSpec(
@@ -232,6 +243,7 @@ _BOOL_KEYS = (
     "auto.leader.rebalance.enable", "controlled.shutdown.enable",
 )  # fmt: skip
 _LISTENER_KEYS = ("listeners", "advertised.listeners")
+_AT_LEAST_ZERO_KEYS = ("reserved.broker.max.id",)
 # Znodes the KRaft controller reads or writes during the migration.
 ACL_CHECK_PATHS = (
     paths.TOPICS, "/brokers/ids", "/config/topics", "/config/brokers", "/config/users", "/config/clients",
@@ -406,42 +418,83 @@ def check_cluster_id(inputs: PlanInputs) -> list[Check]:
                 "which is right before formatting controllers with /cluster/id.",
             )
         ]
-    checked = f" and {len(inputs.meta_properties)} meta.properties" if inputs.meta_properties else ""
-    return [_pass("cluster-id", f"{zk_id} (ZooKeeper{checked})", "/cluster/id")]
+    compared = [path for path, meta in inputs.meta_properties if meta.cluster_id is not None]
+    if not compared:
+        found = len(inputs.meta_properties)
+        why = (
+            f"the {found} meta.properties read carry no cluster.id"
+            if found
+            else "no meta.properties given (--meta-properties FILE) or found under the brokers' log.dirs here"
+        )
+        return [_not_checked("cluster-id", f"/cluster/id is {zk_id}, compared with nothing: {why}")]
+    return [_pass("cluster-id", f"{zk_id} (ZooKeeper and {len(compared)} meta.properties)", "/cluster/id")]
+
+
+def _reserved_max_id(f: PropertiesFile) -> int | None:
+    """reserved.broker.max.id as Kafka reads it (default 1000); None when Kafka would refuse the value."""
+    raw = f.get("reserved.broker.max.id")
+    if raw is None:
+        return DEFAULT_RESERVED_BROKER_MAX_ID
+    value = java_int(raw)
+    return value if value is not None and value >= 0 else None
 
 
 def check_broker_ids(inputs: PlanInputs) -> list[Check]:
+    """KafkaConfig's broker.id rules for a ZooKeeper broker, plus what the migration needs (explicit, unique ids)."""
     found: list[Evidence] = []
-    reserved = DEFAULT_RESERVED_BROKER_MAX_ID
+    reserved_values: list[int] = []
     ids: dict[int, list[str]] = {}
     for b in inputs.brokers:
         f = b.file
-        max_id = java_int(f.get("reserved.broker.max.id")) or DEFAULT_RESERVED_BROKER_MAX_ID
-        reserved = max(reserved, max_id)
+        max_id = _reserved_max_id(f)  # an invalid value is reported by config-value
+        if max_id is not None:
+            reserved_values.append(max_id)
+        generated = java_bool(f.get("broker.id.generation.enable", "true")) is not False
         raw = f.get("broker.id")
-        if raw is None:
-            generated = java_bool(f.get("broker.id.generation.enable", "true"))
-            detail = "broker.id is not set" + (" and broker.id.generation.enable=true: the id is generated" if generated else "")
-            found.append(_ev(f.path, detail))
-            continue
-        value = java_int(raw)
+        value = -1 if raw is None else java_int(raw)
+        where = f.where("broker.id")
         if value is None:
-            found.append(_ev(f.where("broker.id"), f"broker.id={_show(raw)} is not a number Kafka can parse"))
+            found.append(_ev(where, f"broker.id={_show(raw or '')} is not a number Kafka can parse"))
             continue
-        ids.setdefault(value, []).append(f.where("broker.id"))
-        if value < 0:
-            found.append(_ev(f.where("broker.id"), f"broker.id={value} is negative (id generation)"))
-        elif value > max_id:
-            found.append(_ev(f.where("broker.id"), f"broker.id={value} > reserved.broker.max.id={max_id}"))
+        if value == -1 and generated:
+            found.append(
+                _ev(
+                    where,
+                    ("broker.id is not set" if raw is None else "broker.id=-1")
+                    + " and broker.id.generation.enable=true: the id is generated; broker.id generation is "
+                    "incompatible with ZooKeeper migration",
+                )
+            )
+            continue
+        if generated and max_id is not None and not -1 <= value <= max_id:
+            found.append(
+                _ev(
+                    where,
+                    f"broker.id={value}: broker.id must be greater than or equal to -1 and not greater than "
+                    f"reserved.broker.max.id={max_id} while broker.id.generation.enable=true (Kafka refuses to start)",
+                )
+            )
+        elif not generated and value < 0:
+            found.append(
+                _ev(
+                    where,
+                    ("broker.id is not set" if raw is None else f"broker.id={value}")
+                    + ": broker.id must be greater than or equal to 0 with broker.id.generation.enable=false",
+                )
+            )
+        if value >= 0:
+            ids.setdefault(value, []).append(where)
     for value, wheres in ids.items():
         if len(wheres) > 1:
             found.append(_ev(", ".join(wheres), f"broker.id={value} is set in {len(wheres)} files"))
+    reserved = max(reserved_values, default=DEFAULT_RESERVED_BROKER_MAX_ID)
     for broker_id in sorted(inputs.model.brokers):
-        if broker_id > reserved:
+        if broker_id > reserved and broker_id not in ids:
             found.append(
                 _ev(
                     paths.broker_path(broker_id),
-                    f"registered id {broker_id} > reserved.broker.max.id={reserved}: a generated id",
+                    f"registered id {broker_id} > reserved.broker.max.id={reserved}: a generated id (unless that "
+                    f"broker sets it with broker.id.generation.enable=false: give its --broker-config)",
                 )
             )
     if found:
@@ -451,7 +504,8 @@ def check_broker_ids(inputs: PlanInputs) -> list[Check]:
                 "blocker",
                 found,
                 "Set broker.id explicitly on every broker (keep the id it has now, see meta.properties), "
-                "within reserved.broker.max.id, and roll the brokers before the migration.",
+                "within reserved.broker.max.id unless broker.id.generation.enable=false, and roll the brokers "
+                "before the migration.",
             )
         ]
     if not inputs.brokers:
@@ -513,9 +567,10 @@ def check_kraft_config(inputs: PlanInputs) -> list[Check]:
 
 def check_config_values(inputs: PlanInputs) -> list[Check]:
     if not inputs.brokers:
-        return _no_configs("config-value") + _no_configs("inline-comment")
+        return _no_configs("config-value") + _no_configs("inline-comment") + _no_configs("duplicate-key")
     bad: list[Evidence] = []
     comments: list[Evidence] = []
+    repeated: list[Evidence] = []
     for b in inputs.brokers:
         f = b.file
         for key, value in f.values.items():
@@ -525,6 +580,19 @@ def check_config_values(inputs: PlanInputs) -> list[Check]:
             problem = _type_problem(key, value)
             if problem:
                 bad.append(_ev(f.where(key), f"{key}={_show(value)}: {problem}"))
+        if not b.log_dirs():
+            key = "log.dirs" if f.get("log.dirs") is not None else "log.dir"
+            bad.append(
+                _ev(f.where(key), f"{key}={_show(f.get(key) or '')}: At least one log directory must be defined "
+                "via log.dirs or log.dir")
+            )
+        for key, lines in f.repeated().items():
+            last = lines[-1]
+            repeated += [
+                _ev(f"{f.path}:{line}", f"{key} is set again at line {last}: Java's Properties keeps the last "
+                f"value ({_show(f.values[key])}), and so do the checks and the generated files")
+                for line in lines[:-1]
+            ]
     out: list[Check] = []
     if bad:
         out.append(
@@ -549,12 +617,26 @@ def check_config_values(inputs: PlanInputs) -> list[Check]:
         )
     else:
         out.append(_pass("inline-comment"))
+    if repeated:
+        out.append(
+            _fail(
+                "duplicate-key",
+                "warning",
+                repeated,
+                "Keep one line per key: the generated files comment out the earlier lines of every key they "
+                "change, but an edit by hand to the first line would silently do nothing.",
+            )
+        )
+    else:
+        out.append(_pass("duplicate-key"))
     return out
 
 
 def _type_problem(key: str, value: str) -> str | None:
     if key in _INT_KEYS and java_int(value) is None:
         return "not a number of type INT"
+    if key in _AT_LEAST_ZERO_KEYS and (java_int(value) or 0) < 0:
+        return "Value must be at least 0"
     if key in _SHORT_KEYS:
         number = java_int(value)
         if number is None or not -(2**15) <= number < 2**15:
@@ -565,9 +647,13 @@ def _type_problem(key: str, value: str) -> str | None:
         return "expected true or false"
     if key in _LISTENER_KEYS:
         try:
-            parse_listeners(value)
+            listeners = parse_listeners(value)
         except ValueError as e:
             return str(e)
+        names = [listener.name for listener in listeners]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            return f"Each listener must have a different name ({', '.join(twice)} more than once)"
     if key == "zookeeper.connect" and re.search(r"\s", value.strip()):
         return "contains whitespace (the chroot would include it)"
     return None
@@ -656,9 +742,14 @@ def check_listeners(inputs: PlanInputs) -> list[Check]:
                 mapping = parse_protocol_map(raw_map)
             except ValueError as e:
                 evidence.append(_ev(f.where("listener.security.protocol.map"), str(e)))
-        if raw_map is not None and name in mapping:
+        if raw_map is not None and name in mapping and mapping[name] != inputs.controller_protocol:
+            # Mapping the name ahead (as Kafka's migration guide shows) is fine; to another protocol it is not.
             evidence.append(
-                _ev(f.where("listener.security.protocol.map"), f"listener name {name} is already mapped on this broker")
+                _ev(
+                    f.where("listener.security.protocol.map"),
+                    f"maps {name}:{mapping[name]} but the controller listener uses {inputs.controller_protocol} "
+                    f"(--controller-protocol)",
+                )
             )
         for key in _LISTENER_KEYS:
             raw = f.get(key)
@@ -686,12 +777,12 @@ def check_listeners(inputs: PlanInputs) -> list[Check]:
                 "controller-listener",
                 "blocker",
                 evidence,
-                f"Map every listener in listener.security.protocol.map and keep the name {name} free for the "
-                f"controller listener (or choose another with --controller-listener).",
+                f"Map every listener in listener.security.protocol.map, map {name} (if at all) to the controller "
+                f"listener's protocol and keep {name} out of listeners (or choose another with --controller-listener).",
             )
         )
     else:
-        out.append(_pass("controller-listener", f"{name} is free on every broker"))
+        out.append(_pass("controller-listener", f"{name} is no broker listener; every listener is mapped"))
     cp = [
         _ev(b.file.where("control.plane.listener.name"), f"control.plane.listener.name={b.file.get('control.plane.listener.name')}")
         for b in inputs.brokers
@@ -835,6 +926,22 @@ def check_migration_state(inputs: PlanInputs) -> list[Check]:
         detail = f"ZooKeeper controller: broker {c.broker_id}" if c is not None else "no controller elected"
         out.append(_pass("kraft-controller", detail, "/controller"))
     return out
+
+
+def check_znode_format(inputs: PlanInputs) -> list[Check]:
+    """Znodes a strict read refuses: the plan would otherwise silently leave them (and their topics) out."""
+    bad = [_ev(path, problem) for path, problem in sorted(inputs.model.malformed.items())]
+    if bad:
+        return [
+            _fail(
+                "znode-format",
+                "blocker",
+                bad,
+                "Repair or delete these znodes before the migration (compare with a healthy broker's view, e.g. "
+                "`kafka-topics.sh --describe`); until then the plan leaves them out of every count and check.",
+            )
+        ]
+    return [_pass("znode-format", f"{inputs.znode_count} znodes read")]
 
 
 def check_topics(inputs: PlanInputs) -> list[Check]:
@@ -1181,6 +1288,7 @@ _PRODUCERS = (
     check_authorizer,
     check_jbod,
     check_migration_state,
+    check_znode_format,
     check_topics,
     check_admin_work,
     check_replicas,

@@ -20,6 +20,8 @@ class PropertiesFile:
     text: str
     values: dict[str, str]
     lines: dict[str, int] = field(default_factory=dict)
+    # Every line that sets a key, in file order (more than one: the key is repeated; Java keeps the last).
+    key_lines: dict[str, list[int]] = field(default_factory=dict)
 
     def where(self, key: str) -> str:
         """`file:line` of `key`, or just the file when the key is absent."""
@@ -29,10 +31,14 @@ class PropertiesFile:
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.values.get(key, default)
 
+    def repeated(self) -> dict[str, list[int]]:
+        """Keys set on more than one line, with all their lines (the last one is the value Java keeps)."""
+        return {k: lines for k, lines in self.key_lines.items() if len(lines) > 1}
 
-def _line_starts(text: str) -> dict[str, int]:
-    """Where each key starts, by natural line; continuation lines are skipped like Java does."""
-    found: dict[str, int] = {}
+
+def _key_lines(text: str) -> dict[str, list[int]]:
+    """The lines where each key is set, by natural line; continuation lines are skipped like Java does."""
+    found: dict[str, list[int]] = {}
     continued = False
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip("\r")
@@ -46,15 +52,15 @@ def _line_starts(text: str) -> dict[str, int]:
         m = _KEY_START.match(line)
         if m:
             key = m.group(1).replace("\\", "")
-            found[key] = number
+            found.setdefault(key, []).append(number)
     return found
 
 
 def parse_properties_text(text: str, path: str) -> PropertiesFile:
-    """Parse `text` exactly as java.util.Properties.load does and remember each key's line."""
+    """Parse `text` exactly as java.util.Properties.load does and remember each key's lines."""
     values = parse_java_properties(text, path)
-    starts = _line_starts(text)
-    return PropertiesFile(path, text, values, {k: starts[k] for k in values if k in starts})
+    found = {k: lines for k, lines in _key_lines(text).items() if k in values}
+    return PropertiesFile(path, text, values, {k: lines[-1] for k, lines in found.items()}, found)
 
 
 def read_properties_file(path: str | Path) -> PropertiesFile:
@@ -103,21 +109,25 @@ def edit_properties(
     """The original text with keys changed in place, removed keys commented out, new keys appended.
 
     Comments and unrelated lines are kept, so the diff shows only what the phase changes. A renamed key
-    keeps its value (`broker.id` → `node.id`) unless `set_values` gives the new key a value.
+    keeps its value (`broker.id` → `node.id`) unless `set_values` gives the new key a value. A key set on
+    several lines is changed on its last line (the one Java keeps) and its earlier lines are commented
+    out, so the result reads the same in Java and to a human.
     """
     rename = rename or {}
     lines = original.text.splitlines()
-    # Every natural line belonging to a key's logical line (continuations included), by key.
-    spans: dict[str, tuple[int, int]] = {}
-    for key, start in original.lines.items():
+
+    def span(start: int) -> tuple[int, int]:
+        """The natural lines of the logical line starting at `start` (continuations included)."""
         end = start
         while end <= len(lines) and _continues(lines[end - 1]):
             end += 1
-        spans[key] = (start, min(end, len(lines)))
+        return start, min(end, len(lines))
+
     replacement: dict[int, list[str]] = {}
     dropped: set[int] = set()
     done: set[str] = set()
-    for key, (start, end) in spans.items():
+    for key, start in original.lines.items():
+        start, end = span(start)
         if key in remove:
             old = lines[start - 1 : end]
             replacement[start] = [f"# {note}: removed {old[0].strip()}"] + [f"#   {x}" for x in old[1:]]
@@ -135,6 +145,12 @@ def edit_properties(
             continue
         done.add(key)
         dropped.update(range(start + 1, end + 1))
+        for earlier in original.key_lines.get(key, [start])[:-1]:
+            first, last = span(earlier)
+            old = lines[first - 1 : last]
+            replacement[first] = [f"# {note}: removed {old[0].strip()} (repeated; line {start} set it last)"]
+            replacement[first] += [f"#   {x}" for x in old[1:]]
+            dropped.update(range(first + 1, last + 1))
     out: list[str] = []
     for number, line in enumerate(lines, start=1):
         if number in replacement:

@@ -40,7 +40,8 @@ def from_tree(tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
 
     Malformed data raises `ZnodeFormatError`, except where Kafka itself ignores bad data (notifications,
     legacy admin requests): those become warnings and stay raw in `other_znodes`. With `strict=False`
-    every malformed znode is handled that way.
+    every malformed znode is handled that way, and the ones a strict read refuses (or Kafka's migration
+    cannot read) are listed in `malformed`.
     """
     with gc_paused():
         return _read(tree, strict)
@@ -126,6 +127,8 @@ class _TreeReader:
             if self.strict and not lenient:
                 raise
             self.model.warnings.append(f"{e} (kept as raw data)")
+            if not lenient:
+                self.model.malformed[e.path] = e.problem
             return None
 
     # ------------------------------------------------------------ handlers (True = claimed)
@@ -322,6 +325,7 @@ class _TreeReader:
             if node.data is None:
                 # Left behind e.g. by a recursive create after a deletion; Kafka cannot read it either.
                 m.warnings.append(f"znode {path}: topic znode without data; kept as raw data")
+                m.malformed[path] = "topic znode without data: Kafka's migration cannot read its assignment or topic id"
                 self.unclaimed[path] = None
                 continue
             topic = self._decode(znodes.decode_topic, path, node.data)
@@ -364,6 +368,7 @@ class _TreeReader:
                 if self.strict:
                     raise
                 self.model.warnings.append(f"{e} (kept as raw data)")
+                self.model.malformed[e.path] = e.problem
                 other[path] = node.data
         states = {} if topic is None else topic.states
         for p_name, data in self.partition_dirs.get(name, {}).items():

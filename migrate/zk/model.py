@@ -428,6 +428,8 @@ class ZkClusterModel:
     token_changes: dict[str, str] = field(default_factory=dict)
     other_znodes: dict[str, bytes | None] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list, compare=False)
+    # Znodes a strict read refuses (path -> problem), kept raw by a lenient read so callers can report them.
+    malformed: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def partition_count(self) -> int:
