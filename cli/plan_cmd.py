@@ -17,7 +17,7 @@ from migrate.plan.inputs import parse_controllers
 from migrate.plan.live import live_checks
 from migrate.plan.load import load_inputs
 from migrate.plan.phases import build_plan
-from migrate.plan.render import summary_lines, write_plan
+from migrate.plan.render import check_out_dir, summary_lines, write_plan
 from migrate.zk.model import SECURITY_PROTOCOLS
 
 
@@ -42,7 +42,17 @@ from migrate.zk.model import SECURITY_PROTOCOLS
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A broker log dir's meta.properties to compare with /cluster/id (log.dirs found locally are read too).",
 )
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), help="Write plan.md, plan.json and configs here.")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write plan.md, plan.json and configs into this new or empty folder (built beside it, then renamed).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an --out folder that holds an earlier plan (plan.json); other non-empty folders are refused.",
+)
 @click.option(
     "--quorum",
     type=click.Choice(["dynamic", "static"]),
@@ -80,6 +90,7 @@ def plan_cmd(
     controllers: str | None,
     meta_files: tuple[Path, ...],
     out: Path | None,
+    force: bool,
     quorum: str,
     controller_listener: str,
     controller_protocol: str,
@@ -95,8 +106,9 @@ def plan_cmd(
 
     Runs every preflight check (blockers first, each with its evidence and the fix) and, with --out,
     writes plan.md, plan.json (schema in docs/plan.md) and one folder of generated .properties files
-    (with diffs) per phase. Exit 0 without blockers, 1 with blockers (the plan is still written),
-    2 on unreadable input.
+    (with diffs) per phase. --out must be a new or empty folder; --force replaces a folder holding an
+    earlier plan whole (nothing of it stays). Exit 0 without blockers, 1 with blockers (the plan is
+    still written), 2 on unreadable input or a refused --out.
 
     \b
     Example:
@@ -113,6 +125,10 @@ def plan_cmd(
       zk2kraft plan --zk-data-dir /var/lib/zookeeper --chroot /kafka --broker-config server.properties
     """
     source = zk_source_from(kwargs)
+    if out is not None:
+        check_out_dir(out, force=force)  # before reading anything: a refusal costs nothing
+    elif force:
+        raise Zk2KraftError("--force needs --out")
     inputs = load_inputs(
         source,
         list(broker_configs),
@@ -133,7 +149,7 @@ def plan_cmd(
     checks = run_checks(inputs, live)
     plan, files = build_plan(inputs, checks)
     if out is not None:
-        write_plan(plan, files, out)
+        write_plan(plan, files, out, force=force)
     if fmt == "json":
         click.echo(plan.model_dump_json(indent=2))
     else:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -51,3 +53,24 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Text variant of atomic_write_bytes (UTF-8)."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def swap_directory_into_place(staging: Path, target: Path) -> None:
+    """Rename the finished `staging` dir to `target`; an existing `target` is moved aside first, removed last.
+
+    Readers see the old directory or the new one; a crash between the two renames leaves both, the old one
+    as `.<name>.old-*` beside `target`, so nothing is lost.
+    """
+    old: Path | None = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(target, old)
+    try:
+        os.rename(staging, target)
+    except BaseException:
+        if old is not None:
+            os.rename(old, target)
+        raise
+    fsync_directory(target.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

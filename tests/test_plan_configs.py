@@ -209,6 +209,38 @@ def test_plan_on_the_sample_cluster_offline(tmp_path: Path) -> None:
     assert all(c["placeholder"] for c in plan["controllers"])
 
 
+def test_plan_out_refuses_a_folder_holding_an_earlier_plan_unless_forced(tmp_path: Path) -> None:
+    out = tmp_path / "p"
+    args = [
+        "plan", "--zk-data-dir", str(FIXTURE), "--chroot", "/de-4-3-kafka-cluster",
+        "--broker-config", str(FIXTURE / "server.properties"), "--out", str(out),
+    ]  # fmt: skip
+    assert CliRunner().invoke(cli, args).exit_code == 1  # blockers; the plan is written
+    # A per-broker file of an earlier plan for a broker that is gone since.
+    stale = out / "2-brokers-migration-mode" / "broker-9.properties"
+    stale.write_text("broker.id=9\n", encoding="utf-8")
+    before = (out / "plan.json").read_bytes()
+
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 2, refused.output
+    assert str(out) in refused.output and "not empty" in refused.output and "--force" in refused.output
+    assert stale.is_file() and (out / "plan.json").read_bytes() == before  # refused before touching it
+
+    forced = CliRunner().invoke(cli, [*args, "--force"])
+    assert forced.exit_code == 1, forced.output
+    assert not stale.exists() and (out / "plan.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]  # no staging or old folder left beside it
+
+    # --force never replaces a folder that holds something else than a plan.
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "todo.txt").write_text("keep me\n", encoding="utf-8")
+    args[args.index("--out") + 1] = str(other)
+    result = CliRunner().invoke(cli, [*args, "--force"])
+    assert result.exit_code == 2 and "no plan.json" in result.output
+    assert [p.name for p in other.iterdir()] == ["todo.txt"]
+
+
 def test_plan_help_teaches_with_an_example() -> None:
     result = CliRunner().invoke(cli, ["plan", "--help"])
     assert result.exit_code == 0

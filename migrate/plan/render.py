@@ -1,10 +1,13 @@
-"""plan.md, plan.json and the config folders, written atomically under the output directory."""
+"""plan.md, plan.json and the config folders: built beside the output directory, then swapped in whole."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
-from migrate.atomic import atomic_write_text
+from migrate.atomic import atomic_write_text, swap_directory_into_place
+from migrate.errors import Zk2KraftError
 from migrate.plan.checks import Check
 from migrate.plan.phases import Plan
 
@@ -88,15 +91,48 @@ def summary_lines(plan: Plan) -> list[str]:
     return out
 
 
-def write_plan(plan: Plan, files: dict[str, str], out: Path) -> list[Path]:
-    """Write plan.md, plan.json and every generated file (each atomically); returns the paths written."""
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for rel, text in sorted(files.items()):
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, text)
-        written.append(path)
-    atomic_write_text(out / "plan.json", plan.model_dump_json(indent=2) + "\n")
-    atomic_write_text(out / "plan.md", plan_markdown(plan))
-    return [*written, out / "plan.json", out / "plan.md"]
+def check_out_dir(out: Path, *, force: bool) -> None:
+    """Refuse an `--out` that holds anything, unless `force` and it holds an earlier plan (plan.json)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise Zk2KraftError(f"--out {out}: exists and is not a directory")
+    entries = sorted(p.name for p in out.iterdir())
+    if not entries:
+        return
+    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    if not force:
+        raise Zk2KraftError(
+            f"--out {out} is not empty ({len(entries)} entries: {shown}); the files of an earlier plan would "
+            f"stay beside the new ones. Give a new or empty folder, or --force to replace an earlier plan"
+        )
+    if not (out / "plan.json").is_file():
+        raise Zk2KraftError(
+            f"--out {out} holds no plan.json ({len(entries)} entries: {shown}), so it is no earlier zk2kraft plan; "
+            f"--force replaces only a plan folder: give a new or empty folder"
+        )
+
+
+def write_plan(plan: Plan, files: dict[str, str], out: Path, *, force: bool = False) -> list[Path]:
+    """Write plan.md, plan.json and every generated file into a folder beside `out`, then swap it in.
+
+    `out` must be missing or empty, or (with `force`) hold an earlier plan, which is replaced whole:
+    no file of it stays beside the new ones. Returns the paths as they are under `out`.
+    """
+    check_out_dir(out, force=force)
+    parent = out.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent))
+    texts = {
+        **dict(sorted(files.items())),
+        "plan.json": plan.model_dump_json(indent=2) + "\n",
+        "plan.md": plan_markdown(plan),
+    }
+    try:
+        for rel, text in texts.items():
+            atomic_write_text(staging / rel, text)
+        swap_directory_into_place(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [out / rel for rel in texts]
