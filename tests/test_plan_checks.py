@@ -186,6 +186,9 @@ CONFIG_CASES: list[tuple[str, dict[str, str], str, str]] = [
     ("config-value", {"advertised.listeners": "PLAINTEXT://a:9092,PLAINTEXT://b:9092"}, "blocker", "different name"),
     ("config-value", {"log.dirs": ""}, "blocker", "At least one log directory must be defined via log.dirs or log.dir"),
     ("config-value", {"log.dirs": " , "}, "blocker", "At least one log directory"),
+    ("config-value", {"listeners": "PLAINTEXT://:9092,INTERNAL://:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}, "blocker", "different port (port 9092)"),
+    ("config-value", {"listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://[::1]:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}, "pass", ""),
+    ("config-value", {"advertised.listeners": "PLAINTEXT://a:9092,INTERNAL://b:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}, "pass", ""),
     ("duplicate-key", {"broker.id": "1"}, "warning", "broker.id is set again at line 10"),
 ]
 

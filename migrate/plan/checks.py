@@ -7,6 +7,7 @@ one whose inputs are missing is "not-checked", so a report always shows what was
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from migrate.plan.inputs import (
     ACL_AUTHORIZER,
     DEFAULT_RESERVED_BROKER_MAX_ID,
     STANDARD_AUTHORIZER,
+    Listener,
     PlanInputs,
     java_bool,
     java_int,
@@ -123,7 +125,8 @@ CATALOG: dict[str, CheckSpec] = {
     ),
     "config-value": CheckSpec(
         "Config values Kafka can parse",
-        "Values Kafka rejects at startup: typed configs (ints, booleans), listener lists (names unique), "
+        "Values Kafka rejects at startup: typed configs (ints, booleans), listener lists (unique names; ports "
+        "unique in listeners), "
         "reserved.broker.max.id >= 0, at least one log directory.",
     ),
     "inline-comment": CheckSpec(
@@ -654,8 +657,38 @@ def _type_problem(key: str, value: str) -> str | None:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             return f"Each listener must have a different name ({', '.join(twice)} more than once)"
+        if key == "listeners":  # Kafka checks ports of the bound listeners only
+            return _port_problem(listeners)
     if key == "zookeeper.connect" and re.search(r"\s", value.strip()):
         return "contains whitespace (the chroot would include it)"
+    return None
+
+
+def _ip_version(host: str) -> int | None:
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return None
+
+
+def _port_problem(listeners: list[Listener]) -> str | None:
+    """CoreUtils.listenerListToEndPoints: one listener per port, except one IPv4 and one IPv6 address."""
+    by_port: dict[int, list[Listener]] = {}
+    for listener in listeners:
+        if listener.port != 0:
+            by_port.setdefault(listener.port, []).append(listener)
+    for port, group in sorted(by_port.items()):
+        if len(group) < 2:
+            continue
+        versions = [v for v in (_ip_version(x.host) for x in group if x.host) if v is not None]
+        by_name = len(group) - len(versions)
+        if by_name > 1:
+            return f"Each listener must have a different port (port {port})"
+        if versions and (sorted(versions) != [4, 6] or by_name):
+            return (
+                f"Each listener must have a different port unless exactly one listener has an IPv4 address and "
+                f"the other IPv6 address (port {port})"
+            )
     return None
 
 
