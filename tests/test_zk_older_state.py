@@ -20,25 +20,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 KAFKA_DATA_DIR = FIXTURES / "zk-real-kafka-3.5"
 TXNLOG_DIR = FIXTURES / "zk-real-3.8-txnlog" / "version-2"
 CHROOT = "/de-4-3-kafka-cluster"
-NEWEST = "snapshot.9f00000037"
+NEWEST = "snapshot.9f00000037"  # the one conftest's damaged_real_data_dir damages
 
 
 def flip_byte(path: Path, at: int) -> None:
     data = bytearray(path.read_bytes())
     data[at] ^= 0x01
     path.write_bytes(bytes(data))
-
-
-@pytest.fixture
-def damaged_kafka(tmp_path: Path) -> Path:
-    """A copy of the real Kafka 3.5 data dir (snapshots only, no logs) with one byte of the newest flipped."""
-    copy = tmp_path / "zk"
-    shutil.copytree(KAFKA_DATA_DIR, copy)
-    for f in copy.rglob("*"):
-        f.chmod(0o755 if f.is_dir() else 0o644)
-    newest = copy / "version-2" / NEWEST
-    flip_byte(newest, newest.stat().st_size // 2)
-    return copy
 
 
 def txnlog_dir(tmp_path: Path, *, log_end: int | None = None) -> Path:
@@ -56,9 +44,9 @@ def txnlog_dir(tmp_path: Path, *, log_end: int | None = None) -> Path:
 # ------------------------------------------------------------------ library
 
 
-def test_damaged_newest_snapshot_without_logs_is_refused_naming_file_and_gap(damaged_kafka: Path) -> None:
+def test_damaged_newest_snapshot_without_logs_is_refused_naming_file_and_gap(damaged_real_data_dir: Path) -> None:
     with pytest.raises(OlderStateError) as caught:
-        load_data_dir(damaged_kafka)
+        load_data_dir(damaged_real_data_dir)
     message = str(caught.value)
     assert NEWEST in message and "Adler32" in message
     assert "snapshot.800000000 (zxid 0x800000000)" in message
@@ -67,8 +55,8 @@ def test_damaged_newest_snapshot_without_logs_is_refused_naming_file_and_gap(dam
     assert "--accept-older-zk-state" in message
 
 
-def test_accepting_the_older_state_loads_it_and_records_that(damaged_kafka: Path) -> None:
-    tree, report = load_data_dir(damaged_kafka, accept_older_state=True)
+def test_accepting_the_older_state_loads_it_and_records_that(damaged_real_data_dir: Path) -> None:
+    tree, report = load_data_dir(damaged_real_data_dir, accept_older_state=True)
     assert report.older_state_accepted
     assert report.snapshot is not None and report.snapshot.endswith("snapshot.800000000")
     assert tree.last_zxid == 0x800000000
@@ -126,15 +114,15 @@ def run(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
-def test_zk_export_refuses_then_records_an_accepted_older_state(damaged_kafka: Path, tmp_path: Path) -> None:
+def test_zk_export_refuses_then_records_an_accepted_older_state(damaged_real_data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "kafka.jsonl"
-    refused = run("zk", "export", "--zk-data-dir", str(damaged_kafka), "--chroot", CHROOT, "-o", str(out))
+    refused = run("zk", "export", "--zk-data-dir", str(damaged_real_data_dir), "--chroot", CHROOT, "-o", str(out))
     assert refused.exit_code == 2, refused.output
     assert NEWEST in refused.stderr and "0x9f00000037" in refused.stderr and "--zk-log-dir" in refused.stderr
     assert not out.exists()
 
     accepted = run(
-        "zk", "export", "--zk-data-dir", str(damaged_kafka), "--chroot", CHROOT, "-o", str(out),
+        "zk", "export", "--zk-data-dir", str(damaged_real_data_dir), "--chroot", CHROOT, "-o", str(out),
         "--accept-older-zk-state",
     )  # fmt: skip
     assert accepted.exit_code == 0, accepted.output
@@ -144,15 +132,15 @@ def test_zk_export_refuses_then_records_an_accepted_older_state(damaged_kafka: P
     assert any(NEWEST in w for w in header.warnings)
 
 
-def test_migrate_refuses_then_records_an_accepted_older_state(damaged_kafka: Path, tmp_path: Path) -> None:
+def test_migrate_refuses_then_records_an_accepted_older_state(damaged_real_data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "meta"
-    refused = run("migrate", "--zk-data-dir", str(damaged_kafka), "--chroot", CHROOT, "--out", str(out))
+    refused = run("migrate", "--zk-data-dir", str(damaged_real_data_dir), "--chroot", CHROOT, "--out", str(out))
     assert refused.exit_code == 2, refused.output
     assert NEWEST in refused.stderr and "zxid 0x800000000 instead of at least 0x9f00000037" in refused.stderr
     assert not out.exists()
 
     accepted = run(
-        "migrate", "--zk-data-dir", str(damaged_kafka), "--chroot", CHROOT, "--out", str(out),
+        "migrate", "--zk-data-dir", str(damaged_real_data_dir), "--chroot", CHROOT, "--out", str(out),
         "--format", "json", "--accept-older-zk-state",
     )  # fmt: skip
     assert accepted.exit_code == 0, accepted.output
@@ -164,7 +152,7 @@ def test_migrate_refuses_then_records_an_accepted_older_state(damaged_kafka: Pat
     # A dump exported from the older state carries that into the next command's report.
     dump = tmp_path / "older.jsonl"
     assert run(
-        "zk", "export", "--zk-data-dir", str(damaged_kafka), "--chroot", CHROOT, "-o", str(dump),
+        "zk", "export", "--zk-data-dir", str(damaged_real_data_dir), "--chroot", CHROOT, "-o", str(dump),
         "--accept-older-zk-state",
     ).exit_code == 0  # fmt: skip
     again = run("migrate", "--zk-dump", str(dump), "--out", str(tmp_path / "meta2"), "--format", "json")
@@ -172,9 +160,9 @@ def test_migrate_refuses_then_records_an_accepted_older_state(damaged_kafka: Pat
     assert json.loads(again.stdout)["accepted_older_zk_state"] is True
 
 
-def test_plan_refuses_then_records_an_accepted_older_state(damaged_kafka: Path, tmp_path: Path) -> None:
+def test_plan_refuses_then_records_an_accepted_older_state(damaged_real_data_dir: Path, tmp_path: Path) -> None:
     args = [
-        "plan", "--zk-data-dir", str(damaged_kafka), "--chroot", CHROOT,
+        "plan", "--zk-data-dir", str(damaged_real_data_dir), "--chroot", CHROOT,
         "--broker-config", str(KAFKA_DATA_DIR / "server.properties"), "--out", str(tmp_path / "p"),
     ]  # fmt: skip
     refused = run(*args)
