@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli.main import cli
-from migrate.errors import OlderStateError
+from migrate.errors import OlderStateError, Zk2KraftError
 from migrate.zk.dump import iter_dump
 from migrate.zk.files import read_snapshot, read_txn_log
 from migrate.zk.restore import load_data_dir
@@ -99,6 +99,15 @@ def test_logs_elsewhere_are_found_with_the_log_dir(tmp_path: Path) -> None:
         load_data_dir(data_dir)
     _, report = load_data_dir(data_dir, logs.parent)
     assert report.last_zxid == 0x13 and not report.older_state_accepted
+
+
+def test_only_torn_snapshots_and_no_logs_name_the_snapshots(tmp_path: Path) -> None:
+    folder = tmp_path / "version-2"
+    folder.mkdir()
+    data = (TXNLOG_DIR / "snapshot.0").read_bytes()
+    (folder / "snapshot.0").write_bytes(data[:-20])  # an interrupted write: no seal at the end
+    with pytest.raises(Zk2KraftError, match=r"no valid snapshot in .*snapshot\.0: does not end with the '/' seal"):
+        load_data_dir(tmp_path)
 
 
 def test_snapshot_without_logs_notes_the_missing_logs() -> None:

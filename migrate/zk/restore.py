@@ -207,6 +207,9 @@ def load_data_dir(
 
     snapshot = _choose_snapshot(snap_dir, up_to_zxid, report, progress, verify_digests)
     if snapshot is None:
+        if not logs and report.skipped_snapshots:
+            damaged = "; ".join(f"{Path(s.file).name}: {s.reason}" for s in report.skipped_snapshots)
+            raise Zk2KraftError(f"no valid snapshot in {snap_dir} ({damaged}) and no transaction log in {txn_dir}")
         if not logs:
             raise Zk2KraftError(f"no ZooKeeper snapshot or transaction log in {snap_dir}")
         if not trust_empty_snapshot:
