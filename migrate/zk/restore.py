@@ -254,7 +254,7 @@ def load_data_dir(
         )
     report.warnings += [f"replay of {Path(stop.file).name} {stop}" for stop in report.stops]
     _judge_damaged_snapshots(report, bool(logs), last_zxid, accept_older_state)
-    if not logs:
+    if not logs and not report.older_state_accepted:  # else its warning already says so
         report.notes.append(
             f"no transaction log in {txn_dir}: the state is the snapshot's alone; if ZooKeeper's dataLogDir "
             "is elsewhere, give it with --zk-log-dir to include the changes after the snapshot"
