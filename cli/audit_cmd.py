@@ -8,10 +8,11 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cli.common import EXIT_FINDING, handles_errors, progress_enabled, stderr
-from cli.options import zk_source_from, zk_source_options
+from cli.options import print_source_notices, zk_source_from, zk_source_options
 from validators.report import AuditSummary
 
 _STYLE = {"consistent": "bold green", "lagging": "bold yellow", "inconsistent": "bold red"}
@@ -134,5 +135,6 @@ def _print(summary: AuditSummary) -> None:
             )
     console.print(table)
     for warning in summary.warnings:
-        stderr.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
+        stderr.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False)
+    print_source_notices([], summary.inputs.zk_notes, older_state=summary.inputs.accepted_older_zk_state)
     console.print(f"report: {summary.outputs.get('report', '')}")

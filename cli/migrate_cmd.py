@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from cli.common import handles_errors, progress_enabled, stderr
-from cli.options import zk_source_from, zk_source_options
+from cli.options import print_source_notices, zk_source_from, zk_source_options
 from migrate.errors import Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.metadata_version import MetadataVersion
@@ -122,6 +122,7 @@ def migrate_cmd(
         task = bar.add_task("reading ZooKeeper", total=None)
         origin = read_source(source, progress=lambda n: bar.update(task, description=f"reading znodes ({n})"))
         origin_name = origin.origin
+        source_warnings, source_notes, older = origin.warnings, origin.notes, origin.older_state_accepted
         bar.update(task, description="building the cluster model")
         # Keep only the model: the raw tree of a large cluster is gigabytes nobody needs from here on.
         model = from_tree(origin.tree)
@@ -135,14 +136,19 @@ def migrate_cmd(
             on_missing_state="repair" if on_missing_state == "repair" else "fail",
             force=force,
         )
+    # What reading ZooKeeper warned about comes first among the report's warnings.
+    result.warnings = [f"ZooKeeper source: {w}" for w in source_warnings] + result.warnings
     if fmt == "json":
-        click.echo(_report(result, origin_name).model_dump_json(indent=2))
-        return
-    _print_text(result, origin_name)
+        click.echo(_report(result, origin_name, older).model_dump_json(indent=2))
+        print_source_notices(source_warnings, source_notes, older_state=older)
+    else:
+        _print_text(result, origin_name)  # its warnings include the source's
+        print_source_notices([], source_notes, older_state=older)
 
 
-def _report(result: MigrationResult, origin: str) -> MigrationReportModel:
+def _report(result: MigrationResult, origin: str, older_state: bool) -> MigrationReportModel:
     return MigrationReportModel(
+        accepted_older_zk_state=older_state,
         metadata_dir=str(result.metadata_dir),
         cluster_id=result.cluster_id,
         controller_id=result.controller_id,

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.markup import escape
 
+from cli.common import stderr
 from migrate.zk.sources import ZkSource
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def zk_source_options(func: F) -> F:
-    """--zk / --zk-dump / --zk-data-dir (+ --zk-log-dir, --chroot, --up-to-zxid)."""
+    """--zk / --zk-dump / --zk-data-dir (+ --zk-log-dir, --chroot, --up-to-zxid, --accept-older-zk-state)."""
     options = [
         click.option(
             "--zk",
@@ -44,6 +46,12 @@ def zk_source_options(func: F) -> F:
             metavar="ZXID",
             help="With --zk-data-dir: replay transactions only up to this zxid (e.g. 0x9f00000037).",
         ),
+        click.option(
+            "--accept-older-zk-state",
+            is_flag=True,
+            help="With --zk-data-dir: when the newest snapshot is damaged and no transaction log brings an older "
+            "one up to its zxid, use the older state anyway (refused by default; recorded in every report).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -59,4 +67,21 @@ def zk_source_from(kwargs: dict[str, Any]) -> ZkSource:
         log_dir=kwargs.pop("zk_log_dir", None),
         chroot=kwargs.pop("chroot", None),
         up_to_zxid=kwargs.pop("up_to_zxid", None),
+        accept_older_state=kwargs.pop("accept_older_zk_state", False),
     )
+
+
+def print_source_notices(warnings: Sequence[str], notes: Sequence[str] = (), *, older_state: bool = False) -> None:
+    """Say on stderr what reading the ZooKeeper source warned about; an accepted older state in bold red."""
+    if older_state:
+        stderr.print(
+            "[bold red]WARNING: this uses an OLDER ZooKeeper state than the newest snapshot "
+            "(--accept-older-zk-state); every report written records it[/]",
+            markup=True,
+            soft_wrap=True,
+            highlight=False,
+        )
+    for warning in warnings:
+        stderr.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, soft_wrap=True, highlight=False)
+    for note in notes:
+        stderr.print(f"note: {escape(note)}", markup=True, soft_wrap=True, highlight=False)

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from cli.common import EXIT_FINDING, handles_errors
-from cli.options import zk_source_from, zk_source_options
+from cli.options import print_source_notices, zk_source_from, zk_source_options
 from cli.plan_live import DEFAULT_TIMEOUT, ask_cluster, read_command_config
 from migrate.errors import Zk2KraftError
 from migrate.plan.checks import run_checks
@@ -159,5 +159,6 @@ def plan_cmd(
             click.echo(f"plan written to {out}/plan.md (configs per phase in {out}/<n>-<phase>/)")
         else:
             click.echo("(pass --out DIR to write plan.md, plan.json and the generated configs)")
+    print_source_notices(inputs.zk_warnings, inputs.zk_notes, older_state=inputs.accepted_older_zk_state)
     if plan.blockers:
         sys.exit(EXIT_FINDING)

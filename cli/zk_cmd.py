@@ -10,7 +10,7 @@ from kazoo.client import KazooClient
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cli.common import handles_errors, progress_enabled, stderr
-from cli.options import zk_source_from, zk_source_options
+from cli.options import print_source_notices, zk_source_from, zk_source_options
 from migrate.errors import Zk2KraftError
 from migrate.zk.dump import read_dump, write_dump
 from migrate.zk.load import load_tree
@@ -58,8 +58,15 @@ def export_cmd(output: Path, **kwargs: Any) -> None:
     with _progress() as bar:
         task = bar.add_task("reading znodes", total=None)
         result = read_source(source, progress=lambda n: bar.update(task, completed=n), acls=True)
-    count = write_dump(result.tree, output, chroot=result.chroot)
+    count = write_dump(
+        result.tree,
+        output,
+        chroot=result.chroot,
+        warnings=result.warnings,
+        accepted_older_state=result.older_state_accepted,
+    )
     stderr.print(f"exported {count} znodes from {result.origin} (chroot {result.chroot}) to {output}")
+    print_source_notices(result.warnings, result.notes, older_state=result.older_state_accepted)
 
 
 @zk_group.command("load")

@@ -40,3 +40,7 @@ class UnsupportedVersionError(Zk2KraftError):
 
 class InvalidRequestError(Zk2KraftError):
     """A well-formed request that asks for something that cannot be done."""
+
+
+class OlderStateError(Zk2KraftError):
+    """A newer copy of the input exists but is unreadable, and what can be read is an older state."""

@@ -142,3 +142,6 @@ class MigrationReportModel(BaseModel):
     files: dict[str, int] = Field(description="files written, relative to the metadata dir, with sizes")
     manifest: ManifestModel
     warnings: list[str]
+    accepted_older_zk_state: bool = Field(
+        default=False, description="the ZooKeeper data was older than its newest (damaged) snapshot, by request"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,6 +94,23 @@ def real_tree() -> ZTree:
     """The real Kafka 3.5 cluster's ZooKeeper tree (tests/fixtures/zk-real-kafka-3.5), under its chroot."""
     tree, _report = load_data_dir(REAL_CLUSTER)
     return tree.with_chroot(REAL_CHROOT)
+
+
+REAL_NEWEST_SNAPSHOT = "snapshot.9f00000037"
+
+
+@pytest.fixture
+def damaged_real_data_dir(tmp_path: Path) -> Path:
+    """A copy of the real cluster's data dir (snapshots only, no logs) with one byte of the newest snapshot flipped."""
+    copy = tmp_path / "damaged-zk"
+    shutil.copytree(REAL_CLUSTER, copy)
+    for f in copy.rglob("*"):
+        f.chmod(0o755 if f.is_dir() else 0o644)  # the shared fixtures are read-only
+    newest = copy / "version-2" / REAL_NEWEST_SNAPSHOT
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    newest.write_bytes(bytes(data))
+    return copy
 
 
 @pytest.fixture

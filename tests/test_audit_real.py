@@ -110,6 +110,32 @@ def test_bad_input_exits_2_naming_the_file(spark: SparkSession, tmp_path: Path) 
     assert "/brokers/topics/t" in output
 
 
+def test_a_damaged_newest_snapshot_is_refused_unless_an_older_state_is_accepted(
+    spark: SparkSession, migrated: Path, damaged_real_data_dir: Path, tmp_path: Path
+) -> None:
+    args = ["--zk-data-dir", str(damaged_real_data_dir), "--chroot", REAL_CHROOT, "--kraft", str(migrated)]
+    code, output = audit(*args, "--out", str(tmp_path / "refused"))
+    assert code == 2, output
+    assert "snapshot.9f00000037" in output and "0x9f00000037" in output and "--zk-log-dir" in output
+    out = tmp_path / "accepted"
+    code, output = audit(*args, "--out", str(out), "--accept-older-zk-state")
+    assert code == 0, output  # epochs 0x8 to 0x9f changed no znode of this cluster
+    assert "OLDER ZooKeeper state" in output
+    s = summary(out)
+    assert s["inputs"]["accepted_older_zk_state"] is True
+    assert any("OLDER ZOOKEEPER STATE ACCEPTED" in w and "snapshot.9f00000037" in w for w in s["warnings"])
+
+
+def test_a_truncated_dump_is_refused_naming_both_counts(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
+    lines = dump(real_tree(), tmp_path / "cluster.jsonl").read_text().splitlines(keepends=True)
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_text("".join(lines[:-3]))
+    code, output = audit("--zk-dump", str(truncated), "--kraft", str(migrated), "--out", str(tmp_path / "o"))
+    assert code == 2, output
+    assert str(truncated) in output
+    assert f"the header says {len(lines) - 1} znodes but the file holds {len(lines) - 4}" in output
+
+
 @pytest.mark.zookeeper
 def test_a_live_ensemble_is_a_source_too(spark: SparkSession, migrated: Path, zk_client: KazooClient, zk_connect: str, tmp_path: Path) -> None:
     # The real cluster loaded into a real ZooKeeper (versions preserved, ephemerals made persistent),

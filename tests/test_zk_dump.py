@@ -7,12 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cli.main import cli
 from migrate.errors import CorruptDataError
 from migrate.zk.dump import read_dump, write_dump
 from migrate.zk.tree import Acl, Stat, ZNode, ZTree
+
+REAL_DATA_DIR = Path(__file__).parent / "fixtures" / "zk-real-kafka-3.5"
+REAL_CHROOT = "/de-4-3-kafka-cluster"
 
 path_segment = st.text(alphabet=st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)), min_size=1, max_size=8)
 
@@ -109,3 +114,44 @@ def test_with_chroot_makes_paths_relative(consume: bool) -> None:
     assert sub.data("/brokers") == b"/kafka/brokers"
     assert sub.children("/") == ["brokers"]
     assert (len(tree) == 0) is consume
+
+
+@pytest.fixture(scope="module")
+def real_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`zk export` of the real Kafka 3.5 cluster's data dir."""
+    out = tmp_path_factory.mktemp("export") / "kafka.jsonl"
+    result = CliRunner().invoke(
+        cli, ["zk", "export", "--zk-data-dir", str(REAL_DATA_DIR), "--chroot", REAL_CHROOT, "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_a_truncated_export_is_refused_naming_both_counts(real_export: Path, tmp_path: Path) -> None:
+    lines = real_export.read_text().splitlines(keepends=True)
+    total = len(lines) - 1
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_text("".join(lines[:-5]))  # cut at a line boundary: every remaining line is valid
+    with pytest.raises(CorruptDataError, match=rf"truncated\.jsonl: the header says {total} znodes but the file holds {total - 5}"):
+        read_dump(truncated)
+    edited = tmp_path / "edited.jsonl"
+    extra = json.loads(lines[-1]) | {"path": "/brokers/topics/added"}
+    edited.write_text("".join(lines) + json.dumps(extra) + "\n")
+    with pytest.raises(CorruptDataError, match=f"header says {total} znodes but the file holds {total + 1}"):
+        read_dump(edited)
+    assert len(read_dump(real_export)) == total
+
+
+def test_commands_refuse_a_truncated_export(real_export: Path, tmp_path: Path) -> None:
+    lines = real_export.read_text().splitlines(keepends=True)
+    total = len(lines) - 1
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_text("".join(lines[: len(lines) // 2]))
+    expected = f"the header says {total} znodes but the file holds {len(lines) // 2 - 1}"
+    runner = CliRunner()
+    migrate = runner.invoke(cli, ["migrate", "--zk-dump", str(truncated), "--out", str(tmp_path / "meta")])
+    assert migrate.exit_code == 2 and str(truncated) in migrate.stderr and expected in migrate.stderr
+    assert not (tmp_path / "meta").exists()
+    # Refused before any connection is tried (nothing listens on port 1).
+    load = runner.invoke(cli, ["zk", "load", str(truncated), "--zk", "127.0.0.1:1/x"])
+    assert load.exit_code == 2 and expected in load.stderr

@@ -106,6 +106,7 @@ def run_audit(spark: SparkSession, options: AuditOptions, *, progress: Callable[
     started = time.monotonic()
     say("reading ZooKeeper")
     zk_input = prepare_zk_input(spark, options.zk, work)
+    warnings += [f"ZooKeeper source: {w}" for w in zk_input.warnings]
     timings["zk_read_driver"] = time.monotonic() - started
     cached: list[DataFrame] = []
     stack = ExitStack()
@@ -174,6 +175,8 @@ def run_audit(spark: SparkSession, options: AuditOptions, *, progress: Callable[
             inputs=AuditInputs(
                 zk=zk_input.origin,
                 zk_chroot=zk_input.kafka_chroot,
+                accepted_older_zk_state=zk_input.older_state_accepted,
+                zk_notes=zk_input.notes,
                 kraft=str(options.kraft),
                 kraft_snapshot=None if plan.snapshot is None else str(plan.snapshot),
                 kraft_segments=[str(s) for s in plan.segments],

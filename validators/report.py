@@ -36,6 +36,10 @@ class TableSummary(BaseModel):
 class AuditInputs(BaseModel):
     zk: str
     zk_chroot: str
+    accepted_older_zk_state: bool = Field(
+        default=False, description="the ZooKeeper data was older than its newest (damaged) snapshot, by request"
+    )
+    zk_notes: list[str] = Field(default_factory=list)
     kraft: str
     kraft_snapshot: str | None = None
     kraft_segments: list[str] = Field(default_factory=list)

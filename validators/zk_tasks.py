@@ -16,7 +16,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from migrate.errors import CorruptDataError, Zk2KraftError, ZnodeFormatError
 from migrate.zk import paths, znodes
-from migrate.zk.dump import DUMP_FORMAT, DumpHeader, write_dump
+from migrate.zk.dump import DUMP_FORMAT, DumpHeader, check_dump_count, write_dump
 from migrate.zk.sources import ZkSource, full_tree_chroot, normalize_chroot, read_source
 from validators.tables import (
     ERROR_KIND,
@@ -238,6 +238,10 @@ class ZkInput:
     origin: str
     kafka_chroot: str
     temporary: bool
+    header: DumpHeader | None = None  # of a dump given as the source, whose znode count is checked
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    older_state_accepted: bool = False
 
 
 def _dump_header(path: Path) -> DumpHeader:
@@ -265,24 +269,41 @@ def prepare_zk_input(spark: SparkSession, source: ZkSource, work_dir: Path) -> Z
         inside = normalize_chroot(source.chroot)
         exported = normalize_chroot(header.chroot)
         kafka_chroot = normalize_chroot(exported.rstrip("/") + inside) if inside != "/" else exported
-        return ZkInput(Path(source.dump).resolve(), inside, source.describe(), kafka_chroot, False)
+        return ZkInput(
+            Path(source.dump).resolve(), inside, source.describe(), kafka_chroot, False, header,
+            warnings=[f"{source.dump}: {w}" for w in header.warnings],
+            older_state_accepted=header.accepted_older_zk_state,
+        )  # fmt: skip
     work_dir.mkdir(parents=True, exist_ok=True)
     dump = (work_dir / "zk-source.jsonl").resolve()
     task = partial(_export_in_task, source=source, dump=dump)
     outcome = spark.sparkContext.parallelize([0], 1).map(task).collect()[0]
     if outcome[0] == ERROR_KIND:
         raise Zk2KraftError(outcome[1])
-    return ZkInput(dump, "/", outcome[1], outcome[2], True)
+    _, origin, chroot, warnings, notes, older = outcome
+    return ZkInput(dump, "/", origin, chroot, True, None, warnings, notes, older)
 
 
-def _export_in_task(_index: int, *, source: ZkSource, dump: Path) -> tuple[str, str, str]:
+def _export_in_task(
+    _index: int, *, source: ZkSource, dump: Path
+) -> tuple[str, str, str, list[str], list[str], bool]:
     """Inside a Spark task: read the source and write its dump; errors come back as text, not tracebacks."""
     try:
-        origin = read_source(source)
-        write_dump(origin.tree, dump, chroot=full_tree_chroot(source))
+        got = read_source(source)
+        write_dump(
+            got.tree,
+            dump,
+            chroot=full_tree_chroot(source),
+            warnings=got.warnings,
+            accepted_older_state=got.older_state_accepted,
+        )
     except Zk2KraftError as exc:
-        return ERROR_KIND, str(exc), ""
-    return "ok", origin.origin, origin.chroot
+        return ERROR_KIND, str(exc), "", [], [], False
+    return "ok", got.origin, got.chroot, got.warnings, got.notes, got.older_state_accepted
+
+
+def _not_blank(line: str) -> bool:
+    return bool(line.strip())
 
 
 def read_migration_offset(spark: SparkSession, zk: DataFrame) -> int | None:
@@ -297,6 +318,8 @@ def zk_wide(spark: SparkSession, zk: ZkInput, *, min_partitions: int) -> DataFra
     """The ZooKeeper side as wide rows (cached); raises the first bad-input error a task found."""
     uri = zk.dump.resolve().as_uri()
     lines = spark.sparkContext.textFile(uri, minPartitions=min_partitions)
+    if zk.header is not None:
+        check_dump_count(zk.header, lines.filter(_not_blank).count() - 1, str(zk.dump))
     rows = lines.flatMap(partial(dump_line_rows, chroot=zk.chroot, source=str(zk.dump)))
     df = spark.createDataFrame(rows, WIDE_SCHEMA, verifySchema=False).cache()
     first_error = df.filter(F.col("kind") == ERROR_KIND).select("error").limit(1).collect()

@@ -173,6 +173,9 @@ class PlanInputs:
     zk_origin: str
     zk_chroot: str
     zk_connect: str | None = None
+    zk_warnings: list[str] = field(default_factory=list)  # what reading the ZooKeeper source warned about
+    zk_notes: list[str] = field(default_factory=list)
+    accepted_older_zk_state: bool = False
     brokers: list[BrokerConfig] = field(default_factory=list)
     controllers: list[ControllerSpec] = field(default_factory=list)
     meta_properties: list[tuple[str, MetaProperties]] = field(default_factory=list)

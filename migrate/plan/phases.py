@@ -84,6 +84,10 @@ class Plan(BaseModel):
     generated_at: str
     zk_source: str
     zk_chroot: str
+    zk_warnings: list[str] = Field(default_factory=list, description="what reading the ZooKeeper source warned about")
+    accepted_older_zk_state: bool = Field(
+        default=False, description="the ZooKeeper data was older than its newest (damaged) snapshot, by request"
+    )
     cluster_id: str | None
     target_inter_broker_protocol_version: str
     quorum: str
@@ -271,6 +275,8 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
         generated_at=(now or datetime.now(UTC)).isoformat(timespec="seconds"),
         zk_source=inputs.zk_origin,
         zk_chroot=inputs.zk_chroot,
+        zk_warnings=inputs.zk_warnings,
+        accepted_older_zk_state=inputs.accepted_older_zk_state,
         cluster_id=inputs.model.cluster_id,
         target_inter_broker_protocol_version=inputs.target_ibp,
         quorum=inputs.quorum,

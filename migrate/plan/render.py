@@ -40,6 +40,7 @@ def plan_markdown(plan: Plan) -> str:
         "# ZooKeeper → KRaft migration plan",
         "",
         f"- ZooKeeper: {plan.zk_source} (chroot `{plan.zk_chroot}`)",
+        *(f"- **ZooKeeper source warning: {w}**" for w in plan.zk_warnings),
         f"- cluster id: `{plan.cluster_id}`",
         f"- brokers: {', '.join(map(str, plan.brokers)) or 'none registered'}",
         "- controllers: "

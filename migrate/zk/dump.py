@@ -10,7 +10,7 @@ import base64
 import binascii
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +34,8 @@ class DumpHeader(BaseModel):
     chroot: str = "/"
     last_zxid: int = 0
     znodes: int = 0
+    accepted_older_zk_state: bool = False
+    warnings: list[str] = Field(default_factory=list, description="what reading the source warned about")
 
 
 class DumpAcl(BaseModel):
@@ -132,9 +134,23 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err.get('msg', 'invalid')}"
 
 
-def write_dump(tree: ZTree, path: str | os.PathLike[str], *, chroot: str = "/") -> int:
+def write_dump(
+    tree: ZTree,
+    path: str | os.PathLike[str],
+    *,
+    chroot: str = "/",
+    warnings: Sequence[str] = (),
+    accepted_older_state: bool = False,
+) -> int:
     """Write `tree` as a dump file atomically; returns the number of znodes written."""
-    header = DumpHeader(source=tree.source, chroot=chroot, last_zxid=tree.last_zxid, znodes=len(tree))
+    header = DumpHeader(
+        source=tree.source,
+        chroot=chroot,
+        last_zxid=tree.last_zxid,
+        znodes=len(tree),
+        accepted_older_zk_state=accepted_older_state,
+        warnings=list(warnings),
+    )
     with atomic_writer(path, "w") as out:
         out.write(header.model_dump_json() + "\n")
         for node in sorted(tree, key=lambda n: n.path):
@@ -159,6 +175,7 @@ def iter_dump(path: str | os.PathLike[str]) -> tuple[DumpHeader, Iterator[ZNode]
         ) from None
 
     def nodes() -> Iterator[ZNode]:
+        count = 0
         with handle:
             for line_no, raw in enumerate(handle, start=2):
                 try:
@@ -166,20 +183,38 @@ def iter_dump(path: str | os.PathLike[str]) -> tuple[DumpHeader, Iterator[ZNode]
                 except UnicodeDecodeError as exc:
                     raise CorruptDataError(source, None, f"line {line_no}: not UTF-8 text ({exc.reason})") from None
                 if line.strip():
+                    count += 1
                     yield _line_to_znode(line, source, line_no)
+        check_dump_count(header, count, source)
 
     return header, nodes()
 
 
+def check_dump_count(header: DumpHeader, found: int, source: str) -> None:
+    """Refuse a dump whose znode lines do not number what its header says (a truncated or edited file)."""
+    if "znodes" in header.model_fields_set and found != header.znodes:
+        raise CorruptDataError(
+            source,
+            None,
+            f"the header says {header.znodes} znodes but the file holds {found} znode lines "
+            "(truncated or edited after export?)",
+        )
+
+
 def read_dump(path: str | os.PathLike[str]) -> ZTree:
     """Load a whole dump into a ZTree (paths as exported, i.e. relative to the exported chroot)."""
+    return read_dump_with_header(path)[1]
+
+
+def read_dump_with_header(path: str | os.PathLike[str]) -> tuple[DumpHeader, ZTree]:
+    """A dump's header and its whole tree."""
     header, nodes = iter_dump(path)
     tree = ZTree(source=str(path), last_zxid=header.last_zxid)
     for node in nodes:
         if node.path in tree.nodes:
             raise CorruptDataError(str(path), None, f"znode {node.path} appears twice")
         tree.nodes[node.path] = node
-    return tree
+    return header, tree
 
 
 def tree_from_nodes(source: str, nodes: Iterable[ZNode]) -> ZTree:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrate.errors import CorruptDataError, Zk2KraftError
+from migrate.errors import CorruptDataError, OlderStateError, Zk2KraftError
 from migrate.zk.files import (
     DIGEST_VERSION,
     LOG_PREFIX,
@@ -52,6 +52,7 @@ NODEEXISTS = -110
 _ERROR_NAMES = {NONODE: "NONODE", NODEEXISTS: "NODEEXISTS"}
 
 MAX_SNAPSHOT_CANDIDATES = 100  # FileSnap.findNValidSnapshots(100)
+OLDER_STATE_MARK = "OLDER ZOOKEEPER STATE ACCEPTED"
 
 _OWNER_OF = operator.attrgetter("stat.ephemeral_owner")
 
@@ -63,6 +64,7 @@ Progress = Callable[[str, int, int], None]
 class SkippedSnapshot:
     file: str
     reason: str
+    zxid: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,7 @@ class RestoreReport:
     last_zxid: int = 0
     up_to_zxid: int | None = None
     stops: list[LogStop] = field(default_factory=list)
+    missing: list[tuple[int, int]] = field(default_factory=list)  # zxid ranges no log holds
     ignored_errors: dict[str, int] = field(default_factory=dict)
     digests_checked: bool = False
     digest_matches: int = 0
@@ -108,7 +111,9 @@ class RestoreReport:
     sessions: dict[int, int] = field(default_factory=dict)
     orphan_ephemerals_removed: list[str] = field(default_factory=list)
     unresolved_acls: list[str] = field(default_factory=list)
+    older_state_accepted: bool = False
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def truncation(self) -> LogStop | None:
@@ -132,6 +137,7 @@ class RestoreReport:
                 f"{len(self.digest_mismatches)} mismatch"
             )
         lines += [f"warning: {w}" for w in self.warnings]
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -181,6 +187,7 @@ def load_data_dir(
     expire_orphan_ephemerals: bool = True,
     trust_empty_snapshot: bool = False,
     client_view: bool = True,
+    accept_older_state: bool = False,
 ) -> tuple[ZTree, RestoreReport]:
     """The tree a ZooKeeper server would load from `data_dir` (and `log_dir`), with a report.
 
@@ -190,6 +197,8 @@ def load_data_dir(
     ephemerals of sessions missing from the session table are removed (`expire_orphan_ephemerals`).
     Without any snapshot, logs are replayed onto an empty tree only with `trust_empty_snapshot`
     (zookeeper.snapshot.trust.empty). Stats are what clients see unless `client_view` is False.
+    Where ZooKeeper silently falls back from a damaged snapshot to an older one, this refuses
+    (OlderStateError) unless the logs replay past the damaged one's zxid or `accept_older_state` is set.
     """
     snap_dir = version_dir(data_dir, "data directory")
     txn_dir = snap_dir if log_dir is None else version_dir(log_dir, "log directory")
@@ -198,6 +207,9 @@ def load_data_dir(
 
     snapshot = _choose_snapshot(snap_dir, up_to_zxid, report, progress, verify_digests)
     if snapshot is None:
+        if not logs and report.skipped_snapshots:
+            damaged = "; ".join(f"{Path(s.file).name}: {s.reason}" for s in report.skipped_snapshots)
+            raise Zk2KraftError(f"no valid snapshot in {snap_dir} ({damaged}) and no transaction log in {txn_dir}")
         if not logs:
             raise Zk2KraftError(f"no ZooKeeper snapshot or transaction log in {snap_dir}")
         if not trust_empty_snapshot:
@@ -240,6 +252,13 @@ def load_data_dir(
             f"highest txn zxid {last_zxid:#x} does not reach the snapshot digest zxid "
             f"{replay.pending_snapshot_digest[0]:#x}: transactions are missing (is dataLogDir elsewhere?)"
         )
+    report.warnings += [f"replay of {Path(stop.file).name} {stop}" for stop in report.stops]
+    _judge_damaged_snapshots(report, bool(logs), last_zxid, accept_older_state)
+    if not logs and not report.older_state_accepted:  # else its warning already says so
+        report.notes.append(
+            f"no transaction log in {txn_dir}: the state is the snapshot's alone; if ZooKeeper's dataLogDir "
+            "is elsewhere, give it with --zk-log-dir to include the changes after the snapshot"
+        )
     if expire_orphan_ephemerals:
         report.orphan_ephemerals_removed = replay.expire_orphans(last_zxid)
     if snapshot is not None:
@@ -271,10 +290,10 @@ def _choose_snapshot(
     """The newest snapshot that parses with all seals intact (older ones on failure), as FileSnap does."""
     candidates = [(z, p) for z, p in list_snapshots(folder) if up_to_zxid is None or z <= up_to_zxid]
     passed_quick = 0
-    for _, path in candidates[:MAX_SNAPSHOT_CANDIDATES]:
+    for zxid, path in candidates[:MAX_SNAPSHOT_CANDIDATES]:
         problem = quick_check_problem(path)
         if problem is not None:
-            report.skipped_snapshots.append(SkippedSnapshot(str(path), problem))
+            report.skipped_snapshots.append(SkippedSnapshot(str(path), problem, zxid))
             continue
         passed_quick += 1
         size = path.stat().st_size
@@ -283,7 +302,8 @@ def _choose_snapshot(
         try:
             snapshot = read_snapshot(path, client_view=False, with_digest=with_digest)
         except CorruptDataError as exc:
-            report.skipped_snapshots.append(SkippedSnapshot(str(path), str(exc)))
+            where = f"at byte {exc.offset}: " if exc.offset is not None else ""
+            report.skipped_snapshots.append(SkippedSnapshot(str(path), where + exc.problem, zxid))
             continue
         if progress:
             progress("snapshot", size, size)
@@ -292,6 +312,53 @@ def _choose_snapshot(
         reasons = "; ".join(f"{Path(s.file).name}: {s.reason}" for s in report.skipped_snapshots)
         raise Zk2KraftError(f"not able to find a valid snapshot in {folder}: {reasons}")
     return None
+
+
+def _judge_damaged_snapshots(report: RestoreReport, logs_found: bool, last_zxid: int, accept: bool) -> None:
+    """Say which snapshots were skipped; refuse (unless `accept`) when the state read is older than one of them.
+
+    FileSnap moves on to an older snapshot without a word; the logs may still bring that one up to date.
+    """
+    used = Path(report.snapshot).name if report.snapshot else "no snapshot"
+    for skipped in report.skipped_snapshots:
+        report.warnings.append(f"skipped damaged snapshot {Path(skipped.file).name}: {skipped.reason}")
+    newer = [s for s in report.skipped_snapshots if s.zxid > report.snapshot_zxid]
+    if not newer:
+        return
+    newest = max(newer, key=lambda s: s.zxid)
+    name = Path(newest.file).name
+    holes = [(lo, hi) for lo, hi in report.missing if lo <= newest.zxid]
+    if last_zxid >= newest.zxid and not holes:
+        report.warnings.append(
+            f"used the older {used} (zxid {report.snapshot_zxid:#x}) instead of the damaged {name}; the "
+            f"transaction logs replay it up to zxid {last_zxid:#x}, at least as far as {name} (zxid "
+            f"{newest.zxid:#x}), so nothing is lost"
+        )
+        return
+    if not logs_found:
+        why = (
+            f"there is no transaction log in {report.log_dir} (ZooKeeper's dataLogDir is often elsewhere: "
+            "give it with --zk-log-dir)"
+        )
+    elif holes:
+        lo, hi = holes[0]
+        last_zxid = lo - 1
+        why = f"the transaction logs in {report.log_dir} lack transactions {lo:#x} to {hi:#x}"
+    else:
+        stopped = f"; replay {report.stops[-1]}" if report.stops else ""
+        why = f"the transaction logs in {report.log_dir} replay it only up to zxid {last_zxid:#x}{stopped}"
+    gap = f"zxid {last_zxid:#x} instead of at least {newest.zxid:#x}"
+    if not accept:
+        raise OlderStateError(
+            f"newest snapshot {newest.file} is damaged ({newest.reason}); the newest valid one, {used} (zxid "
+            f"{report.snapshot_zxid:#x}), is older and {why}: the tree would be at {gap}, missing whatever "
+            "changed in between. Copy an intact snapshot or the logs, or pass --accept-older-zk-state to "
+            "use the older state anyway"
+        )
+    report.older_state_accepted = True
+    report.warnings.append(
+        f"{OLDER_STATE_MARK}: newest snapshot {name} is damaged and {why}; using {used}, at {gap}"
+    )
 
 
 def _start_digest_checks(replay: Replay, snapshot: Snapshot, report: RestoreReport) -> None:
@@ -346,6 +413,7 @@ def _replay_logs(
                 else:
                     if zxid > highest + 1 and zxid >> 32 == highest >> 32:
                         # Every txn of an epoch takes the next zxid, failed ones included.
+                        report.missing.append((highest + 1, zxid - 1))
                         report.warnings.append(
                             f"transactions {highest + 1:#x} to {zxid - 1:#x} are in no log (before {path.name})"
                         )

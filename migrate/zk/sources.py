@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrate.errors import Zk2KraftError
@@ -43,6 +43,7 @@ class ZkSource:
     log_dir: Path | None = None
     chroot: str | None = None
     up_to_zxid: int | None = None
+    accept_older_state: bool = False
 
     def describe(self) -> str:
         if self.connect:
@@ -61,6 +62,8 @@ class ZkSource:
             raise Zk2KraftError("--zk-log-dir only goes with --zk-data-dir")
         if self.up_to_zxid is not None and not self.data_dir:
             raise Zk2KraftError("--up-to-zxid only goes with --zk-data-dir")
+        if self.accept_older_state and not self.data_dir:
+            raise Zk2KraftError("--accept-older-zk-state only goes with --zk-data-dir")
 
 
 def full_tree_chroot(source: ZkSource) -> str:
@@ -87,12 +90,17 @@ def read_source(
         tree = read_tree(hosts, chroot=chroot, progress=progress, acls=acls)
         return ZTreeWithOrigin(tree, source.describe(), chroot)
     if source.dump:
-        from migrate.zk.dump import iter_dump, read_dump
+        from migrate.zk.dump import read_dump_with_header
 
-        header, _ = iter_dump(source.dump)
-        tree = read_dump(source.dump)
+        header, tree = read_dump_with_header(source.dump)
         # A dump exported with a chroot is already relative to it; --chroot then selects inside it.
-        return ZTreeWithOrigin(tree.with_chroot(chroot), source.describe(), normalize_chroot(header.chroot))
+        return ZTreeWithOrigin(
+            tree.with_chroot(chroot),
+            source.describe(),
+            normalize_chroot(header.chroot),
+            warnings=[f"{source.dump}: {w}" for w in header.warnings],
+            older_state_accepted=header.accepted_older_zk_state,
+        )
     assert source.data_dir is not None
     from migrate.zk.restore import load_data_dir
 
@@ -100,17 +108,36 @@ def read_source(
         if progress is not None:
             progress(done)
 
-    full, _report = load_data_dir(
-        source.data_dir, source.log_dir, up_to_zxid=source.up_to_zxid, progress=file_progress
+    full, report = load_data_dir(
+        source.data_dir,
+        source.log_dir,
+        up_to_zxid=source.up_to_zxid,
+        progress=file_progress,
+        accept_older_state=source.accept_older_state,
     )
     if chroot != "/" and full.get(chroot) is None:
         raise Zk2KraftError(f"{source.describe()}: the chroot {chroot} does not exist in that tree")
-    return ZTreeWithOrigin(full.with_chroot(chroot, consume=True), source.describe(), chroot)
+    notes = list(report.notes)
+    if source.accept_older_state and not report.older_state_accepted:
+        notes.append("--accept-older-zk-state was not needed: no older state was used")
+    return ZTreeWithOrigin(
+        full.with_chroot(chroot, consume=True),
+        source.describe(),
+        chroot,
+        warnings=list(report.warnings),
+        notes=notes,
+        older_state_accepted=report.older_state_accepted,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class ZTreeWithOrigin:
+    """The tree read, and what every report of the command must repeat about how it was read."""
+
     tree: ZTree
     origin: str
     chroot: str
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    older_state_accepted: bool = False
 
