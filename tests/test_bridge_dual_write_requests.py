@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kazoo.client import KazooClient
+from kazoo.security import ACL, ANYONE_ID_UNSAFE, OPEN_ACL_UNSAFE, Permissions
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
@@ -31,6 +34,7 @@ from bridge.handlers._common import nested
 from bridge.operations import WriteClientQuotas, WriteProducerId
 from bridge.protocol import KafkaPrincipal, encode_request
 from bridge.zk_writer import plan_reconciliation
+from cli.status_cmd import status_cmd
 from migrate.kraft.reader import load_image
 from migrate.zk import znodes
 from migrate.zk.cluster import from_tree, to_znodes
@@ -760,6 +764,58 @@ def test_create_and_delete_acls(cluster: Cluster, zk_client: KazooClient) -> Non
     response = cluster.send(create_acls((bad, "User:alice", AclOperation.READ)))
     assert errors(response, "results") == [ErrorCode.invalid_request]
     cluster.unchanged(end)
+
+
+def test_a_write_zookeeper_keeps_refusing_is_shown_until_it_lands(
+    cluster: Cluster, zk_client: KazooClient, zk_connect: str
+) -> None:
+    # An operator's ZooKeeper ACL on /kafka-acl lets nobody create below it: the ACL store cannot be made.
+    read_only = [ACL(Permissions.READ | Permissions.ADMIN, ANYONE_ID_UNSAFE)]
+    zk_client.create("/kafka-acl", acl=read_only)
+    end = cluster.end_offset
+    response = cluster.send(create_acls((LITERAL_TOPIC, "User:alice", AclOperation.READ)))
+    # Committed in the log, so answered as done (docs/architecture.md); ZooKeeper is behind and says why.
+    assert errors(response, "results") == [ErrorCode.none]
+    assert cluster.end_offset > end
+    assert cluster.read().acls == {}
+
+    def stuck() -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{cluster.bridge.metrics_port}/status") as reply:
+            return json.loads(reply.read())  # type: ignore[no-any-return]
+
+    wait_until(lambda: (stuck()["stuck_write"] or {}).get("attempts", 0) >= 3)
+    status = stuck()
+    write = status["stuck_write"]
+    assert write["operation"].startswith("UpdateAcl")
+    assert (write["request"], write["znode"], write["error_code"]) == (
+        "Create /kafka-acl/Topic", "/kafka-acl/Topic", "NOAUTH"
+    )  # fmt: skip
+    assert write["first_offset"] == end and write["last_offset"] == cluster.end_offset - 1
+    assert "NOAUTH" in status["last_error"]
+    # /migration stays at the offset before the refused change: it never names a change ZooKeeper lacks.
+    migration = cluster.read().migration
+    assert migration is not None and migration.kraft_metadata_offset == end - 1
+    assert status["zk_write_behind_lag"] > 0
+    # Retried with backoff, without re-sending what already landed: no config notification per attempt.
+    changes = zk_client.get_children("/config/changes")
+    wait_until(lambda: stuck()["stuck_write"]["attempts"] >= 5, timeout=30)
+    assert zk_client.get_children("/config/changes") == changes
+
+    shown = CliRunner().invoke(
+        status_cmd, ["--zk", zk_connect, "--bridge-status", f"http://127.0.0.1:{cluster.bridge.metrics_port}"]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "ZooKeeper write stuck" in shown.output
+    assert "UpdateAcl" in shown.output and "Create /kafka-acl/Topic: NOAUTH" in shown.output
+
+    zk_client.set_acls("/kafka-acl", OPEN_ACL_UNSAFE)  # the operator lifts the restriction
+    wait_until(lambda: stuck()["stuck_write"] is None, timeout=40)
+    assert stuck()["last_error"] is None and stuck()["zk_write_behind_lag"] == 0
+    assert acls_of(cluster, LITERAL_TOPIC) == [
+        AclEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    ]
+    migration = cluster.read().migration
+    assert migration is not None and migration.kraft_metadata_offset == cluster.end_offset - 1
 
 
 def acls_of(cluster: Cluster, pattern: ResourcePattern) -> list[AclEntry]:
