@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -42,9 +42,10 @@ from bridge.driver import FencedOut, MetadataLogLike, MigrationDriver, Migration
 from bridge.error_responses import error_response
 from bridge.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
 from bridge.image_slice import cut, touched_keys
+from bridge.leadership import MigrationClientError, code_name
 from bridge.listener import KafkaListener, RequestContext
 from bridge.metadata_log import LOCK_FILE
-from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
+from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer, StuckWrite
 from bridge.operations import ZkOperation
 from bridge.protocol import (
     ANONYMOUS,
@@ -56,7 +57,7 @@ from bridge.protocol import (
     encode_response,
     unwrap_response,
 )
-from bridge.zk_client import OneMulti, ZkMigrationClient
+from bridge.zk_client import OneMulti, ZkBatchError, ZkMigrationClient
 from bridge.zk_writer import plan_delta
 from migrate.errors import UnsupportedVersionError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
@@ -981,7 +982,10 @@ class BridgeController:
         except (Zk2KraftError, KazooException) as exc:
             # Committed changes are answered as such; ZooKeeper gets them (and the reverts) by reconciliation.
             what = f"offsets {commits[0].base_offset}..{offset}" if commits else "foreign-write reverts"
-            self._zk_write_failed(f"dual write of {what} failed: {exc}")
+            first = commits[0].base_offset if commits else -1
+            self._zk_write_failed(
+                f"dual write of {what} failed: {exc}", stuck_write(exc, ops, first, offset if commits else -1)
+            )
             for i, item in enumerate(written):
                 if item.appended is None:
                     errors[i] = exc
@@ -1118,8 +1122,10 @@ class BridgeController:
         except (Zk2KraftError, KazooException) as exc:
             # Committed and answered as such; ZooKeeper gets them by reconciliation.
             first, last = batch[0].appended, batch[-1].appended
+            assert first is not None and last is not None  # only batches of commits go out as one multi
             self._zk_write_failed(
-                f"dual write of offsets {first.base_offset}..{last.last_offset} failed: {exc}"  # type: ignore[union-attr]
+                f"dual write of offsets {first.base_offset}..{last.last_offset} failed: {exc}",
+                stuck_write(exc, one.prepared.operations, first.base_offset, last.last_offset),
             )
         return True
 
@@ -1151,11 +1157,19 @@ class BridgeController:
         with contextlib.suppress(RuntimeError):  # the loop is closing
             loop.call_soon_threadsafe(resolve)
 
-    def _zk_write_failed(self, reason: str) -> None:
-        """Writer thread: note that ZooKeeper misses a committed change and have it repaired."""
+    def _zk_write_failed(self, reason: str, stuck: StuckWrite | None = None) -> None:
+        """Writer thread: note that ZooKeeper misses a committed change and have it repaired.
+
+        `stuck` (the refused operation) goes to `/status`; an earlier one not repaired yet keeps its start.
+        """
         self.zk_out_of_sync = reason
         self.metrics.set_last_error(reason)
-        log.error("event=zk_write_failed %s; ZooKeeper will be reconciled with the log", reason)
+        if stuck is not None:
+            self.metrics.set_stuck_write(_still_stuck(self.metrics.stuck_write, stuck))
+        log.error(
+            "event=zk_write_failed %s; ZooKeeper will be reconciled with the log%s",
+            reason, f" (znode {stuck.znode}, {stuck.request}: {stuck.error_code})" if stuck and stuck.znode else "",
+        )  # fmt: skip
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
@@ -1187,13 +1201,26 @@ class BridgeController:
                         ops = await self.driver.reconcile()
                     finally:
                         self._write_done()
-                    log.info("event=zk_repaired ops=%d", len(ops))
+                    stuck = self.metrics.stuck_write
+                    log.info(
+                        "event=zk_repaired ops=%d%s", len(ops),
+                        f" after {stuck.attempts} failed attempt(s) of {stuck.operation}" if stuck else "",
+                    )  # fmt: skip
                     self.metrics.set_last_error(None)
+                    self.metrics.set_stuck_write(None)
                 except FencedOut:
                     return
                 except (Zk2KraftError, KazooException) as exc:
                     self.zk_out_of_sync = f"reconciliation failed: {exc}"
-                    log.error("event=zk_repair_failed %s; retrying in %.1f s", exc, delay)
+                    self.metrics.set_last_error(self.zk_out_of_sync)
+                    assert self.log is not None and self.driver is not None
+                    failed = stuck_write(exc, self.driver.reconciliation_ops, -1, self.log.end_offset - 1)
+                    stuck = _still_stuck(self.metrics.stuck_write, failed).model_copy(
+                        update={"next_retry_in_s": delay}
+                    )
+                    self.metrics.set_stuck_write(stuck)
+                    # One line per attempt, with the znode and the code: a stuck write is never silent.
+                    log.error("event=zk_repair_failed %s; retrying in %.1f s; %s", stuck.line(), delay, exc)
                 finally:
                     self._appends_open.set()
         finally:
@@ -1318,6 +1345,37 @@ class BridgeController:
         finally:
             self.foreign_batches_handled += 1
             self._notify()
+
+
+def stuck_write(exc: BaseException, ops: Sequence[ZkOperation], first: int, last: int) -> StuckWrite:
+    """What `/status` shows of a dual write that did not land: the operation, its failing request and code."""
+    operation = "ZooKeeper write"
+    if isinstance(exc, ZkBatchError) and exc.failed_index < len(ops):
+        op = ops[exc.failed_index]
+        operation = f"{op.op_type} ({op.description})" if op.description else op.op_type
+    request = znode = code = None
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, MigrationClientError) and cause.failures:
+            request, number = cause.failures[0]  # the first: a missing parent's refusal explains the rest
+            znode, code = request.partition(" ")[2] or None, code_name(number)
+            break
+        cause = cause.__cause__
+    return StuckWrite(
+        operation=operation, request=request, znode=znode, error_code=code, first_offset=first,
+        last_offset=last, since_ms=time.time_ns() // 1_000_000, attempts=1, next_retry_in_s=None,
+        error=str(exc),
+    )  # fmt: skip
+
+
+def _still_stuck(earlier: StuckWrite | None, now: StuckWrite) -> StuckWrite:
+    """`now`, counted as one more attempt of `earlier` (its start and first offset kept) when there was one."""
+    if earlier is None:
+        return now
+    first = earlier.first_offset if earlier.first_offset >= 0 else now.first_offset
+    return now.model_copy(
+        update={"since_ms": earlier.since_ms, "attempts": earlier.attempts + 1, "first_offset": first}
+    )
 
 
 class _LoopRelay:

@@ -140,7 +140,12 @@ def code_name(code: int) -> str:
 
 
 class MigrationClientError(Zk2KraftError):
-    """A ZooKeeper request failed (Kafka's MigrationClientException); the driver retries on its next poll."""
+    """A ZooKeeper request failed (Kafka's MigrationClientException); the driver retries on its next poll.
+
+    `failures`: each failed request ("Create /path") with ZooKeeper's code, when ZooKeeper answered.
+    """
+
+    failures: tuple[tuple[str, int], ...] = ()
 
 
 class MigrationClientAuthError(MigrationClientError):
@@ -337,9 +342,13 @@ def raise_for_codes(what: str, outcomes: Sequence[tuple[str, int]]) -> NoReturn:
     """Raise MigrationClientError (the auth flavour when ZooKeeper refused credentials) for failed ops."""
     failed = [(label, code) for label, code in outcomes if code != OK] or list(outcomes)
     detail = "; ".join(f"{label}: {code_name(code)}" for label, code in failed)
+    error: MigrationClientError
     if any(code in AUTH_CODES for _, code in outcomes):
-        raise MigrationClientAuthError(f"{what}: ZooKeeper refused the request ({detail})")
-    raise MigrationClientError(f"{what}: ZooKeeper results {detail}")
+        error = MigrationClientAuthError(f"{what}: ZooKeeper refused the request ({detail})")
+    else:
+        error = MigrationClientError(f"{what}: ZooKeeper results {detail}")
+    error.failures = tuple(failed)
+    raise error
 
 
 def raise_for_results(what: str, results: Sequence[ZkResult]) -> NoReturn:

@@ -56,6 +56,34 @@ def zk_migration_state_name(value: int) -> str:
     return ZK_MIGRATION_STATES.get(value, str(value))
 
 
+class StuckWrite(BaseModel):
+    """A dual write ZooKeeper refused: the operation, its failing request and how the retries go."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    operation: str = Field(description="Kafka's op type and log line of the operation that did not land")
+    request: str | None = Field(None, description="the failing ZooKeeper request, e.g. 'Create /kafka-acl/Topic/x'")
+    znode: str | None = Field(None, description="the znode of the failing request")
+    error_code: str | None = Field(None, description="ZooKeeper's error code name, e.g. NONODE, NOAUTH")
+    first_offset: int = Field(-1, description="first log offset ZooKeeper lacks (-1: only reverts of foreign writes)")
+    last_offset: int = Field(-1, description="last log offset of the write that failed")
+    since_ms: int = Field(description="wall-clock time of the first failure (ms since the epoch)")
+    attempts: int = Field(1, description="failed attempts so far (the dual write, then each repair)")
+    next_retry_in_s: float | None = Field(None, description="seconds until the next repair attempt")
+    error: str = Field(description="the full error")
+
+    def line(self) -> str:
+        """One line for logs and `zk2kraft status`."""
+        what = f"{self.request}: {self.error_code}" if self.request else self.error
+        retry = f", next retry in {self.next_retry_in_s:.1f} s" if self.next_retry_in_s is not None else ""
+        lacks = (
+            f"offsets {self.first_offset}..{self.last_offset} are not all in ZooKeeper"
+            if self.first_offset >= 0
+            else "reverts of foreign writes are not in ZooKeeper"
+        )
+        return f"{self.operation} failed ({what}); {lacks}; {self.attempts} attempt(s){retry}"
+
+
 class BridgeStatus(BaseModel):
     """What `GET /status` answers: the driver's view of leadership, offsets and ZooKeeper lag."""
 
@@ -74,6 +102,9 @@ class BridgeStatus(BaseModel):
     foreign_zk_writes_mode: str = "report"
     foreign_zk_writes: int = Field(0, description="foreign ZooKeeper writes noticed since start")
     last_error: str | None = None
+    stuck_write: StuckWrite | None = Field(
+        None, description="the dual write ZooKeeper refuses, while it does; null once ZooKeeper has caught up"
+    )
 
 
 class BridgeMetrics:
@@ -98,6 +129,7 @@ class BridgeMetrics:
         self._fenced = False
         self._foreign_total = 0
         self._last_error: str | None = None
+        self._stuck_write: StuckWrite | None = None
         self._lag = 0
         r = self.registry
 
@@ -263,6 +295,15 @@ class BridgeMetrics:
         with self._lock:
             self._last_error = message
 
+    def set_stuck_write(self, stuck: StuckWrite | None) -> None:
+        with self._lock:
+            self._stuck_write = stuck
+
+    @property
+    def stuck_write(self) -> StuckWrite | None:
+        with self._lock:
+            return self._stuck_write
+
     # ------------------------------------------------------------------ reading back
 
     def _update_lag(self) -> None:
@@ -298,6 +339,7 @@ class BridgeMetrics:
                 foreign_zk_writes_mode=self.foreign_writes_mode,
                 foreign_zk_writes=self._foreign_total,
                 last_error=self._last_error,
+                stuck_write=self._stuck_write,
             )
 
     def exposition(self) -> bytes:

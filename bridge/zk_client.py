@@ -18,7 +18,9 @@ child counter either way. `fused=False` keeps the former grouping (Kafka's: noti
 
 Where Kafka 3.9 is evidently wrong we do what it meant instead (each place says so): deleteConfigs'
 notification names `brokers/1`, not `Some(brokers)/1`; a partition's `state` child is deleted before the
-partition; a failed producer-id or ACL write raises instead of passing silently.
+partition; a failed producer-id or ACL write raises instead of passing silently; an ACL or delegation-token
+write on a cluster that never ran AclAuthorizer or token authentication creates the store's containers first
+(what those would have created at start-up; Kafka's write fails with NONODE there, forever).
 """
 
 from __future__ import annotations
@@ -115,6 +117,22 @@ _USER_CLIENT_QUOTA_KEYS = frozenset(
 _IP_QUOTA_KEYS = frozenset({"connection_creation_rate"})
 
 _CONFIG_TYPES = {TOPIC_RESOURCE: paths.CONFIG_TOPICS, BROKER_RESOURCE: paths.CONFIG_BROKERS}
+
+_ACL_RESOURCE_TYPES = [t.pascal_name for t in ResourceType if t not in (ResourceType.UNKNOWN, ResourceType.ANY)]
+ACL_STORE_PATHS = (
+    paths.KAFKA_ACL,
+    *(f"{paths.KAFKA_ACL}/{t}" for t in _ACL_RESOURCE_TYPES),
+    paths.KAFKA_ACL_EXTENDED,
+    paths.KAFKA_ACL_PREFIXED,
+    *(f"{paths.KAFKA_ACL_PREFIXED}/{t}" for t in _ACL_RESOURCE_TYPES),
+    paths.KAFKA_ACL_CHANGES,
+    paths.KAFKA_ACL_EXTENDED_CHANGES,
+)
+"""KafkaZkClient.createAclPaths: both ACL stores, a container per resource type in each, both change stores
+(parents first)."""
+
+TOKEN_STORE_PATHS = (paths.DELEGATION_TOKEN, paths.DELEGATION_TOKEN_CHANGES, paths.DELEGATION_TOKENS)
+"""KafkaZkClient.createDelegationTokenPaths (parents first)."""
 
 PasswordEncoder = Callable[[str, str], str]
 """(config name, value) → stored text; Kafka encrypts dynamic password configs with password.encoder.secret."""
@@ -765,6 +783,15 @@ class ZkMigrationClient(ZkLeadershipClient):
             return
         raise_for_results(describe_notes(notes), reply.results)
 
+    def _missing_containers(self, containers: Sequence[str]) -> list[ZkRequest]:
+        """Guarded creates of `containers` not known to exist (existing ones answer NODEEXISTS, harmlessly:
+        each goes in its own fenced multi)."""
+        return [CreateRequest(p) for p in containers if p not in self._known_containers]
+
+    def _learn_created(self, results: Sequence[ZkResult]) -> None:
+        """Containers whose guarded create landed or found them there."""
+        self._known_containers.update(r.path for r in results if r.code in (OK, NODEEXISTS))
+
     def _learn_stores(self, notes: Sequence[_Note]) -> None:
         for note in notes:
             self._known_containers.update(_ancestry(note.store))
@@ -1066,11 +1093,16 @@ class ZkMigrationClient(ZkLeadershipClient):
         def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
             outcome = self._noted_write([SetDataRequest(path, data)], state, [note])
             if outcome.results[0].code == NONODE:
-                outcome = self._noted_write([CreateRequest(path, data)], state, [note])
-            if not outcome.results[0].ok:
+                # A cluster that never ran AclAuthorizer has no ACL store: create it as its start-up
+                # (createAclPaths) would, each container a guarded create ahead of the znode.
+                stores = self._missing_containers(ACL_STORE_PATHS)
+                outcome = self._noted_write([*stores, CreateRequest(path, data)], state, [note])
+                self._learn_created(outcome.results[:-1])
+            if not outcome.results[-1].ok:
                 # Kafka writes the notification and carries on whatever the code; we report the failure.
                 raise_for_results(
-                    f"Could not write ACLs for resource pattern {_show_pattern(pattern)}", outcome.results
+                    f"Could not write ACLs for resource pattern {_show_pattern(pattern)}",
+                    _failures(outcome.results),
                 )
             return outcome.state
 
@@ -1119,9 +1151,14 @@ class ZkMigrationClient(ZkLeadershipClient):
         def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
             outcome = self.fenced_write([SetDataRequest(path, data)], state)
             if outcome.results[0].code == NONODE:
-                outcome = self.fenced_write([CreateRequest(path, data)], state)
-            if not outcome.results[0].ok:
-                raise_for_results(f"Could not write delegation token {token.token_id}", outcome.results)
+                # Without token authentication ZooKeeper-mode Kafka never ran createDelegationTokenPaths.
+                stores = self._missing_containers(TOKEN_STORE_PATHS)
+                outcome = self.fenced_write([*stores, CreateRequest(path, data)], state)
+                self._learn_created(outcome.results[:-1])
+            if not outcome.results[-1].ok:
+                raise_for_results(
+                    f"Could not write delegation token {token.token_id}", _failures(outcome.results)
+                )
             return outcome.state
 
         return self._fused([SetDataRequest(path, data)], kafka_path)
@@ -1149,6 +1186,11 @@ def _state_after(one: OneMulti, reply: MultiReply) -> MigrationLeadershipState |
     if not reply.landed or reply.migration_stat is None:
         return None
     return one.final.with_migration_zk_version(reply.migration_stat.version)
+
+
+def _failures(results: Sequence[ZkResult]) -> list[ZkResult]:
+    """The results that explain a failed write: the last request's and any container create that failed."""
+    return [r for r in results[:-1] if r.code not in (OK, NODEEXISTS, RUNTIMEINCONSISTENCY)] + [results[-1]]
 
 
 def _name(op: ZkOperation) -> str:

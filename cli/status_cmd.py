@@ -53,6 +53,8 @@ def bridge_view(url: str) -> KraftView:
         write_behind_lag=s.zk_write_behind_lag,
         committed_offset=s.durable_offset,
         driver_state=s.state,
+        last_error=s.last_error,
+        stuck_write=s.stuck_write.line() if s.stuck_write is not None else None,
     )
 
 
@@ -100,6 +102,10 @@ def status_lines(s: Status) -> list[str]:
     if s.write_behind_lag is not None:
         lines.append(f"ZooKeeper write-behind lag: {s.write_behind_lag}")
     for v in s.kraft:
+        if v.stuck_write is not None:
+            lines.append(f"ZooKeeper write stuck ({v.source}): {v.stuck_write}")
+        if v.last_error is not None:
+            lines.append(f"last error ({v.source}): {v.last_error}")
         if v.kraft_brokers is not None:
             lines.append(f"KRaft brokers ({v.source}): {', '.join(map(str, v.kraft_brokers)) or 'none'}")
     return lines

@@ -60,6 +60,9 @@ def test_injected_divergences_are_reported_exactly(spark: SparkSession, cluster:
     assert output.startswith("INCONSISTENT")
     found = discrepancy_rows(spark, out)
     assert keyed(found, "error") == expected
+    # Every row says why it is what it is; an error row names its kind of difference.
+    assert all(r["reason"] for r in found)
+    assert all("ZooKeeper" in r["reason"] for r in found if r["class"] == "error")
     assert keyed(found, "expected") == baseline_expected(model)
     assert not keyed(found, "lag")
     s = summary(out)

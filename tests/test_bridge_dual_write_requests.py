@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kazoo.client import KazooClient
+from kazoo.security import ACL, ANYONE_ID_UNSAFE, OPEN_ACL_UNSAFE, Permissions
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
@@ -31,6 +34,7 @@ from bridge.handlers._common import nested
 from bridge.operations import WriteClientQuotas, WriteProducerId
 from bridge.protocol import KafkaPrincipal, encode_request
 from bridge.zk_writer import plan_reconciliation
+from cli.status_cmd import status_cmd
 from migrate.kraft.reader import load_image
 from migrate.zk import znodes
 from migrate.zk.cluster import from_tree, to_znodes
@@ -694,13 +698,16 @@ def delete_acls(pattern: ResourcePattern, principal: str | None = None) -> Any:
     )
 
 
-def create_acl_store(client: KazooClient) -> None:
-    """What Kafka's AclAuthorizer creates at start-up (KafkaZkClient.createAclPaths)."""
-    for store in ("/kafka-acl", "/kafka-acl-extended/prefixed"):
-        for kind in ("Topic", "Group", "Cluster", "TransactionalId", "DelegationToken", "User"):
-            client.ensure_path(f"{store}/{kind}")
-    client.ensure_path("/kafka-acl-changes")
-    client.ensure_path("/kafka-acl-extended-changes")
+ACL_STORE = [
+    *(
+        f"{store}/{kind}"
+        for store in ("/kafka-acl", "/kafka-acl-extended/prefixed")
+        for kind in ("Topic", "Group", "Cluster", "TransactionalId", "DelegationToken", "User")
+    ),
+    "/kafka-acl-changes",
+    "/kafka-acl-extended-changes",
+]
+"""What Kafka's AclAuthorizer creates at start-up (KafkaZkClient.createAclPaths), leaves first."""
 
 
 def wait_until(condition: Any, timeout: float = 20.0) -> None:
@@ -711,8 +718,9 @@ def wait_until(condition: Any, timeout: float = 20.0) -> None:
 
 
 def test_create_and_delete_acls(cluster: Cluster, zk_client: KazooClient) -> None:
-    # The real cluster never ran an authorizer, so ZooKeeper has no ACL store: Kafka's ACL writes fail
-    # there. The change is committed all the same, and ZooKeeper is reconciled once the store exists.
+    # The real cluster never ran an authorizer, so ZooKeeper has no ACL store: the first ACL write creates
+    # it as AclAuthorizer's start-up does, and the answer comes once ZooKeeper has the ACLs.
+    assert not zk_client.exists("/kafka-acl")
     response = cluster.send(
         create_acls(
             (LITERAL_TOPIC, "User:alice", AclOperation.READ),
@@ -721,13 +729,9 @@ def test_create_and_delete_acls(cluster: Cluster, zk_client: KazooClient) -> Non
         )
     )
     assert errors(response, "results") == [ErrorCode.none] * 3
-    assert cluster.bridge.zk_out_of_sync is not None and "NONODE" in cluster.bridge.zk_out_of_sync
-    assert cluster.read().acls == {}
-    assert cluster.bridge.status().last_error is not None
-    create_acl_store(zk_client)
-    wait_until(lambda: cluster.bridge.zk_out_of_sync is None and len(cluster.read().acls) == 2)
-    cluster.model = cluster.read()
+    assert cluster.bridge.zk_out_of_sync is None and cluster.bridge.status().last_error is None
     expected = cluster.expect()
+    expected.other_znodes.update(dict.fromkeys(ACL_STORE, None))
     alice_read = AclEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
     bob_write = AclEntry("User:bob", "*", AclOperation.WRITE, AclPermissionType.ALLOW)
     expected.acls[LITERAL_TOPIC] = AclResource(LITERAL_TOPIC, acls_of(cluster, LITERAL_TOPIC))
@@ -736,7 +740,7 @@ def test_create_and_delete_acls(cluster: Cluster, zk_client: KazooClient) -> Non
     # Literal patterns are announced under /kafka-acl-changes, the others under /kafka-acl-extended-changes.
     expected.acl_changes["acl_changes_0000000000"] = AclChangeNotification(LITERAL_TOPIC)
     expected.extended_acl_changes["acl_changes_0000000000"] = AclChangeNotification(PREFIXED_GROUP)
-    cluster.check(expected)
+    cluster.check(expected)  # /migration names the log's end offset
 
     inner = cluster.forward(delete_acls(LITERAL_TOPIC, "User:bob"))
     [result] = inner.filter_results
@@ -751,6 +755,7 @@ def test_create_and_delete_acls(cluster: Cluster, zk_client: KazooClient) -> Non
     assert errors(response, "filter_results") == [ErrorCode.none]
     expected = cluster.expect()
     del expected.acls[PREFIXED_GROUP]
+    expected.other_znodes.update(dict.fromkeys(ACL_STORE, None))  # the store stays, as Kafka leaves it
     expected.extended_acl_changes["acl_changes_0000000001"] = AclChangeNotification(PREFIXED_GROUP)
     cluster.check(expected)
 
@@ -759,6 +764,58 @@ def test_create_and_delete_acls(cluster: Cluster, zk_client: KazooClient) -> Non
     response = cluster.send(create_acls((bad, "User:alice", AclOperation.READ)))
     assert errors(response, "results") == [ErrorCode.invalid_request]
     cluster.unchanged(end)
+
+
+def test_a_write_zookeeper_keeps_refusing_is_shown_until_it_lands(
+    cluster: Cluster, zk_client: KazooClient, zk_connect: str
+) -> None:
+    # An operator's ZooKeeper ACL on /kafka-acl lets nobody create below it: the ACL store cannot be made.
+    read_only = [ACL(Permissions.READ | Permissions.ADMIN, ANYONE_ID_UNSAFE)]
+    zk_client.create("/kafka-acl", acl=read_only)
+    end = cluster.end_offset
+    response = cluster.send(create_acls((LITERAL_TOPIC, "User:alice", AclOperation.READ)))
+    # Committed in the log, so answered as done (docs/architecture.md); ZooKeeper is behind and says why.
+    assert errors(response, "results") == [ErrorCode.none]
+    assert cluster.end_offset > end
+    assert cluster.read().acls == {}
+
+    def stuck() -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{cluster.bridge.metrics_port}/status") as reply:
+            return json.loads(reply.read())  # type: ignore[no-any-return]
+
+    wait_until(lambda: (stuck()["stuck_write"] or {}).get("attempts", 0) >= 3)
+    status = stuck()
+    write = status["stuck_write"]
+    assert write["operation"].startswith("UpdateAcl")
+    assert (write["request"], write["znode"], write["error_code"]) == (
+        "Create /kafka-acl/Topic", "/kafka-acl/Topic", "NOAUTH"
+    )  # fmt: skip
+    assert write["first_offset"] == end and write["last_offset"] == cluster.end_offset - 1
+    assert "NOAUTH" in status["last_error"]
+    # /migration stays at the offset before the refused change: it never names a change ZooKeeper lacks.
+    migration = cluster.read().migration
+    assert migration is not None and migration.kraft_metadata_offset == end - 1
+    assert status["zk_write_behind_lag"] > 0
+    # Retried with backoff, without re-sending what already landed: no config notification per attempt.
+    changes = zk_client.get_children("/config/changes")
+    wait_until(lambda: stuck()["stuck_write"]["attempts"] >= 5, timeout=30)
+    assert zk_client.get_children("/config/changes") == changes
+
+    shown = CliRunner().invoke(
+        status_cmd, ["--zk", zk_connect, "--bridge-status", f"http://127.0.0.1:{cluster.bridge.metrics_port}"]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "ZooKeeper write stuck" in shown.output
+    assert "UpdateAcl" in shown.output and "Create /kafka-acl/Topic: NOAUTH" in shown.output
+
+    zk_client.set_acls("/kafka-acl", OPEN_ACL_UNSAFE)  # the operator lifts the restriction
+    wait_until(lambda: stuck()["stuck_write"] is None, timeout=40)
+    assert stuck()["last_error"] is None and stuck()["zk_write_behind_lag"] == 0
+    assert acls_of(cluster, LITERAL_TOPIC) == [
+        AclEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    ]
+    migration = cluster.read().migration
+    assert migration is not None and migration.kraft_metadata_offset == cluster.end_offset - 1
 
 
 def acls_of(cluster: Cluster, pattern: ResourcePattern) -> list[AclEntry]:

@@ -840,17 +840,15 @@ def test_literal_and_prefixed_acls(
         pattern=orders,
         acls=(acl(orders, "User:alice", 3), acl(orders, "User:alice", 4, "192.168.0.1")),
     )
-    with pytest.raises(MigrationClientError, match="Create /kafka-acl/Topic/orders: NONODE"):
-        client.apply(write, state)  # no AclAuthorizer ever created the stores
-    for store in (
-        "/kafka-acl/Topic",
-        "/kafka-acl-extended/prefixed/Topic",
-        "/kafka-acl-changes",
-        "/kafka-acl-extended-changes",
-    ):
-        kafka_zk.ensure_path(store)
-
+    # No AclAuthorizer ever ran here: the write creates the stores as its start-up would (createAclPaths).
+    assert not kafka_zk.exists("/kafka-acl")
     state = client.apply(write, state)
+    assert state.migration_zk_version == 1
+    for store in ("/kafka-acl", "/kafka-acl-extended/prefixed"):
+        assert sorted(kafka_zk.get_children(store)) == [
+            "Cluster", "DelegationToken", "Group", "Topic", "TransactionalId", "User"
+        ]  # fmt: skip
+    assert kafka_zk.get("/kafka-acl/Group")[0] is None  # containers carry null data, as createRecursive's
     expected = AclResource(
         _pattern(orders),
         [
@@ -898,10 +896,11 @@ TOKEN = DelegationToken(
 def test_delegation_tokens(
     client: ZkMigrationClient, kafka_zk: KazooClient, state: MigrationLeadershipState
 ) -> None:
-    kafka_zk.ensure_path(paths.DELEGATION_TOKENS)
-    kafka_zk.ensure_path(paths.DELEGATION_TOKEN_CHANGES)
+    # Token authentication was never enabled here: the write creates the store (createDelegationTokenPaths).
+    assert not kafka_zk.exists(paths.DELEGATION_TOKEN)
     path = "/delegation_token/tokens/Xkq7bZ2sS3qVwP0oOQ7zVw"
     state = client.apply(WriteDelegationToken("UpdateDelegationToken", "", token=TOKEN), state)
+    assert kafka_zk.exists(paths.DELEGATION_TOKEN_CHANGES) is not None
     expected = ZkDelegationToken(
         "Xkq7bZ2sS3qVwP0oOQ7zVw",
         "User:alice",
@@ -1102,12 +1101,8 @@ def test_everything_written_reencodes_to_the_same_bytes(
         WriteResourceAcls("UpdateAcl", "", pattern=cluster, acls=(acl(cluster, "User:admin", 2),)),
         WriteDelegationToken("UpdateDelegationToken", "", token=TOKEN),
     ]
-    with pytest.raises(MigrationClientError, match="Create /kafka-acl/Cluster/kafka-cluster: NONODE"):
-        for op in ops:
-            state = client.apply(op, state)
-    kafka_zk.ensure_path("/kafka-acl/Cluster")
-    state = client.apply(ops[-2], state)
-    state = client.apply(ops[-1], state)
+    for op in ops:
+        state = client.apply(op, state)
     assert state.migration_zk_version == len(ops) + 1 == version(kafka_zk, paths.MIGRATION)
 
     tree = read_tree(kafka_zk, acls=False)

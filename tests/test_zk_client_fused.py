@@ -122,7 +122,7 @@ GROUP = ResourcePatternKey(3, "app-", 4)
 
 def every_operation_kind() -> list[ZkOperation]:
     """Every operation type, including the cases that take the Kafka path (missing entity, replay, NONODE,
-    a missing ACL change store, a write that changes nothing)."""
+    a missing ACL store, a write that changes nothing)."""
     scram = ScramCredential(b"salt", b"stored", b"server", 4096)
     return [
         CreateTopic("CreateTopic", "", name="test", topic_id=topic_id("test"), partitions={0: partition([1, 2]), 1: partition([2, 3])}),
@@ -143,7 +143,7 @@ def every_operation_kind() -> list[ZkOperation]:
         quotas((("ip", "10.0.0.1"),), {"connection_creation_rate": 2.0}),
         WriteProducerId("UpdateProducerId", "", next_producer_id=5000),
         WriteResourceAcls("UpdateAcl", "", pattern=ORDERS, acls=(acl(ORDERS, "User:a", 3),)),
-        WriteResourceAcls("UpdateAcl", "", pattern=GROUP, acls=(acl(GROUP, "User:b", 3),)),  # no change store
+        WriteResourceAcls("UpdateAcl", "", pattern=GROUP, acls=(acl(GROUP, "User:b", 3),)),  # a store created above
         DeleteResourceAcls("DeleteAcl", "", pattern=ORDERS),
         DeleteResourceAcls("DeleteAcl", "", pattern=ORDERS),  # NONODE: notified all the same
         WriteDelegationToken("UpdateDelegationToken", "", token=TOKEN),
@@ -264,7 +264,8 @@ def test_fused_writes_leave_the_znodes_of_the_unfused_grouping(connect: Any) -> 
     assert sorted(sessions["fused"].get_children("/kafka-acl-changes")) == [
         f"acl_changes_{i:010d}" for i in range(3)
     ]
-    assert not sessions["fused"].exists("/kafka-acl-extended-changes")  # Kafka drops that note: no store
+    # The first ACL create made the whole ACL store (createAclPaths), the extended change store included.
+    assert sessions["fused"].get_children("/kafka-acl-extended-changes") == ["acl_changes_0000000000"]
     assert sessions["fused"].get("/config/users/bob")[0] is None  # createRecursive's container
 
 

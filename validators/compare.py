@@ -48,6 +48,14 @@ PARTITION_EPOCH = (
 )
 LAG_REASON = "changed in KRaft after the offset ZooKeeper has caught up to (write-behind)"
 NO_CLUSTER_ID = "one side has no cluster id to compare (a lone KRaft file has no meta.properties)"
+ERROR_REASONS = {
+    MISSING_IN_KRAFT: "in ZooKeeper but not in KRaft: the migration or a dual write lost it, or it was written to "
+    "ZooKeeper behind the controller's back",
+    MISSING_IN_ZK: "in KRaft but not in ZooKeeper: a dual write did not reach ZooKeeper",
+    MISMATCH: "the two sides hold different values: a dual write did not reach ZooKeeper, or one side was "
+    "changed behind the controller's back",
+}
+"""Why an `error` row is one, by kind (every row of the reports carries a reason)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +164,14 @@ def classify_sql(options: CompareOptions) -> tuple[str, str]:
         why = f"concat({sql_string(LAG_REASON + ': KRaft offset ')}, CAST(k_offset AS STRING), ' > {m}')"
         rules.append((f"k_offset IS NOT NULL AND k_offset > {m}", LAG, why))
     cls = "CASE " + " ".join(f"WHEN {cond} THEN '{name}'" for cond, name, _ in rules) + f" ELSE '{ERROR}' END"
-    reason = "CASE " + " ".join(f"WHEN {cond} THEN {why}" for cond, _, why in rules) + " END"
+    error_why = "CASE d.kind " + " ".join(
+        f"WHEN '{kind}' THEN {sql_string(why)}" for kind, why in ERROR_REASONS.items()
+    ) + f" ELSE {sql_string('the two sides differ')} END"
+    if m is not None:
+        covered = sql_string(f"; /migration says ZooKeeper has caught up to KRaft offset {m}")
+        offset = sql_string(", which covers this row's KRaft offset ")
+        error_why = f"concat({error_why}, {covered}, coalesce(concat({offset}, CAST(k_offset AS STRING)), ''))"
+    reason = "CASE " + " ".join(f"WHEN {cond} THEN {why}" for cond, _, why in rules) + f" ELSE {error_why} END"
     return cls, reason
 
 

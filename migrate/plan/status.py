@@ -51,6 +51,9 @@ class KraftView(BaseModel):
     kraft_brokers: list[int] | None = None
     migrating_zk_brokers: list[int] | None = None
     driver_state: str | None = None
+    last_error: str | None = None
+    stuck_write: str | None = None
+    """The dual write ZooKeeper refuses: operation, request, error code, attempts."""
 
 
 class Status(BaseModel):
@@ -187,11 +190,13 @@ def finalize_conditions(status: Status, *, min_soak_ms: int) -> list[Condition]:
     if status.write_behind_lag is None:
         out.append(Condition(id="write-behind-lag", verdict="not-checked", detail="needs --bridge-status"))
     else:
+        stuck = next((v.stuck_write for v in status.kraft if v.stuck_write), None)
         out.append(
             Condition(
                 id="write-behind-lag",
-                verdict="pass" if status.write_behind_lag == 0 else "fail",
-                detail=f"ZooKeeper write-behind lag {status.write_behind_lag} records",
+                verdict="pass" if status.write_behind_lag == 0 and stuck is None else "fail",
+                detail=f"ZooKeeper write-behind lag {status.write_behind_lag} records"
+                + (f"; ZooKeeper refuses a write: {stuck}" if stuck else ""),
             )
         )
     if status.controller_epoch_mtime_ms is None or status.controller is None or not status.controller.kraft:
