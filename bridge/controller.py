@@ -38,13 +38,25 @@ from pydantic import BaseModel, ConfigDict, Field
 from bridge import metadata_fetch
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
 from bridge.broker_registry import ZkBrokerRegistry
-from bridge.driver import FencedOut, MetadataLogLike, MigrationDriver, MigrationMismatchError, plan_dry_run
+from bridge.driver import (
+    ZK_MIGRATION_STATE_MIGRATION,
+    FencedOut,
+    MetadataLogLike,
+    MigrationDriver,
+    MigrationMismatchError,
+    bootstrap_refusal,
+    check_log_matches_migration,
+    mismatch_refusal,
+    plan_dry_run,
+    read_migration_znode,
+    read_zookeeper_for_migration,
+)
 from bridge.error_responses import error_response
 from bridge.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
 from bridge.image_slice import cut, touched_keys
 from bridge.leadership import MigrationClientError, code_name
 from bridge.listener import KafkaListener, RequestContext
-from bridge.metadata_log import LOCK_FILE
+from bridge.metadata_log import LOCK_FILE, preview
 from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer, StuckWrite
 from bridge.operations import ZkOperation
 from bridge.protocol import (
@@ -59,7 +71,7 @@ from bridge.protocol import (
 )
 from bridge.zk_client import OneMulti, ZkBatchError, ZkMigrationClient
 from bridge.zk_writer import plan_delta
-from migrate.errors import UnsupportedVersionError, Zk2KraftError
+from migrate.errors import UnsupportedVersionError, Zk2KraftError, ZnodeFormatError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.reader import load_image
@@ -82,6 +94,9 @@ HANDLER_MODULES = (
 )
 
 STANDBY_POLL_S = 0.5
+FENCE_RECHECK_S = 5.0
+"""In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
+an expired session is set again then)."""
 REPAIR_FIRST_DELAY_S = 0.2
 REPAIR_MAX_DELAY_S = 30.0
 JUDGE_WAIT_S = 30.0
@@ -388,6 +403,8 @@ class BridgeController:
         cluster_id = await loop.run_in_executor(None, self._zk_cluster_id)
         if config.dry_run:
             return await self._dry_run()
+        if not (config.standby and _directory_locked(config.metadata_dir)):
+            await self._check_before_writing(cluster_id)
         self.brokers = await loop.run_in_executor(None, self._start_broker_registry)
         if config.standby:
             # A standby answers (NOT_CONTROLLER) and reports its state while it waits for the log.
@@ -403,6 +420,41 @@ class BridgeController:
             await self._start_serving(cluster_id)
         self._sync_metrics()
         return await self._lead()
+
+    async def _check_before_writing(self, cluster_id: str) -> None:
+        """Every refusal, judged read-only before the metadata directory or ZooKeeper is changed: the
+        directory's node and cluster, `/migration` against the log, and (when the log holds no completed
+        migration) every znode the initial load will copy."""
+        config = self.config
+        assert self.zk is not None
+        loop = asyncio.get_running_loop()
+        found = await loop.run_in_executor(
+            None, lambda: preview(config.metadata_dir, node_id=config.node_id, cluster_id=cluster_id or None)
+        )
+        if found.cluster_id not in (None, cluster_id):
+            raise MigrationMismatchError(
+                f"{config.metadata_dir} belongs to cluster {found.cluster_id}, but ZooKeeper "
+                f"{config.zk_connect} holds cluster {cluster_id}"
+            )
+        mv = mvs.parse(config.metadata_version) if config.metadata_version else mvs.LATEST_PRODUCTION
+        problem = bootstrap_refusal(found.image, mv)
+        if problem is not None:
+            raise MigrationMismatchError(problem)
+        znode = await loop.run_in_executor(None, read_migration_znode, self.zk)
+        if znode is not None and not config.adopt_existing_migration:
+            problem = check_log_matches_migration(found.image, found.end_offset, found.leader_epoch, znode)
+            if problem is not None:
+                holder = await loop.run_in_executor(None, self.zk.controller_holder)
+                raise MigrationMismatchError(mismatch_refusal(problem, holder, config.node_id))
+        if found.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
+            try:
+                await loop.run_in_executor(None, read_zookeeper_for_migration, self.kazoo)
+            except ZnodeFormatError as exc:
+                raise MigrationMismatchError(
+                    f"refusing to start: {exc}. The initial migration copies every znode of the cluster and "
+                    f"would fail on this one; nothing was written to ZooKeeper or {config.metadata_dir}. "
+                    f"Fix or remove the znode (as Kafka's own tools would write it), then start again"
+                ) from exc
 
     async def _start_serving(self, cluster_id: str) -> None:
         """Start the Kafka-protocol listener and the metrics/status server; `start()` returns after this."""
@@ -470,6 +522,7 @@ class BridgeController:
                 await self._until_stopped(self._watch_fence())
             except FencedOut as exc:
                 self._on_fenced(str(exc))
+                await self._report_new_holder(str(exc))
                 if not self.config.standby:
                     return EXIT_FENCED
             finally:
@@ -501,11 +554,73 @@ class BridgeController:
             await task
 
     async def _watch_fence(self) -> None:
-        """Return (by raising FencedOut) when a dual write found this controller fenced."""
-        assert self.driver is not None
-        while self.driver.fenced_reason is None:
-            await asyncio.sleep(0.1)
-        raise FencedOut(self.driver.fenced_reason)
+        """In DUAL_WRITE: return (by raising FencedOut) as soon as another controller took ZooKeeper over.
+
+        Watches on `/controller`, `/controller_epoch` and `/migration` make it prompt without any write of
+        ours; a dual write that found the fence gone ends it too.
+        """
+        driver, kazoo = self.driver, self.kazoo
+        assert driver is not None and kazoo is not None
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+        state = driver.leadership
+
+        def watch(_event: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody watches any more
+                loop.call_soon_threadsafe(changed.set)
+
+        def taken_over() -> str | None:
+            # exists() leaves a watch for creation, deletion and data changes whether or not the znode is there.
+            kazoo.exists(paths.CONTROLLER, watch=watch)
+            epoch = kazoo.exists(paths.CONTROLLER_EPOCH, watch=watch)
+            migration = kazoo.exists(paths.MIGRATION, watch=watch)
+            if epoch is None or epoch.version != state.zk_controller_epoch_zk_version:
+                found = "absent" if epoch is None else f"at version {epoch.version}"
+                return (
+                    f"{paths.CONTROLLER_EPOCH} is {found}, not version {state.zk_controller_epoch_zk_version} "
+                    f"this controller's claim left: another controller took over"
+                )
+            if migration is not None:
+                data, stat = kazoo.get(paths.MIGRATION)
+                znode = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version)
+                if (znode.kraft_controller_id, znode.kraft_controller_epoch) != (
+                    state.kraft_controller_id,
+                    state.kraft_controller_epoch,
+                ):
+                    return (
+                        f"{paths.MIGRATION} now names KRaft controller {znode.kraft_controller_id} (epoch "
+                        f"{znode.kraft_controller_epoch}): another KRaft controller is making writes to ZooKeeper"
+                    )
+            return None
+
+        next_check = 0.0
+        while driver.fenced_reason is None:
+            if changed.is_set() or time.monotonic() >= next_check:
+                changed.clear()
+                next_check = time.monotonic() + FENCE_RECHECK_S
+                try:
+                    reason = await loop.run_in_executor(None, taken_over)
+                except (KazooException, Zk2KraftError) as exc:
+                    # Unreadable for now (connection trouble): the guards of every write still fence.
+                    log.warning("event=fence_check_failed %s", exc)
+                    reason = None
+                if reason is not None and driver.fenced_reason is None:
+                    driver.fenced_reason = reason
+                    self._on_fence_lost(reason)
+                    break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), 0.1)
+        raise FencedOut(driver.fenced_reason)
+
+    async def _report_new_holder(self, reason: str) -> None:
+        """The error of a fenced controller: why, and who holds `/controller` now."""
+        assert self.zk is not None
+        try:
+            holder = await asyncio.get_running_loop().run_in_executor(None, self.zk.controller_holder)
+            now = holder.describe()
+        except (KazooException, Zk2KraftError) as exc:
+            now = f"{paths.CONTROLLER} could not be read ({exc})"
+        self._fail(f"fenced: {reason}; now {now}")
 
     def _on_fenced(self, reason: str) -> None:
         assert self.driver is not None

@@ -23,6 +23,7 @@ from kazoo.exceptions import KazooException
 from bridge.api import DriverState
 from bridge.leadership import (
     MATCH_ANY_VERSION,
+    ControllerHolder,
     ControllerMovedError,
     FencedError,
     MigrationLeadershipState,
@@ -169,6 +170,57 @@ def check_log_matches_migration(
     return None
 
 
+def bootstrap_refusal(image: MetadataImage, mv: mvs.MetadataVersion) -> str | None:
+    """Why a log in this state cannot start (or bootstrap) a ZooKeeper migration, or None when it can."""
+    state = image.features.zk_migration_state
+    if state in (ZK_MIGRATION_STATE_PRE_MIGRATION, ZK_MIGRATION_STATE_MIGRATION):
+        return None
+    if state == ZK_MIGRATION_STATE_POST_MIGRATION:
+        return (
+            "this metadata log says the migration was finalised (ZkMigrationState POST_MIGRATION); a "
+            "finalised cluster is not written to ZooKeeper any more"
+        )
+    if image != MetadataImage(features=image.features, provenance=image.provenance):
+        return (
+            "this metadata log belongs to a cluster created in KRaft mode (ZkMigrationState NONE with "
+            "metadata in it); Kafka refuses ZooKeeper migration on such a cluster, and so do we"
+        )
+    if not mv.is_migration_supported():
+        return f"metadata.version {mv.name} cannot hold a ZooKeeper migration"
+    return None
+
+
+def mismatch_refusal(problem: str, holder: ControllerHolder, node_id: int) -> str:
+    """The refusal for a `/migration` that does not describe this log: who holds `/controller`, and a hint
+    that never offers to take over a controller that may be running without saying so."""
+    text = f"refusing to start: {problem}. {holder.describe()}"
+    flag = "--adopt-existing-migration"
+    if holder.present and holder.session:
+        return (
+            f"{text}. {flag} would take {paths.CONTROLLER} from that live broker; migrate only once the "
+            f"brokers run in migration mode, and only if ZooKeeper should follow this metadata log"
+        )
+    if holder.present and holder.is_kraft and holder.broker_id != node_id:
+        return (
+            f"{text}. ZooKeeper cannot tell whether a KRaft controller still runs (its {paths.CONTROLLER} "
+            f"is persistent): if controller {holder.broker_id} runs, it is this cluster's controller and this "
+            f"one must not start — check its /status. {flag} would take over from it and fence it; use it "
+            f"only once controller {holder.broker_id} is stopped for good and ZooKeeper should follow this "
+            f"metadata log"
+        )
+    return f"{text}. If you are sure ZooKeeper should follow this metadata log, start with {flag}"
+
+
+def read_zookeeper_for_migration(client: Any) -> ZkClusterModel:
+    """The model the initial load copies, read strictly: a malformed znode raises ZnodeFormatError naming it."""
+    options = ZkConnectOptions.from_kazoo(client)
+    return from_tree(read_tree(options, acls=False))
+
+
+class AbandonedError(Zk2KraftError):
+    """The way to DUAL_WRITE failed after the claim; ZooKeeper was handed back (the message says how far)."""
+
+
 class MigrationDriver:
     """One controller's migration state machine over a ZkMigrationClient and a durable metadata log.
 
@@ -205,6 +257,8 @@ class MigrationDriver:
         self.fenced_reason: str | None = None
         self.migration: MigrationOutcome | None = None
         self.reconciliation_ops: list[ZkOperation] = []
+        self.migration_before: bytes | None = None
+        """`/migration` as it was before this driver read (or created) it; None: absent."""
         # Awaited right before DUAL_WRITE (the controller arms its foreign-write watches there).
         self.before_dual_write: Callable[[], Awaitable[None]] | None = None
 
@@ -235,8 +289,13 @@ class MigrationDriver:
     # ------------------------------------------------------------------ the way to DUAL_WRITE
 
     async def run(self) -> None:
-        """Drive from UNINITIALIZED/INACTIVE to DUAL_WRITE; raises MigrationMismatchError or FencedOut."""
+        """Drive from UNINITIALIZED/INACTIVE to DUAL_WRITE; raises MigrationMismatchError or FencedOut.
+
+        A failure after the claim and before DUAL_WRITE hands ZooKeeper back (`abandon`) and raises
+        AbandonedError saying what ZooKeeper holds then.
+        """
         if self.state == DriverState.UNINITIALIZED:
+            self.migration_before = await self.run_zk(self._migration_data)
             self.leadership = await self.run_zk(self.zk.get_or_create_migration_state)
             self.transition(
                 DriverState.INACTIVE,
@@ -245,25 +304,99 @@ class MigrationDriver:
             )
         await self.ensure_bootstrapped()
         self.transition(DriverState.WAIT_FOR_CONTROLLER_QUORUM, log_end_offset=self.log.end_offset)
-        self.check_against_zookeeper()
+        await self.check_against_zookeeper()
         self.transition(DriverState.BECOME_CONTROLLER, leader_epoch=self.log.leader_epoch)
-        await self.become_controller()
-        if self.log.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
-            self.transition(DriverState.ZK_MIGRATION)
-            await self.migrate()
-        self.transition(
-            DriverState.SYNC_KRAFT_TO_ZK,
-            metadata_offset=self.leadership.kraft_metadata_offset,
-        )
-        await self.reconcile()
-        self.transition(DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM)
-        if self.before_dual_write is not None:
-            await self.before_dual_write()
+        try:
+            await self.become_controller()
+            if self.log.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
+                self.transition(DriverState.ZK_MIGRATION)
+                await self.migrate()
+            self.transition(
+                DriverState.SYNC_KRAFT_TO_ZK,
+                metadata_offset=self.leadership.kraft_metadata_offset,
+            )
+            await self.reconcile()
+            self.transition(DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM)
+            if self.before_dual_write is not None:
+                await self.before_dual_write()
+        except FencedOut:
+            raise  # another controller holds ZooKeeper now: nothing of ours to hand back
+        except BaseException as exc:
+            if not self.leadership.holds_zk_controller:
+                raise
+            left = await self.abandon()
+            if isinstance(exc, Zk2KraftError | KazooException):
+                raise AbandonedError(f"{exc}. {left}") from exc
+            log.error("event=abandoned %s", left)
+            raise
         self.transition(
             DriverState.DUAL_WRITE,
             metadata_offset=self.leadership.kraft_metadata_offset,
             migration_zk_version=self.leadership.migration_zk_version,
         )
+
+    def _migration_data(self) -> bytes | None:
+        found = self.zk.get(paths.MIGRATION)
+        return None if found is None else (found[0] or b"")
+
+    async def abandon(self) -> str:
+        """Hand ZooKeeper back after a failure before DUAL_WRITE; returns what ZooKeeper holds then, and
+        the commands that finish the job when something could not be undone."""
+        state = self.leadership
+        released = restored = False
+        try:
+            released, restored = await self.run_zk(self.zk.abandon_leadership, state, self.migration_before)
+        except (Zk2KraftError, KazooException) as exc:
+            log.error("event=release_failed %s", exc)
+        self.leadership = state.with_unknown_zk_controller()
+        if self.state != DriverState.INACTIVE:
+            self.transition(DriverState.INACTIVE, reason="failed before DUAL_WRITE", released=released)
+        try:
+            holder = await self.run_zk(self.zk.controller_holder)
+            epoch = await self.run_zk(self.zk.get, paths.CONTROLLER_EPOCH)
+        except (Zk2KraftError, KazooException) as exc:
+            return f"ZooKeeper could not be read back after the failure ({exc}); check {paths.CONTROLLER}"
+        shell = f"bin/zookeeper-shell.sh {ZkConnectOptions.from_kazoo(self.zk.client).connect}"
+        epoch_text = "absent" if epoch is None else (epoch[0] or b"").decode(errors="replace")
+        parts = ["This bridge stopped before DUAL_WRITE; ZooKeeper is left as follows:"]
+        if released:
+            parts.append(f"{paths.CONTROLLER} released by this bridge, now: {holder.describe()};")
+        elif holder.names(state.kraft_controller_id, state.kraft_controller_epoch):
+            parts.append(
+                f"{paths.CONTROLLER} still names this KRaft controller {state.kraft_controller_id}, so no "
+                f"ZooKeeper-mode broker can be elected controller: free it with `{shell} delete "
+                f"{paths.CONTROLLER}`;"
+            )
+        else:
+            parts.append(f"{holder.describe()}, not released by this bridge;")
+        if restored:
+            parts.append(
+                f"{paths.MIGRATION} put back as it was before this bridge started"
+                + (" (absent);" if self.migration_before is None else ";")
+            )
+        elif self.migration_before is None:
+            parts.append(
+                f"{paths.MIGRATION} was created by this bridge and is still there: remove it with "
+                f"`{shell} delete {paths.MIGRATION}` (only when no other KRaft controller runs);"
+            )
+        else:
+            before = self.migration_before.decode(errors="replace")
+            parts.append(
+                f"{paths.MIGRATION} was not put back: restore it with `{shell} set {paths.MIGRATION} "
+                f"'{before}'` (only when no other KRaft controller runs);"
+            )
+        parts.append(
+            f"{paths.CONTROLLER_EPOCH} is {epoch_text} (this bridge's claim moved it on by one; that only "
+            f"fences the controller before it, nothing to restore)."
+        )
+        if self.log.image.features.zk_migration_state == ZK_MIGRATION_STATE_MIGRATION and restored:
+            parts.append(
+                "The metadata log holds a completed copy ZooKeeper no longer follows: move --metadata-dir "
+                "aside before starting again (a fresh copy is made)."
+            )
+        else:
+            parts.append("The metadata log holds no completed copy; the next start copies ZooKeeper again.")
+        return " ".join(parts)
 
     async def ensure_bootstrapped(self) -> None:
         """An empty log gets Kafka's bootstrap transaction (metadata.version, PRE_MIGRATION) first."""
@@ -271,20 +404,10 @@ class MigrationDriver:
         state = image.features.zk_migration_state
         if state in (ZK_MIGRATION_STATE_PRE_MIGRATION, ZK_MIGRATION_STATE_MIGRATION):
             return
-        if state == ZK_MIGRATION_STATE_POST_MIGRATION:
-            raise MigrationMismatchError(
-                "this metadata log says the migration was finalised (ZkMigrationState POST_MIGRATION); a "
-                "finalised cluster is not written to ZooKeeper any more"
-            )
-        only_features = MetadataImage(features=image.features, provenance=image.provenance)
-        if image != only_features:
-            raise MigrationMismatchError(
-                "this metadata log belongs to a cluster created in KRaft mode (ZkMigrationState NONE with "
-                "metadata in it); Kafka refuses ZooKeeper migration on such a cluster, and so do we"
-            )
         mv = self.metadata_version or mvs.LATEST_PRODUCTION
-        if not mv.is_migration_supported():
-            raise MigrationMismatchError(f"metadata.version {mv.name} cannot hold a ZooKeeper migration")
+        problem = bootstrap_refusal(image, mv)
+        if problem is not None:
+            raise MigrationMismatchError(problem)
         records: list[RecordAndVersion] = []
         transactional = mv.is_metadata_transaction_supported()
         if transactional:
@@ -297,7 +420,7 @@ class MigrationDriver:
         await self._append_durably([records])
         log.info("event=bootstrap metadata_version=%s log_end_offset=%d", mv.name, self.log.end_offset)
 
-    def check_against_zookeeper(self) -> None:
+    async def check_against_zookeeper(self) -> None:
         """Refuse a `/migration` that does not describe this log, unless told to adopt it."""
         problem = check_log_matches_migration(
             self.log.image, self.log.end_offset, self.log.leader_epoch, self.leadership
@@ -305,10 +428,8 @@ class MigrationDriver:
         if problem is None:
             return
         if not self.adopt_existing_migration:
-            raise MigrationMismatchError(
-                f"refusing to start: {problem}. If you are sure ZooKeeper should follow this metadata log, "
-                f"start with --adopt-existing-migration"
-            )
+            holder = await self.run_zk(self.zk.controller_holder)
+            raise MigrationMismatchError(mismatch_refusal(problem, holder, self.node_id))
         log.warning("event=adopt_existing_migration problem=%r", problem)
         if self.log.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
             # Adopting means: migrate ZooKeeper's current state into our log as if /migration were empty.
@@ -325,6 +446,7 @@ class MigrationDriver:
             except ControllerMovedError as exc:
                 raise FencedOut(str(exc)) from exc
             if claimed.holds_zk_controller:
+                self.leadership = claimed  # held from here on: a failure below hands it back
                 break
             log.info("event=claim_retry reason=raced backoff_s=%.1f", backoff)
             await asyncio.sleep(backoff)
@@ -340,10 +462,8 @@ class MigrationDriver:
     async def migrate(self) -> MigrationOutcome:
         """Copy ZooKeeper into the log in one metadata transaction, then record its end in `/migration`."""
         started = time.monotonic_ns()
-        options = ZkConnectOptions.from_kazoo(self.zk.client)
-        tree = await asyncio.get_running_loop().run_in_executor(None, lambda: read_tree(options, acls=False))
-        model = from_tree(tree)
-        del tree
+        client = self.zk.client
+        model = await asyncio.get_running_loop().run_in_executor(None, read_zookeeper_for_migration, client)
         mv = self.log.image.metadata_version
         translation = translate(model, metadata_version=mv)
         manifest = ManifestBuilder()

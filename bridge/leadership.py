@@ -230,6 +230,52 @@ class MigrationLeadershipState:
 EMPTY_STATE = MigrationLeadershipState()
 
 
+@dataclass(frozen=True, slots=True)
+class ControllerHolder:
+    """Who `/controller` names, as ZooKeeper shows it (`present` False: the znode is absent).
+
+    A ZooKeeper-mode controller's znode is ephemeral (`session` is its owner, alive while the znode
+    exists); a KRaft controller's is persistent (Kafka's choice), so ZooKeeper cannot tell if it still runs.
+    """
+
+    present: bool
+    broker_id: int | None = None
+    kraft_controller_epoch: int | None = None
+    session: int = 0
+    created_ms: int = 0
+    zk_version: int = -1
+    unreadable: str | None = None
+
+    @property
+    def is_kraft(self) -> bool:
+        return self.kraft_controller_epoch is not None
+
+    def names(self, controller_id: int, kraft_epoch: int) -> bool:
+        """Whether this is the registration of KRaft controller `controller_id` at `kraft_epoch`."""
+        return self.present and (self.broker_id, self.kraft_controller_epoch) == (controller_id, kraft_epoch)
+
+    def describe(self) -> str:
+        if not self.present:
+            return f"{paths.CONTROLLER} is absent (free: a ZooKeeper-mode broker can be elected controller)"
+        if self.unreadable is not None:
+            return f"{paths.CONTROLLER} holds data that is not a controller registration ({self.unreadable})"
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.created_ms / 1000))
+        if self.session:
+            return (
+                f"ZooKeeper-mode broker {self.broker_id} holds {paths.CONTROLLER} (an ephemeral znode of "
+                f"ZooKeeper session 0x{self.session:x}, so that broker is alive; since {since})"
+            )
+        if not self.is_kraft:
+            return (
+                f"{paths.CONTROLLER} names ZooKeeper-mode broker {self.broker_id} in a persistent znode (a live "
+                f"ZooKeeper-mode controller's is ephemeral; since {since})"
+            )
+        return (
+            f"KRaft controller {self.broker_id} holds {paths.CONTROLLER} (kraftControllerEpoch "
+            f"{self.kraft_controller_epoch}, a persistent znode since {since})"
+        )
+
+
 # ---------------------------------------------------------------------------------------------- requests
 
 
@@ -701,6 +747,55 @@ class ZkLeadershipClient:
             if code not in (OK, NONODE, BADVERSION):  # BADVERSION: the controller moved, nothing to release
                 raise_for_codes(f"releasing {paths.CONTROLLER}", [(f"Delete {paths.CONTROLLER}", code)])
         return state.with_unknown_zk_controller()
+
+    def controller_holder(self) -> ControllerHolder:
+        """Read `/controller`: who holds it, and how (ephemeral owner session, epoch, creation time)."""
+        found = self.get(paths.CONTROLLER)
+        if found is None:
+            return ControllerHolder(present=False)
+        data, stat = found
+        base = ControllerHolder(
+            present=True, session=stat.ephemeralOwner, created_ms=stat.ctime, zk_version=stat.version
+        )
+        try:
+            controller = znodes.decode_controller(paths.CONTROLLER, data, zk_version=stat.version)
+        except Zk2KraftError as exc:
+            return replace(base, unreadable=str(exc))
+        epoch = controller.kraft_controller_epoch if controller.is_kraft_controller else None
+        return replace(base, broker_id=controller.broker_id, kraft_controller_epoch=epoch)
+
+    def abandon_leadership(
+        self, state: MigrationLeadershipState, migration_before: bytes | None
+    ) -> tuple[bool, bool]:
+        """Undo a claim that will not reach DUAL_WRITE: delete `/controller` and put `/migration` back to
+        `migration_before` (None: delete it), only while both are still ours.
+
+        Returns (released `/controller`, restored `/migration`). `/controller` goes only if `/controller_epoch`
+        still has the version our claim left and `/controller` is our registration at the version read;
+        `/migration` only at the version we left (another controller's writes move both on).
+        """
+        if not state.holds_zk_controller:
+            return False, False
+        holder = self.controller_holder()
+        ops = [self._check_op(paths.CONTROLLER_EPOCH, state.zk_controller_epoch_zk_version)]
+        ours = holder.names(state.kraft_controller_id, state.kraft_controller_epoch)
+        if ours:
+            ops.append(self._op(DeleteRequest(paths.CONTROLLER, holder.zk_version)))
+        what = f"releasing {paths.CONTROLLER}"
+        if state.migration_zk_version >= 0:
+            version = state.migration_zk_version
+            restore = (
+                DeleteRequest(paths.MIGRATION, version)
+                if migration_before is None
+                else SetDataRequest(paths.MIGRATION, migration_before, version)
+            )
+            results = self._multi([[*ops, self._op(restore)]], f"{what} and restoring {paths.MIGRATION}")[0]
+            if _multi_code(results) == OK:
+                return ours, True
+        if not ours:
+            return False, False
+        results = self._multi([ops], what)[0]
+        return _multi_code(results) == OK, False
 
     # ------------------------------------------------------------------ fenced writes
 

@@ -72,6 +72,7 @@ from migrate.kraft.metadata_version import MetadataVersion
 from migrate.kraft.reader import (
     METADATA_PARTITION_DIR,
     iter_log_dir,
+    load_image,
     read_bootstrap_records,
     read_snapshot_image,
 )
@@ -87,9 +88,11 @@ __all__ = [
     "DEFAULT_SEGMENT_BYTES",
     "MAX_BATCH_SIZE_BYTES",
     "AppendResult",
+    "LogPreview",
     "MetadataLog",
     "encode_data_batch",
     "encode_leader_change_batch",
+    "preview",
 ]
 
 log = logging.getLogger(__name__)
@@ -902,6 +905,58 @@ class MetadataLog:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+# ---------------------------------------------------------------------------------------------- preview
+
+
+@dataclass(frozen=True, slots=True)
+class LogPreview:
+    """What `MetadataLog.open` would find in a directory, read without changing a byte of it.
+
+    `leader_epoch` is the epoch the open would lead in, `end_offset` the next offset before it writes
+    anything, `cluster_id` None for a directory that is not formatted yet.
+    """
+
+    image: MetadataImage
+    end_offset: int
+    leader_epoch: int
+    cluster_id: str | None
+    torn_tail: str | None = None
+
+
+def preview(directory: str | os.PathLike[str], *, node_id: int, cluster_id: str | None) -> LogPreview:
+    """Read `directory` as `MetadataLog.open` would, read-only (a torn tail is reported, not truncated).
+
+    Raises what the open would raise for a directory of another node or cluster, before anything of it is
+    created, formatted or recovered; refusals are judged on this.
+    """
+    root = Path(directory)
+    if not root.exists() or _is_unformatted(root):
+        return LogPreview(MetadataImage(), 0, 1, None)
+    meta = _check_meta(root, node_id, cluster_id)
+    pdir = root / METADATA_PARTITION_DIR
+    if not pdir.is_dir():
+        return LogPreview(MetadataImage(), 0, 1, meta.cluster_id)
+    quorum = _read_quorum(pdir, node_id)
+    image, report = load_image(pdir)
+    if report.last_log_offset is not None:
+        end = report.last_log_offset + 1
+    else:
+        end = report.snapshot_id.end_offset if report.snapshot_id is not None else 0
+    checkpoint = pdir / LEADER_EPOCH_CHECKPOINT
+    known = [image.provenance.last_contained_epoch]
+    if checkpoint.exists():
+        known.extend(e.epoch for e in read_leader_epoch_checkpoint(checkpoint))
+    if quorum is not None:
+        known.append(quorum.leader_epoch)
+    if report.snapshot_id is not None:
+        known.append(report.snapshot_id.epoch)
+    torn = None
+    if report.torn_tail is not None:
+        path, tail = report.torn_tail
+        torn = f"{path}: {tail.describe()}"
+    return LogPreview(image, end, max(max(known), 0) + 1, meta.cluster_id, torn)
 
 
 # ---------------------------------------------------------------------------------------------- loading

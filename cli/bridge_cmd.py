@@ -92,7 +92,8 @@ def _principals(value: str | None) -> frozenset[str] | None:
     "--adopt-existing-migration",
     is_flag=True,
     help="Start even though ZooKeeper's /migration does not match this metadata log (ZooKeeper will "
-    "be made to follow this log). Only after checking why they differ.",
+    "be made to follow this log). This takes over from whichever controller /controller names and fences "
+    "it if it still runs: only after checking why they differ and that no other controller runs.",
 )
 @click.option(
     "--foreign-zk-writes",
@@ -156,8 +157,11 @@ def run_cmd(
     log lines (one per state: INACTIVE, BECOME_CONTROLLER, ZK_MIGRATION, SYNC_KRAFT_TO_ZK, DUAL_WRITE)
     and on http://METRICS/status.
 
-    It refuses to start when ZooKeeper's /migration belongs to another metadata log. SIGTERM or SIGINT
-    stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another controller fenced this one.
+    It refuses to start when ZooKeeper's /migration belongs to another metadata log or a znode it would
+    copy is malformed; a refusal changes nothing in ZooKeeper or --metadata-dir. A failure after claiming
+    /controller and before dual-write hands /controller and /migration back, and the error says what
+    ZooKeeper holds. SIGTERM or SIGINT stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another
+    controller took over (the error names it).
 
     \b
     Example:

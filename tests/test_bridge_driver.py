@@ -3,7 +3,6 @@ refuse a `/migration` that does not belong to the log, redo an interrupted migra
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import signal
@@ -215,7 +214,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(
     }
 
 
-def test_fenced_controller_stops_writing_and_exits_non_zero(
+def test_fenced_controller_notices_without_a_write_and_exits_naming_the_new_holder(
     seeded: KazooClient,
     zk_connect: str,
     zk_server: EmbeddedZooKeeper,
@@ -235,19 +234,14 @@ def test_fenced_controller_stops_writing_and_exits_non_zero(
     finally:
         other.stop()
         other.close()
-    topic_id = uuid.uuid4()
-    records = [
-        (rec.TopicRecord(name="late", topic_id=topic_id), 0),
-        (rec.PartitionRecord(partition_id=0, topic_id=topic_id, replicas=[1], isr=[1], leader=1), 0),
-    ]
-    assert bridge._loop is not None
-    future = asyncio.run_coroutine_threadsafe(bridge.commit(records), bridge._loop)
-    with pytest.raises(Exception, match=r"another KRaft controller|Controller epoch"):
-        future.result(30)
-    assert not seeded.exists("/brokers/topics/late")
+    # It notices without writing anything (its watches fire), reports FENCED and exits naming the new holder.
+    assert bridge._thread is not None
+    bridge._thread.join(30)
+    assert bridge.exit_code == EXIT_FENCED, bridge.error
     assert bridge.status().state == "FENCED"
-    assert bridge.stop() == EXIT_FENCED
+    assert bridge.error is not None and "KRaft controller 3001 holds /controller" in bridge.error
     assert b"zk2kraft_fenced 1.0" in bridge.metrics.exposition()
+    assert json.loads(seeded.get("/migration")[0])["kraft_controller_id"] == 3001  # nothing of ours landed
 
 
 def test_cli_runs_until_dual_write_and_exits_zero_on_sigterm(

@@ -24,7 +24,6 @@ from bridge_harness import (
     zk_writes,
 )
 from kazoo.client import KazooClient
-from kio.schema.errors import ErrorCode
 
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
@@ -121,13 +120,10 @@ def test_takeover_fences_the_first_controller_which_lands_nothing_and_exits_3(
         assert migration_owner(connect) == NODE_B
         before = znode_stats(connect)
 
-        # Every change sent to A now fails; A notices at its first write and exits with code 3.
-        late = stream_until(ChangeStream(a.listen_port, CLIENTS, first_seq=100_000).start(), lambda: not a.running)
+        # A notices the takeover without being asked anything (it watches the leadership znodes) and exits
+        # with code 3, naming the new holder.
         assert a.wait(30) == EXIT_FENCED, a.log_tail()
-        print(f"A after the takeover: {late.summary()}")
-        assert late.acknowledged == [], late.summary()
-        assert late.refused.get(int(ErrorCode.not_controller), 0) >= 1, late.summary()
-        assert "fenced" in a.log_text()
+        assert "error: fenced: " in a.log_text() and f"KRaft controller {NODE_B} holds /controller" in a.log_text()
 
         # Zero of A's writes landed: not one znode changed, /migration is still B's.
         assert znode_stats(connect) == before
@@ -179,3 +175,46 @@ def test_takeover_under_load_lands_no_write_of_the_standby_first_controller(
     readback = read_back(tmp_path / "b", connect)
     problems = [p for p in check_acknowledged_and_converged(readback, Outcomes()) if "differs" in p]
     assert not problems, f"{outcomes.summary()}\n" + "\n".join(problems)
+
+
+def test_a_second_bridge_is_refused_naming_the_live_holder_and_never_told_to_just_take_over(
+    zk: EmbeddedZooKeeper, tmp_path: Path
+) -> None:
+    chroot = "/fence-refused"
+    connect = seeded_chroot(zk, chroot)
+    with (
+        bridge_process(zk_connect=connect, metadata_dir=tmp_path / "a", node_id=NODE_A, log_path=tmp_path / "a.log") as a,
+        bridge_process(zk_connect=connect, metadata_dir=tmp_path / "b", node_id=NODE_B, log_path=tmp_path / "b.log") as b,
+    ):
+        a.start().wait_for_state("DUAL_WRITE")
+        before = znode_stats(connect)
+        assert b.start().wait(60) == 2, b.log_tail()
+        refusal = next(line for line in b.log_text().splitlines() if line.startswith("error: "))
+        assert f"KRaft controller {NODE_A} holds /controller" in refusal, refusal
+        # The hint names the risk before the option: taking over fences a controller that may be running.
+        assert "--adopt-existing-migration would take over from it and fence it" in refusal, refusal
+        assert f"if controller {NODE_A} runs, it is this cluster's controller and this one must not start" in refusal
+        assert not (tmp_path / "b").exists()  # refused before formatting
+        assert znode_stats(connect) == before  # and before any ZooKeeper write
+        assert a.status()["state"] == "DUAL_WRITE"  # type: ignore[index]
+        assert a.terminate() == 0, a.log_tail()
+
+
+def test_a_fenced_standby_reports_fenced_without_being_asked_anything(zk: EmbeddedZooKeeper, tmp_path: Path) -> None:
+    chroot = "/fence-idle"
+    connect = seeded_chroot(zk, chroot)
+    with (
+        bridge_process(
+            zk_connect=connect, metadata_dir=tmp_path / "a", node_id=NODE_A, log_path=tmp_path / "a.log", standby=True
+        ) as a,
+        bridge_process(zk_connect=connect, metadata_dir=tmp_path / "b", node_id=NODE_B, log_path=tmp_path / "b.log") as b,
+    ):
+        a.start().wait_for_state("DUAL_WRITE")
+        copy_metadata_dir(a.metadata_dir, b.metadata_dir)
+        b.start().wait_for_state("DUAL_WRITE")
+        # No request reaches A: its watches on the leadership znodes tell it.
+        fenced = a.wait_for_state("FENCED", timeout=30)
+        assert fenced["fenced"] is True
+        assert f"KRaft controller {NODE_B} holds /controller" in a.log_text()
+        assert b.terminate() == 0, b.log_tail()
+        assert a.terminate() == 0, a.log_tail()
