@@ -1,9 +1,11 @@
-"""Crash-safe file writes: temp file, fsync, rename, fsync of the directory."""
+"""Crash-safe file and directory writes: temp file (or directory), fsync, rename, fsync of the directory."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -51,3 +53,39 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Text variant of atomic_write_bytes (UTF-8)."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextmanager
+def staged_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary directory beside `target`, swapped into its place when the block succeeds.
+
+    On any exception the staging directory is removed and `target` is left as it was (absent if it was
+    absent). An existing `target` is replaced: the caller decides beforehand whether it may be.
+    """
+    final = Path(target)
+    parent = final.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=parent))
+    try:
+        yield staging
+        swap_into_place(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def swap_into_place(staging: Path, target: Path) -> None:
+    """Rename `staging` to `target`; an existing `target` is moved aside first and removed last."""
+    old: Path | None = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(target, old)
+    try:
+        os.rename(staging, target)
+    except BaseException:
+        if old is not None:
+            os.rename(old, target)
+        raise
+    fsync_directory(target.absolute().parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from migrate.atomic import fsync_directory
+from migrate.atomic import swap_into_place
 from migrate.errors import InvalidRequestError, UnsupportedVersionError, Zk2KraftError
 from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
@@ -513,25 +513,8 @@ def _write_directory(
         files = {
             str(p.relative_to(staging)): p.stat().st_size for p in sorted(staging.rglob("*")) if p.is_file()
         }
-        _swap_into_place(staging, target)
+        swap_into_place(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return files, snapshot.path.name
-
-
-def _swap_into_place(staging: Path, target: Path) -> None:
-    """Rename `staging` to `target`; an existing `target` (empty, or replaced with --force) goes last."""
-    old: Path | None = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
-        os.rename(target, old)
-    try:
-        os.rename(staging, target)
-    except BaseException:
-        if old is not None:
-            os.rename(old, target)
-        raise
-    fsync_directory(target.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
