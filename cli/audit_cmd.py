@@ -133,6 +133,12 @@ def _print(summary: AuditSummary) -> None:
                 f"{t.expected:,}",
             )
     console.print(table)
+    files = summary.inputs.kraft_files
+    skipped = [f for f in files if f.status == "skipped"]
+    if files:
+        console.print(f"KRaft files: {len(files) - len(skipped)} read, {len(skipped)} skipped")
+        for f in skipped:
+            console.print(f"  skipped {Path(f.path).name}: {f.reason}")
     for warning in summary.warnings:
         stderr.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
     console.print(f"report: {summary.outputs.get('report', '')}")
