@@ -34,7 +34,8 @@ _STYLE = {"consistent": "bold green", "lagging": "bold yellow", "inconsistent": 
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
     metavar="DIR",
-    help="Where to write summary.json, discrepancies.parquet and report.html.",
+    help="Where to write summary.json, discrepancies.parquet and report.html. Written beside it and renamed "
+    "at the end: a failed audit leaves DIR as it was. An earlier audit's DIR is replaced; other files are refused.",
 )
 @click.option("--master", metavar="URL", help="Spark master: local[*] (default), spark://HOST:PORT, yarn, k8s://...")
 @click.option(
@@ -42,7 +43,8 @@ _STYLE = {"consistent": "bold green", "lagging": "bold yellow", "inconsistent": 
     type=click.IntRange(-1),
     metavar="N",
     help="Compare KRaft as of offset N (inclusive). Default: the /migration znode's offset when ZooKeeper has "
-    "one, else the end of the log.",
+    "one and it matches the log (its controller and epochs; a mismatch is refused), else the end of the log. "
+    "With N, a /migration that does not match the log is ignored, with a warning.",
 )
 @click.option(
     "--fail-on",
@@ -74,7 +76,10 @@ def audit_cmd(
     registrations) or lag (KRaft changed after the offset ZooKeeper holds in /migration). The KRaft side is
     replayed to that offset by default, so write-behind lag is not reported as drift.
 
-    Exit code 0: no error-class discrepancy; 1: at least one (or lag, with --fail-on lag); 2: bad input.
+    Exit code 0: no error-class discrepancy; 1: at least one (or lag, with --fail-on lag); 2: bad input,
+    a /migration znode written from another history than the log's, or an --out holding other files.
+    A damaged KRaft snapshot is skipped for an older one or the log, with a warning; every KRaft file read
+    or skipped is listed with why (summary.json, report.html).
 
     \b
     Examples:
@@ -84,9 +89,10 @@ def audit_cmd(
 
     On a cluster (--master), every input path must be readable at the same path on every executor.
     """
-    from validators.audit import AuditOptions, run_audit
+    from validators.audit import AuditOptions, check_out_dir, run_audit
     from validators.spark import spark_session
 
+    check_out_dir(out_dir)  # before Spark starts: a refusal costs nothing
     source = zk_source_from(kwargs)
     options = AuditOptions(
         zk=source,
@@ -134,6 +140,12 @@ def _print(summary: AuditSummary) -> None:
                 f"{t.expected:,}",
             )
     console.print(table)
+    files = summary.inputs.kraft_files
+    skipped = [f for f in files if f.status == "skipped"]
+    if files:
+        console.print(f"KRaft files: {len(files) - len(skipped)} read, {len(skipped)} skipped")
+        for f in skipped:
+            console.print(f"  skipped {Path(f.path).name}: {f.reason}")
     for warning in summary.warnings:
         stderr.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False)
     print_source_notices([], summary.inputs.zk_notes, older_state=summary.inputs.accepted_older_zk_state)

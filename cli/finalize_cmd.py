@@ -9,6 +9,7 @@ import click
 
 from cli.common import EXIT_FINDING, handles_errors
 from cli.status_cmd import kraft_views, zk_client
+from migrate.errors import Zk2KraftError
 from migrate.plan.status import Condition, finalize_conditions, parse_duration, read_status
 from migrate.zk.sources import ZkSource
 
@@ -25,7 +26,11 @@ def audit_condition(zk_connect: str, metadata_dir: Path | None, out: Path, skip:
 
     with spark_session() as spark:
         options = AuditOptions(zk=ZkSource(connect=zk_connect), kraft=metadata_dir, out=out, fail_on_lag=True)
-        result = run_audit(spark, options)
+        try:
+            result = run_audit(spark, options)
+        except Zk2KraftError as exc:
+            # The other conditions are still worth showing: a refused audit fails this one, with its reason.
+            return Condition(id="audit", verdict="fail", detail=f"the audit was refused: {exc}")
     return Condition(id="audit", verdict="pass" if result.exit_code == 0 else "fail", detail=f"audit report in {out} (exit code {result.exit_code})")
 
 

@@ -1,4 +1,4 @@
-"""Crash-safe file writes: temp file, fsync, rename, fsync of the directory."""
+"""Crash-safe file and directory writes: temp file (or directory), fsync, rename, fsync of the directory."""
 
 from __future__ import annotations
 
@@ -55,6 +55,25 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+@contextmanager
+def staged_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary directory beside `target`, swapped into its place when the block succeeds.
+
+    On any exception the staging directory is removed and `target` is left as it was (absent if it was
+    absent). An existing `target` is replaced: the caller decides beforehand whether it may be.
+    """
+    final = Path(target)
+    parent = final.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=parent))
+    try:
+        yield staging
+        swap_directory_into_place(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def swap_directory_into_place(staging: Path, target: Path) -> None:
     """Rename the finished `staging` dir to `target`; an existing `target` is moved aside first, removed last.
 
@@ -71,6 +90,6 @@ def swap_directory_into_place(staging: Path, target: Path) -> None:
         if old is not None:
             os.rename(old, target)
         raise
-    fsync_directory(target.parent)
+    fsync_directory(target.absolute().parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)

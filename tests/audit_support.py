@@ -31,6 +31,8 @@ from validators.spark import build_session
 from validators.tables import quota_entity_text
 
 REAL = Path(__file__).parent / "fixtures" / "zk-real-kafka-3.5"
+REAL_KRAFT = Path(__file__).parent / "fixtures" / "kraft-real-3.7"
+"""A Kafka 3.7 node's metadata dir: one segment, offsets 0..4928, leader epoch 1, leader (node) 1."""
 REAL_CHROOT = "/de-4-3-kafka-cluster"
 PARTITION_DIR = "__cluster_metadata-0"
 
@@ -64,9 +66,11 @@ def tree_of(model: ZkClusterModel) -> ZTree:
     return build_tree(model, "/").kafka_tree()
 
 
-def with_migration_znode(tree: ZTree, offset: int, epoch: int = 1) -> ZTree:
+def with_migration_znode(tree: ZTree, offset: int, epoch: int = 1, *, controller_id: int = 3000, controller_epoch: int = 1) -> ZTree:
     """The tree plus the /migration znode a KRaft controller writes (its recorded metadata offset)."""
-    state = MigrationState(kraft_controller_id=3000, kraft_controller_epoch=1, kraft_metadata_offset=offset, kraft_metadata_epoch=epoch)
+    state = MigrationState(
+        kraft_controller_id=controller_id, kraft_controller_epoch=controller_epoch, kraft_metadata_offset=offset, kraft_metadata_epoch=epoch
+    )
     out = ZTree(source=tree.source, nodes=dict(tree.nodes), last_zxid=tree.last_zxid)
     out.nodes["/migration"] = ZNode("/migration", encode_migration(state), Stat(version=1))
     return out

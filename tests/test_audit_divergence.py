@@ -109,7 +109,10 @@ def test_lag_after_the_migration_offset_and_transactions(spark: SparkSession, cl
     code, output = audit("--zk-dump", str(zk_dump), "--kraft", str(meta), "--out", str(out))
     assert code == 0, output
     s = summary(out)
+    check = s["offsets"].pop("migration_check")
     assert s["offsets"] == {"alignment": "migration znode", "compared_through": last, "migration_offset": last, "snapshot_last_offset": last}
+    # /migration names controller 3000 in epoch 1 and offset `last` in epoch 1, as the migrated log holds them.
+    assert check["verdict"] == "matches" and check["used"] and check["log_leader_in_epoch"] == 3000
     assert s["classes"]["error"] == 0 and s["classes"]["lag"] == 0
 
     # Compared at the newest offset: the committed writes after /migration are lag; the aborted and the

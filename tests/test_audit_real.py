@@ -24,6 +24,8 @@ from pyspark.sql import SparkSession
 
 from cli.main import cli
 from migrate.zk.load import load_tree
+from migrate.zk.model import MigrationState
+from migrate.zk.znodes import encode_migration
 
 pytestmark = pytest.mark.spark
 
@@ -163,3 +165,9 @@ def test_finalize_check_runs_the_audit_as_its_last_gate(
     zk_client.delete(f"/config/topics/{topic}")
     failed = audit_condition(zk_connect, migrated, tmp_path / "bad", skip=False)
     assert failed.verdict == "fail" and "exit code 1" in failed.detail
+    # A /migration written by a controller this log never had: the audit is refused, the gate fails with
+    # the reason, and the other conditions are still shown.
+    zk_client.create("/migration", encode_migration(MigrationState(kraft_controller_id=3001, kraft_controller_epoch=1, kraft_metadata_offset=66, kraft_metadata_epoch=1)))
+    refused = audit_condition(zk_connect, migrated, tmp_path / "refused", skip=False)
+    assert refused.verdict == "fail" and "refused" in refused.detail and "controller 3001" in refused.detail
+    assert not (tmp_path / "refused").exists()

@@ -9,7 +9,7 @@ The whole comparison is one SQL statement over the two sides' temporary views: S
 where building the same plan through the DataFrame API costs hundreds of JVM round trips.
 
 A discrepancy is one row: the table, the row's key, its kind (`missing_in_kraft`, `missing_in_zk`,
-`mismatch`), the field (mismatches only), both values (a missing row shows the present side as JSON), the
+`mismatch`), the field (mismatches only), both values (a missing row shows the present side as JSON of its own types), the
 class and the reason for it, and the KRaft offset of the last record that touched the row.
 """
 
@@ -47,7 +47,6 @@ PARTITION_EPOCH = (
     "KRaft's partition epoch"
 )
 LAG_REASON = "changed in KRaft after the offset ZooKeeper has caught up to (write-behind)"
-NO_CLUSTER_ID = "one side has no cluster id to compare (a lone KRaft file has no meta.properties)"
 ERROR_REASONS = {
     MISSING_IN_KRAFT: "in ZooKeeper but not in KRaft: the migration or a dual write lost it, or it was written to "
     "ZooKeeper behind the controller's back",
@@ -55,7 +54,8 @@ ERROR_REASONS = {
     MISMATCH: "the two sides hold different values: a dual write did not reach ZooKeeper, or one side was "
     "changed behind the controller's back",
 }
-"""Why an `error` row is one, by kind (every row of the reports carries a reason)."""
+"""Why an error is one: what differs; no expected-difference rule and no lag explains it."""
+NO_CLUSTER_ID = "one side has no cluster id to compare (a lone KRaft file has no meta.properties)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,9 @@ def _generic(spec: TableSpec, source: str, extra: str) -> str:
     jkey = "to_json(named_struct(" + ", ".join(f"'{k}', {k}" for k in keys) + "))"
     key = "concat_ws(' ', " + ", ".join(f"concat('{k}=', coalesce(CAST({k} AS STRING), 'null'))" for k in keys) + ")"
     vals = "array(" + ", ".join(_text(name, kind) for name, kind in spec.fields) + ")"
-    return f"SELECT '{spec.name}' AS tbl, {jkey} AS jkey, {key} AS key, {vals} AS vals, {extra} FROM {source}"
+    # The row as JSON with its own types (arrays as arrays, nulls kept): what a missing row shows.
+    doc = "to_json(named_struct(" + ", ".join(f"'{name}', {name}" for name, _ in spec.fields) + "), map('ignoreNullFields', 'false'))"
+    return f"SELECT '{spec.name}' AS tbl, {jkey} AS jkey, {key} AS key, {vals} AS vals, {doc} AS doc, {extra} FROM {source}"
 
 
 def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
@@ -104,8 +106,8 @@ def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
         ctes.append(
             (
                 "kd",
-                "SELECT tbl, jkey, b.key, b.vals, b.koffset, b.deleted, b.kraft_only FROM (SELECT tbl, jkey, "
-                "max_by(named_struct('key', key, 'vals', vals, 'koffset', koffset, 'deleted', deleted, 'kraft_only', kraft_only), "
+                "SELECT tbl, jkey, b.key, b.vals, b.doc, b.koffset, b.deleted, b.kraft_only FROM (SELECT tbl, jkey, "
+                "max_by(named_struct('key', key, 'vals', vals, 'doc', doc, 'koffset', koffset, 'deleted', deleted, 'kraft_only', kraft_only), "
                 "named_struct('live', NOT deleted, 'koffset', koffset)) AS b FROM kg GROUP BY tbl, jkey)",
             )
         )
@@ -117,7 +119,8 @@ def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
     ctes.append(
         (
             "joined",
-            "SELECT coalesce(z.tbl, k.tbl) AS tbl, coalesce(z.key, k.key) AS key, z.vals AS z_vals, z.note AS z_note, "
+            "SELECT coalesce(z.tbl, k.tbl) AS tbl, coalesce(z.key, k.key) AS key, z.vals AS z_vals, z.doc AS z_doc, "
+            "k.doc AS k_doc, z.note AS z_note, "
             "z.tbl IS NOT NULL AS in_zk, k.tbl IS NOT NULL AND NOT k.deleted AS in_kraft, "
             "k.vals AS k_vals, k.koffset AS k_offset, k.kraft_only AS k_kraft_only, "
             f"element_at({names}, coalesce(z.tbl, k.tbl)) AS names "
@@ -137,8 +140,8 @@ def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
         + " END), e -> e IS NOT NULL)"
     )
     diffs = (
-        f"CASE WHEN in_zk AND NOT in_kraft THEN array({entry(MISSING_IN_KRAFT, null, 'to_json(map_from_arrays(names, z_vals))', null)}) "
-        f"WHEN in_kraft AND NOT in_zk THEN array({entry(MISSING_IN_ZK, null, null, 'to_json(map_from_arrays(names, k_vals))')}) "
+        f"CASE WHEN in_zk AND NOT in_kraft THEN array({entry(MISSING_IN_KRAFT, null, 'z_doc', null)}) "
+        f"WHEN in_kraft AND NOT in_zk THEN array({entry(MISSING_IN_ZK, null, null, 'k_doc')}) "
         f"WHEN in_zk AND in_kraft THEN {mismatches} END"
     )
     body = (
@@ -164,15 +167,26 @@ def classify_sql(options: CompareOptions) -> tuple[str, str]:
         why = f"concat({sql_string(LAG_REASON + ': KRaft offset ')}, CAST(k_offset AS STRING), ' > {m}')"
         rules.append((f"k_offset IS NOT NULL AND k_offset > {m}", LAG, why))
     cls = "CASE " + " ".join(f"WHEN {cond} THEN '{name}'" for cond, name, _ in rules) + f" ELSE '{ERROR}' END"
-    error_why = "CASE d.kind " + " ".join(
-        f"WHEN '{kind}' THEN {sql_string(why)}" for kind, why in ERROR_REASONS.items()
-    ) + f" ELSE {sql_string('the two sides differ')} END"
-    if m is not None:
-        covered = sql_string(f"; /migration says ZooKeeper has caught up to KRaft offset {m}")
-        offset = sql_string(", which covers this row's KRaft offset ")
-        error_why = f"concat({error_why}, {covered}, coalesce(concat({offset}, CAST(k_offset AS STRING)), ''))"
-    reason = "CASE " + " ".join(f"WHEN {cond} THEN {why}" for cond, _, why in rules) + f" ELSE {error_why} END"
+    reason = "CASE " + " ".join(f"WHEN {cond} THEN {why}" for cond, _, why in rules) + f" ELSE {_error_reason(m)} END"
     return cls, reason
+
+
+def _error_reason(migration_offset: int | None) -> str:
+    """The reason of an error row: what differs, and (when known) why write-behind does not explain it."""
+    what = "CASE d.kind " + " ".join(f"WHEN '{k}' THEN {sql_string(v)}" for k, v in ERROR_REASONS.items()) + " END"
+    if migration_offset is None:
+        why = sql_string("; no rule for expected differences applies")
+    else:
+        why = (
+            "CASE WHEN k_offset IS NULL THEN "
+            + sql_string(f"; no rule for expected differences applies, and KRaft never wrote this row, so it is not lag (/migration offset {migration_offset})")
+            + " ELSE concat("
+            + sql_string("; no rule for expected differences applies, and KRaft last wrote this row at offset ")
+            + ", CAST(k_offset AS STRING), "
+            + sql_string(f", which ZooKeeper has caught up to (/migration offset {migration_offset}), so it is not lag")
+            + ") END"
+        )
+    return f"concat({what}, {why})"
 
 
 def compare_all(spark: SparkSession, zk_view: str, kraft_view: str, options: CompareOptions) -> DataFrame:

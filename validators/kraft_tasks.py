@@ -14,7 +14,7 @@ import bisect
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -30,6 +30,7 @@ from migrate.kraft.framing import decode_control_record, decode_metadata_record
 from migrate.kraft.logdir import (
     META_PROPERTIES,
     SNAPSHOT_SUFFIX,
+    SnapshotId,
     list_segments,
     list_snapshots,
     parse_snapshot_file_name,
@@ -39,8 +40,9 @@ from migrate.kraft.reader import METADATA_PARTITION_DIR, partition_dir_of
 from validators.kraft_state import SNAPSHOT_SEQ_BASE, Event, Key, fold, merge_events, record_event, state_row
 from validators.tables import CLUSTER_SCOPE, ERROR_KIND, TABLES, Row, sql_string, wide, wide_error
 
-_HEADER = struct.Struct(">qi")  # baseOffset, batchLength
-_LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta at byte 23
+_HEADER = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+_ATTRIBUTES_DELTA = struct.Struct(">hi")  # attributes at byte 21, lastOffsetDelta at byte 23
+_CONTROL = 0x20
 _HEADER_BYTES = 27
 _MIN_BATCH_LENGTH = 49  # the v2 header after the length field
 DEFAULT_RANGE_BYTES = 32 * 1024 * 1024
@@ -66,6 +68,19 @@ class FileRange:
     tolerate_torn_tail: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class KraftFile:
+    """One file of the KRaft input: read or skipped, the offsets it holds (when known) and why."""
+
+    path: str
+    kind: str
+    """"snapshot" or "segment"."""
+    read: bool
+    first_offset: int | None
+    last_offset: int | None
+    reason: str
+
+
 @dataclass(slots=True)
 class KraftPlan:
     """What the KRaft side reads: a snapshot and/or log segments, cut into ranges, up to `stop_offset`."""
@@ -80,10 +95,38 @@ class KraftPlan:
     """Exclusive: records at this offset and later are not read (None = to the end)."""
     ranges: list[FileRange] = field(default_factory=list)
     bytes: int = 0
+    files: list[KraftFile] = field(default_factory=list)
+    """Every snapshot and segment of the input, read or skipped, with the reason."""
+    snapshot_epoch: int | None = None
+    batch_epochs: list[tuple[int, int, int]] = field(default_factory=list)
+    """(base offset, last offset, leader epoch) of every whole log batch, in offset order."""
+    leaders: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Leader epoch -> (leader id, offset) of the log's LeaderChangeMessage records."""
 
     @property
     def snapshot_last_offset(self) -> int:
         return self.snapshot_end_offset - 1
+
+    @property
+    def last_offset(self) -> int | None:
+        """The last offset the input holds (snapshot or log), None when it holds none."""
+        ends = [self.snapshot_last_offset] if self.snapshot is not None else []
+        ends += [last for _base, last, _epoch in self.batch_epochs[-1:]]
+        return max(ends) if ends else None
+
+    def epoch_at(self, offset: int) -> int | None:
+        """The leader epoch of the record at `offset`: its log batch's, or the snapshot's for its last offset."""
+        i = bisect.bisect_right(self.batch_epochs, (offset, _NO_END, 0)) - 1
+        if i >= 0 and self.batch_epochs[i][0] <= offset <= self.batch_epochs[i][1]:
+            return self.batch_epochs[i][2]
+        if self.snapshot is not None and offset == self.snapshot_last_offset:
+            return self.snapshot_epoch
+        return None
+
+    @property
+    def newest_epoch(self) -> int | None:
+        epochs = [e for _b, _l, e in self.batch_epochs[-1:]] + ([self.snapshot_epoch] if self.snapshot_epoch is not None else [])
+        return max(epochs) if epochs else None
 
     @property
     def log_ranges(self) -> list[FileRange]:
@@ -99,6 +142,8 @@ class BatchSpan:
     size: int
     base_offset: int
     last_offset: int
+    epoch: int = 0
+    control: bool = False
 
 
 def scan_batches(path: Path) -> tuple[list[BatchSpan], int]:
@@ -110,12 +155,12 @@ def scan_batches(path: Path) -> tuple[list[BatchSpan], int]:
             pos = 0
             while size - pos >= 61:
                 head = os.pread(f.fileno(), _HEADER_BYTES, pos)
-                base, length = _HEADER.unpack_from(head, 0)
+                base, length, epoch = _HEADER.unpack_from(head, 0)
                 total = length + 12
                 if length < _MIN_BATCH_LENGTH or pos + total > size:
                     break  # a torn or damaged tail: the task that decodes it reports it with its offset
-                (delta,) = _LAST_DELTA.unpack_from(head, 23)
-                spans.append(BatchSpan(pos, total, base, base + delta))
+                attributes, delta = _ATTRIBUTES_DELTA.unpack_from(head, 21)
+                spans.append(BatchSpan(pos, total, base, base + delta, epoch, bool(attributes & _CONTROL)))
                 pos += total
     except OSError as exc:
         raise Zk2KraftError(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -161,16 +206,22 @@ def plan_kraft(
     stop_offset: int | None = None,
     snapshot_limit: int | None = None,
     target_bytes: int = DEFAULT_RANGE_BYTES,
+    damaged: Mapping[Path, str] | None = None,
 ) -> KraftPlan:
     """Plan reading a metadata dir (newest usable snapshot + the log after it), one .checkpoint, or one .log.
 
     `stop_offset` is exclusive. The snapshot used is the newest whose end offset is <= `snapshot_limit`
-    (default `stop_offset`): records after it come from the log, so the offset of every change is known.
+    (default `stop_offset`) and that is not in `damaged` (path -> problem): records after it come from the
+    log, so the offset of every change is known. `plan.files` says which files are read and why the others
+    are not.
     """
     p = Path(path)
     plan = KraftPlan(source=str(p), stop_offset=stop_offset)
     limit = snapshot_limit if snapshot_limit is not None else stop_offset
+    damaged = damaged or {}
     newest: Path | None = None
+    segments: list[Path] = []
+    wanted_segments: set[Path] = {p}
     if p.is_file():
         if p.name.endswith(SNAPSHOT_SUFFIX):
             sid = parse_snapshot_file_name(p.name)
@@ -181,34 +232,41 @@ def plan_kraft(
                 )
             plan.snapshot = p
             plan.snapshot_end_offset = sid.end_offset if sid is not None else 0
+            plan.snapshot_epoch = sid.epoch if sid is not None else None
         else:
-            plan.segments = [p]
+            segments = [p]
             newest = p
     elif p.is_dir():
         pdir = partition_dir_of(p)
-        snapshots = [(sid, sp) for sid, sp in list_snapshots(pdir) if limit is None or sid.end_offset <= limit]
-        if snapshots:
-            sid, plan.snapshot = snapshots[-1]
+        snapshots = list_snapshots(pdir)
+        usable = [(sid, sp) for sid, sp in snapshots if (limit is None or sid.end_offset <= limit) and sp not in damaged]
+        if usable:
+            sid, plan.snapshot = usable[-1]
             plan.snapshot_end_offset = sid.end_offset
+            plan.snapshot_epoch = sid.epoch
             plan.start_offset = sid.end_offset
-        segments = list_segments(pdir)
-        if not segments and plan.snapshot is None:
-            raise Zk2KraftError(f"{pdir}: no snapshot (.checkpoint) and no log segment (.log) to read")
+        listed = list_segments(pdir)
+        if not listed and plan.snapshot is None:
+            skipped = "".join(f"; {sp.name} is damaged: {why}" for sp, why in damaged.items())
+            raise Zk2KraftError(f"{pdir}: no usable snapshot (.checkpoint) and no log segment (.log) to read{skipped}")
         first = 0
-        for i, seg in enumerate(segments):
+        for i, seg in enumerate(listed):
             if seg.base_offset <= plan.start_offset:
                 first = i
-        chosen = [seg for seg in segments[first:] if stop_offset is None or seg.base_offset < stop_offset]
+        chosen = [seg for seg in listed[first:] if stop_offset is None or seg.base_offset < stop_offset]
         if chosen and chosen[0].base_offset > plan.start_offset and (stop_offset is None or plan.start_offset < stop_offset):
             after = "the snapshot's end offset" if plan.snapshot is not None else "the start of the log"
+            skipped = "".join(f"; {sp.name} was skipped: it is damaged ({why})" for sp, why in damaged.items())
             raise CorruptDataError(
                 str(pdir),
                 None,
                 f"the log starts at offset {chosen[0].base_offset} but records from {after} "
-                f"({plan.start_offset}) on are needed and no usable snapshot covers them",
+                f"({plan.start_offset}) on are needed and no usable snapshot covers them{skipped}",
             )
-        plan.segments = [seg.path for seg in chosen]
-        newest = segments[-1].path if segments else None
+        segments = [seg.path for seg in listed]
+        wanted_segments = {seg.path for seg in chosen}
+        newest = listed[-1].path if listed else None
+        plan.files.extend(_snapshot_files(plan, snapshots, limit, damaged))
     else:
         raise Zk2KraftError(f"{p}: no such file or directory (expected a KRaft metadata dir, .checkpoint or .log)")
 
@@ -216,23 +274,107 @@ def plan_kraft(
         spans, size = scan_batches(plan.snapshot)
         plan.ranges.extend(_cut(plan.snapshot, spans, True, target_bytes, _tail(spans, size), False))
         plan.bytes += size
+        if p.is_file():
+            last = plan.snapshot_last_offset if plan.snapshot_end_offset else None
+            plan.files.append(KraftFile(str(p), "snapshot", True, None, last, "the input"))
     read: list[Path] = []
-    for seg_path in plan.segments:
+    for seg_path in segments:
         spans, size = scan_batches(seg_path)
-        wanted = [
-            span
-            for span in spans
-            if span.last_offset >= plan.start_offset and (stop_offset is None or span.base_offset < stop_offset)
-        ]
-        # Past the last whole batch there may be a torn tail: read it unless the stop offset comes first.
-        reaches_end = stop_offset is None or not spans or spans[-1].last_offset < stop_offset
-        ranges = _cut(seg_path, wanted, False, target_bytes, _tail(spans, size) if reaches_end else None, seg_path == newest)
+        plan.batch_epochs.extend((span.base_offset, span.last_offset, span.epoch) for span in spans)
+        plan.leaders.update(_leader_changes(seg_path, spans))
+        wanted: list[BatchSpan] = []
+        ranges: list[FileRange] = []
+        if seg_path in wanted_segments:
+            wanted = [
+                span
+                for span in spans
+                if span.last_offset >= plan.start_offset and (stop_offset is None or span.base_offset < stop_offset)
+            ]
+            # Past the last whole batch there may be a torn tail: read it unless the stop offset comes first.
+            reaches_end = stop_offset is None or not spans or spans[-1].last_offset < stop_offset
+            tail = _tail(spans, size) if reaches_end else None
+            ranges = _cut(seg_path, wanted, False, target_bytes, tail, seg_path == newest)
         if ranges:
             plan.ranges.extend(ranges)
             read.append(seg_path)
         plan.bytes += sum(span.size for span in wanted)
+        plan.files.append(_segment_file(plan, seg_path, spans, wanted, bool(ranges), size))
+    plan.batch_epochs.sort()
     plan.segments = read
     return plan
+
+
+def _snapshot_files(
+    plan: KraftPlan, snapshots: list[tuple[SnapshotId, Path]], limit: int | None, damaged: Mapping[Path, str]
+) -> Iterator[KraftFile]:
+    """Every snapshot of a metadata dir: the one read, and why each other one is not."""
+    for sid, sp in snapshots:
+        last = sid.end_offset - 1
+        if sp == plan.snapshot:
+            why = "the newest usable snapshot: the state up to its end offset"
+            if damaged:
+                why += f" (newer snapshots are damaged: {', '.join(d.name for d in damaged)})"
+            yield KraftFile(str(sp), "snapshot", True, None, last, why)
+        elif sp in damaged:
+            instead = f"snapshot {plan.snapshot.name}" if plan.snapshot is not None else "no snapshot"
+            yield KraftFile(str(sp), "snapshot", False, None, last, f"damaged, so {instead} and the log after it were read instead: {damaged[sp]}")
+        elif limit is not None and sid.end_offset > limit:
+            yield KraftFile(
+                str(sp), "snapshot", False, None, last,
+                f"ends after the comparison point (offset {limit - 1}): the offset of each change inside it would be unknown",
+            )
+        else:
+            newer = plan.snapshot.name if plan.snapshot is not None else "a newer snapshot"
+            yield KraftFile(str(sp), "snapshot", False, None, last, f"older than {newer}, which is read")
+
+
+def _segment_file(plan: KraftPlan, path: Path, spans: list[BatchSpan], wanted: list[BatchSpan], read: bool, size: int) -> KraftFile:
+    """A segment read (which offsets, and which of its offsets were not) or skipped, and why."""
+    first = spans[0].base_offset if spans else None
+    last = spans[-1].last_offset if spans else None
+    covered = f"snapshot {plan.snapshot.name}" if plan.snapshot is not None else "the snapshot"
+    if read:
+        notes = []
+        if wanted:
+            # Whole batches are read; records outside [start, stop) in them are not state.
+            lo = max(wanted[0].base_offset, plan.start_offset)
+            hi = wanted[-1].last_offset if plan.stop_offset is None else min(wanted[-1].last_offset, plan.stop_offset - 1)
+            notes.append(f"offsets {lo}..{hi} read")
+        if first is not None and first < plan.start_offset:
+            notes.append(f"offsets {first}..{plan.start_offset - 1} are in {covered} and were not read")
+        if last is not None and plan.stop_offset is not None and last >= plan.stop_offset:
+            notes.append(f"offsets from {plan.stop_offset} on are after the comparison point and were not read")
+        if not spans:
+            notes.append("no whole batch: its bytes are read to report what they are")
+        return KraftFile(str(path), "segment", True, first, last, "; ".join(notes))
+    if not spans:
+        why = "empty" if size == 0 else "no whole batch"
+    elif last is not None and last < plan.start_offset:
+        why = f"all its offsets are in {covered}, which is read instead: damage in this segment is not seen"
+    else:
+        why = f"starts after the comparison point (offset {(plan.stop_offset or 0) - 1})"
+    end = _tail(spans, size)[0]
+    if spans and end < size:
+        why += f"; its batch headers stop making sense at byte {end} of {size} (a torn or damaged tail, not read)"
+    return KraftFile(str(path), "segment", False, first, last, why)
+
+
+def _leader_changes(path: Path, spans: list[BatchSpan]) -> Iterator[tuple[int, tuple[int, int]]]:
+    """(epoch, (leader id, offset)) of the LeaderChangeMessage records in the control batches of a segment."""
+    control = [span for span in spans if span.control]
+    if not control:
+        return
+    with path.open("rb") as f:
+        for span in control:
+            data = os.pread(f.fileno(), span.size, span.position)
+            try:
+                for _pos, header, entries in iter_kraft_batches(data, str(path), start_position=0):
+                    for delta, key, value in entries:
+                        record = decode_control_record(key, value, str(path), span.position)[0]
+                        if isinstance(record, rec.LeaderChangeMessage):
+                            yield header.partition_leader_epoch, (record.leader_id, header.base_offset + delta)
+            except Zk2KraftError:
+                continue  # the task that reads this batch reports the damage with its offset
 
 
 # ---------------------------------------------------------------------------------------------- tasks
@@ -356,7 +498,34 @@ def parse_range(
         if snapshot and r.last and not footer:
             raise CorruptDataError(r.path, r.end, "snapshot does not end with a SnapshotFooterRecord")
     except Zk2KraftError as exc:
-        yield (ERROR_KIND,), [(0, "error", str(exc))]
+        yield (ERROR_KIND,), [(0, "error", _SNAPSHOT_ERROR.join(("", r.path, str(exc))) if snapshot else str(exc))]
+
+
+_SNAPSHOT_ERROR = "\x00snapshot\x00"
+"""Marks a task's error as found in a snapshot (`<mark><path><mark><message>`): the driver can fall back."""
+
+
+class DamagedSnapshotError(Zk2KraftError):
+    """A snapshot that cannot be read; the log (or an older snapshot) may still give the state."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(problem)
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return (type(self), (self.path, self.problem))
+
+
+def _raise_task_error(messages: list[str]) -> None:
+    """Raise the first error of the log, else the first of a snapshot (as DamagedSnapshotError)."""
+    snapshot_errors = [m for m in messages if m.startswith(_SNAPSHOT_ERROR)]
+    log_errors = [m for m in messages if not m.startswith(_SNAPSHOT_ERROR)]
+    if log_errors:
+        raise Zk2KraftError(log_errors[0])
+    if snapshot_errors:
+        _, path, problem = snapshot_errors[0].split(_SNAPSHOT_ERROR, 2)
+        raise DamagedSnapshotError(path, problem)
 
 
 def fold_rows(item: tuple[Key, list[Event]], snapshot_last_offset: int) -> Iterator[Row]:
@@ -404,10 +573,10 @@ def kraft_wide(spark: SparkSession, plan: KraftPlan, *, shuffle_partitions: int)
     from validators.tables import WIDE_SCHEMA
 
     df = spark.createDataFrame(rows, WIDE_SCHEMA, verifySchema=False).cache()
-    first_error = df.filter(F.col("kind") == ERROR_KIND).select("error").limit(1).collect()
-    if first_error:
+    errors = df.filter(F.col("kind") == ERROR_KIND).select("error").limit(64).collect()
+    if errors:
         df.unpersist()
-        raise Zk2KraftError(first_error[0][0])
+        _raise_task_error([row[0] for row in errors])
     return df
 
 

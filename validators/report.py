@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,17 @@ class TableSummary(BaseModel):
     mismatch: int = 0
 
 
+class AuditFile(BaseModel):
+    """One KRaft file of the input: read or skipped, the offsets it holds (when known) and why."""
+
+    path: str
+    kind: Literal["snapshot", "segment"]
+    status: Literal["read", "skipped"]
+    first_offset: int | None = None
+    last_offset: int | None = None
+    reason: str
+
+
 class AuditInputs(BaseModel):
     zk: str
     zk_chroot: str
@@ -45,6 +57,26 @@ class AuditInputs(BaseModel):
     kraft_segments: list[str] = Field(default_factory=list)
     kraft_bytes: int = 0
     kraft_ranges: int = 0
+    kraft_files: list[AuditFile] = Field(default_factory=list)
+    """Every snapshot and segment of the KRaft input: which were read, which were skipped and why."""
+
+
+class MigrationCheck(BaseModel):
+    """The /migration znode against the KRaft log: was it written from this log's history?"""
+
+    controller_id: int
+    controller_epoch: int
+    metadata_offset: int
+    metadata_epoch: int
+    log_epoch_at_offset: int | None = None
+    """Leader epoch of the log's batch at `metadata_offset` (None: the log does not hold it)."""
+    log_leader_in_epoch: int | None = None
+    """Leader of `controller_epoch` by the log's LeaderChangeMessage (None: not in the files read)."""
+    verdict: Literal["matches", "differs"]
+    problems: list[str] = Field(default_factory=list)
+    not_checked: list[str] = Field(default_factory=list)
+    used: bool
+    """Whether the /migration offset was used (alignment, lag); not when it differs and --kraft-offset was given."""
 
 
 class AuditOffsets(BaseModel):
@@ -54,6 +86,7 @@ class AuditOffsets(BaseModel):
     compared_through: int | None = None
     migration_offset: int | None = None
     snapshot_last_offset: int | None = None
+    migration_check: MigrationCheck | None = None
 
 
 class AuditSummary(BaseModel):
@@ -154,7 +187,7 @@ table{border-collapse:collapse;margin:1em 0;font-size:.9em}
 td,th{border:1px solid #ddd;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#f4f4f4}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-td.val{font-family:ui-monospace,monospace;max-width:420px;overflow-wrap:anywhere}
+td.val{font-family:ui-monospace,monospace;max-width:420px;white-space:pre-wrap;word-break:normal;overflow-wrap:break-word}
 .error{color:#c62828;font-weight:600}.lag{color:#ef8f00;font-weight:600}.expected{color:#777}
 h2{margin-top:1.6em}
 """
@@ -162,6 +195,38 @@ h2{margin-top:1.6em}
 
 def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
+
+
+def readable(value: str | None) -> str:
+    """A discrepancy value as people read it: JSON once (field values that are themselves JSON text, such
+    as `"[1,2]"`, are shown as the arrays they are) with a space after each separator, so long values
+    wrap between items rather than inside a word."""
+    if value is None:
+        return "null"
+    parsed = _parsed(value)
+    if parsed is value:
+        return value
+    return json.dumps(parsed, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _shown(row: dict[str, Any], column: str) -> str:
+    """One side's value in a table cell; the side a missing row is absent from shows that."""
+    if row[column] is None and row["kind"] != "mismatch":
+        return "(absent)"
+    return readable(row[column])
+
+
+def _parsed(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("[", "{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    if isinstance(value, dict):
+        return {k: _parsed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_parsed(v) for v in value]
+    return value
 
 
 def chart_svg(tables: list[TableSummary]) -> str:
@@ -224,6 +289,8 @@ def render_html(summary: AuditSummary, samples: dict[str, list[dict[str, Any]]])
     out.append("</table>")
     for warning in summary.warnings:
         out.append(f"<p class=lag>warning: {_e(warning)}</p>")
+    out.extend(_migration_check(o.migration_check))
+    out.extend(_files_table(i.kraft_files))
     out.append("<h2>Discrepancies per table</h2>")
     out.append(chart_svg(summary.tables))
     out.append("<table><tr><th>table</th><th>ZooKeeper rows</th><th>KRaft rows</th><th>error</th><th>lag</th><th>expected</th>"
@@ -245,12 +312,50 @@ def render_html(summary: AuditSummary, samples: dict[str, list[dict[str, Any]]])
         for r in rows:
             out.append(
                 f"<tr><td class={_e(r['class'])}>{_e(r['class'])}</td><td>{_e(r['table'])}</td><td class=val>{_e(r['key'])}</td>"
-                f"<td>{_e(r['field'])}</td><td class=val>{_e(r['zk_value'])}</td><td class=val>{_e(r['kraft_value'])}</td>"
-                f"<td class=num>{_e(r['kraft_offset'])}</td><td>{_e(r['reason'])}</td></tr>"
+                f"<td>{_e(r['field'])}</td><td class=val>{_e(_shown(r, 'zk_value'))}</td><td class=val>{_e(_shown(r, 'kraft_value'))}</td>"
+                f"<td class=num>{_e(r['kraft_offset'])}</td><td>{_e(r['reason'] or 'no reason recorded')}</td></tr>"
             )
         out.append("</table>")
     out.append("<p><small>Classes and rules: docs/audit.md. All rows: discrepancies.parquet.</small></p></body></html>")
     return "\n".join(out)
+
+
+def _migration_check(check: MigrationCheck | None) -> list[str]:
+    if check is None:
+        return []
+    out = [
+        "<h2>/migration against the KRaft log</h2><table>",
+        f"<tr><th>/migration</th><td>controller {check.controller_id}, leader epoch {check.controller_epoch}, "
+        f"offset {check.metadata_offset} in epoch {check.metadata_epoch}</td></tr>",
+        f"<tr><th>the log</th><td>offset {check.metadata_offset} in epoch {_e(_or_unknown(check.log_epoch_at_offset))}, "
+        f"leader of epoch {check.controller_epoch}: {_e(_or_unknown(check.log_leader_in_epoch))}</td></tr>",
+        f"<tr><th>verdict</th><td class={'error' if check.problems else 'expected'}>{_e(check.verdict)}"
+        f"{'' if check.used else ' (its offset was not used)'}</td></tr>",
+    ]
+    out.extend(f"<tr><th>differs</th><td>{_e(p)}</td></tr>" for p in check.problems)
+    out.extend(f"<tr><th>not checked</th><td>{_e(n)}</td></tr>" for n in check.not_checked)
+    out.append("</table>")
+    return out
+
+
+def _or_unknown(value: int | None) -> str:
+    return "unknown" if value is None else str(value)
+
+
+def _files_table(files: list[AuditFile]) -> list[str]:
+    """Every KRaft file of the input: read or skipped, its offsets and why."""
+    if not files:
+        return []
+    out = ["<h2>KRaft files read and skipped</h2><table><tr><th>file</th><th>kind</th><th>status</th><th>offsets</th><th>why</th></tr>"]
+    for f in files:
+        offsets = "" if f.last_offset is None else f"{'' if f.first_offset is None else f.first_offset}..{f.last_offset}"
+        css = "expected" if f.status == "read" else "lag"
+        out.append(
+            f"<tr><td class=val>{_e(Path(f.path).name)}</td><td>{_e(f.kind)}</td><td class={css}>{_e(f.status)}</td>"
+            f"<td>{_e(offsets)}</td><td>{_e(f.reason)}</td></tr>"
+        )
+    out.append("</table>")
+    return out
 
 
 def write_html(summary: AuditSummary, samples: dict[str, list[dict[str, Any]]], out_dir: Path) -> Path:

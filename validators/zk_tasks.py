@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from migrate.errors import CorruptDataError, Zk2KraftError, ZnodeFormatError
 from migrate.zk import paths, znodes
 from migrate.zk.dump import DUMP_FORMAT, DumpHeader, check_dump_count, write_dump
+from migrate.zk.model import MigrationState
 from migrate.zk.sources import ZkSource, full_tree_chroot, normalize_chroot, read_source
 from validators.tables import (
     ERROR_KIND,
@@ -306,12 +307,22 @@ def _not_blank(line: str) -> bool:
     return bool(line.strip())
 
 
-def read_migration_offset(spark: SparkSession, zk: DataFrame) -> int | None:
-    """`kraft_metadata_offset` of the `/migration` znode, when there is one and it holds an offset."""
-    rows = zk.filter(F.col("kind") == "zk_migration").select("zk_migration.kraft_metadata_offset").collect()
-    if not rows or rows[0][0] is None or rows[0][0] < 0:
+def read_migration_state(spark: SparkSession, zk: DataFrame) -> MigrationState | None:
+    """The `/migration` znode, when there is one and it holds a KRaft offset."""
+    rows = zk.filter(F.col("kind") == "zk_migration").select("zk_migration.*").collect()
+    if not rows or rows[0]["kraft_metadata_offset"] is None or rows[0]["kraft_metadata_offset"] < 0:
         return None
-    return int(rows[0][0])
+    row = rows[0]
+    return MigrationState(
+        kraft_controller_id=_int_or(row["kraft_controller_id"]),
+        kraft_controller_epoch=_int_or(row["kraft_controller_epoch"]),
+        kraft_metadata_offset=int(row["kraft_metadata_offset"]),
+        kraft_metadata_epoch=_int_or(row["kraft_metadata_epoch"]),
+    )
+
+
+def _int_or(value: Any, default: int = -1) -> int:
+    return default if value is None else int(value)
 
 
 def zk_wide(spark: SparkSession, zk: ZkInput, *, min_partitions: int) -> DataFrame:
