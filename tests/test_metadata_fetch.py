@@ -25,6 +25,7 @@ from bridge.api import ControllerHandler, HandlerContext
 from bridge.client import send_request
 from bridge.listener import KafkaListener, RequestContext
 from bridge.metadata_log import MetadataLog
+from bridge.shim import reads
 from bridge.shim.follower import MetadataFollower
 from migrate.kraft import records as rec
 from migrate.kraft.batch import iter_kraft_batches
@@ -93,8 +94,18 @@ class Served:
 
 async def serving(metadata_log: MetadataLog) -> Served:
     handlers = metadata_fetch.fetch_handlers(lambda: metadata_log)
+
+    async def describe_cluster(ctx: RequestContext, body: Any) -> Any:
+        # Followers learn the cluster id from the controller endpoint first, as from the bridge.
+        node = metadata_log.node_id
+        return reads.describe_cluster_as(
+            reads.ENDPOINT_CONTROLLERS, metadata_log.cluster_id or "", node, [node], "127.0.0.1",
+            listener.port, None, body, ctx.api_version,
+        )  # fmt: skip
+
     listener = KafkaListener(
-        handlers=adapt(handlers, metadata_log.node_id), supported=metadata_fetch.SUPPORTED
+        handlers={**adapt(handlers, metadata_log.node_id), reads.DESCRIBE_CLUSTER: describe_cluster},
+        supported={**metadata_fetch.SUPPORTED, reads.DESCRIBE_CLUSTER: (0, 1)},
     )
     await listener.start()
     return Served(metadata_log, listener)

@@ -57,12 +57,17 @@ def zk_model(zk_connect: str) -> ZkClusterModel:
 # ---------------------------------------------------------------------------------------------- topics
 
 
-def test_list_topics_shows_the_cluster_through_the_shim(admin: AdminClient, bridge: BridgeController) -> None:
+def test_list_topics_shows_the_cluster_through_the_shim(
+    admin: AdminClient, bridge: BridgeController, shim: ShimServer
+) -> None:
     metadata = admin.list_topics(timeout=TIMEOUT)
     assert bridge.log is not None
     image = bridge.log.image
     assert set(metadata.topics) == set(image.topics_by_name)
-    assert list(metadata.brokers) == [SHIM_ID]
+    # The shim, and the brokers it answers for (at its own address): every broker holding a replica.
+    replicas = {r for t in image.topics_by_name.values() for p in t.partitions.values() for r in p.replicas}
+    assert set(metadata.brokers) == {SHIM_ID} | replicas
+    assert {(b.host, b.port) for b in metadata.brokers.values()} == {("127.0.0.1", shim.port)}
     assert metadata.controller_id == SHIM_ID
     for name, topic in image.topics_by_name.items():
         listed = metadata.topics[name]
