@@ -140,6 +140,7 @@ class ShimServer:
         self.channel = ControllerChannel(controllers)
         self.listener: KafkaListener | None = None
         self._stop: asyncio.Event | None = None
+        self._fronted_cache: tuple[tuple[int, int], tuple[int, ...]] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -157,8 +158,16 @@ class ShimServer:
             host=config.advertised_host or config.listen_host,
             port=config.advertised_port or self.port,
             cluster_id=self.follower.cluster_id,
-            fronted=reads.fronted_brokers(self.follower.image),
+            fronted=self._fronted(),
         )
+
+    def _fronted(self) -> tuple[int, ...]:
+        """The brokers the shim answers for; recomputed only when the image moves on (it walks every partition)."""
+        image = self.follower.image
+        key = (id(image), self.follower.position)
+        if self._fronted_cache is None or self._fronted_cache[0] != key:
+            self._fronted_cache = (key, reads.fronted_brokers(image))
+        return self._fronted_cache[1]
 
     @property
     def controllers_text(self) -> str:
