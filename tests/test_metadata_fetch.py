@@ -422,3 +422,24 @@ def test_handlers_register_into_controller_tables() -> None:
     supported: dict[int, tuple[int, int]] = {}
     metadata_fetch.register(handlers, supported, lambda: None)
     assert set(handlers) == {1, 59} and supported == {1: (4, 17), 59: (0, 1)}
+
+
+@sync
+async def test_follower_learns_the_cluster_id_and_refuses_another_cluster(real_log: MetadataLog) -> None:
+    served = await serving(real_log)
+    learning = MetadataFollower([served.address], poll_interval=0.05)
+    told_otherwise = MetadataFollower([served.address], cluster_id="another-cluster", poll_interval=0.05)
+    learning.start()
+    told_otherwise.start()
+    try:
+        assert await learning.catch_up(30)
+        assert learning.cluster_id == real_log.cluster_id is not None
+        assert not await told_otherwise.catch_up(1)
+        assert told_otherwise.position == 0
+        assert told_otherwise.last_error == (
+            f"127.0.0.1:{served.listener.port} belongs to cluster {real_log.cluster_id}, not another-cluster"
+        )
+    finally:
+        await learning.stop()
+        await told_otherwise.stop()
+        await served.listener.stop()
