@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import fcntl
 import importlib
 import logging
@@ -33,6 +34,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge import metadata_fetch
@@ -69,6 +71,7 @@ from bridge.protocol import (
     encode_response,
     unwrap_response,
 )
+from bridge.shim import reads
 from bridge.zk_client import OneMulti, ZkBatchError, ZkMigrationClient
 from bridge.zk_writer import plan_delta
 from migrate.errors import UnsupportedVersionError, Zk2KraftError, ZnodeFormatError
@@ -236,6 +239,9 @@ class BridgeController:
         self.log: MetadataLogLike | None = None
         self.driver: MigrationDriver | None = None
         self.listener: KafkaListener | None = None
+        self.cluster_id: str | None = None  # ZooKeeper's /cluster/id, once read
+        # Connections already told they reached a controller instead of a broker.
+        self._clients_told: set[tuple[str, int]] = set()
         self.status_server: StatusServer | None = None
         self.brokers: ZkBrokerRegistry | None = None
         self.watcher: ForeignWriteWatcher | None = None
@@ -459,11 +465,15 @@ class BridgeController:
     async def _start_serving(self, cluster_id: str) -> None:
         """Start the Kafka-protocol listener and the metrics/status server; `start()` returns after this."""
         config = self.config
+        self.cluster_id = cluster_id
+        handlers: dict[int, Any] = {key: self._on_request for key in [*self.handlers, ENVELOPE_KEY]}
+        handlers[reads.METADATA] = self._on_metadata
+        handlers[reads.DESCRIBE_CLUSTER] = self._on_describe_cluster
         self.listener = KafkaListener(
             config.listen_host,
             config.listen_port,
-            {key: self._on_request for key in [*self.handlers, ENVELOPE_KEY]},
-            {**self.supported, ENVELOPE_KEY: (0, 0)},
+            handlers,
+            {**self.supported, ENVELOPE_KEY: (0, 0), **reads.IDENTITY_VERSIONS},
             ssl_context=self._ssl_context,
         )
         await self.listener.start()
@@ -832,6 +842,58 @@ class BridgeController:
         return EnvelopeResponse(
             response_data=encode_response(inner.correlation_id, response), error_code=ErrorCode.none
         )
+
+    async def _on_metadata(self, ctx: RequestContext, body: Any) -> Any:
+        """Metadata, which Kafka's controllers do not serve: this controller as the only broker, its log's topics.
+
+        A client pointed here by mistake (instead of at a shim or a broker) gets a working answer and the
+        log says where it should go, instead of ApiVersions without Metadata and a silent wait.
+        """
+        self._tell_client(ctx)
+        serving = self._permitted(ctx) and self._serving() and self.log is not None
+        image = self.log.image if serving and self.log is not None else MetadataImage()
+        caller = reads.Caller(ctx.principal, ctx.peer[0])
+        response = reads.metadata(self._identity(ctx), image, body, ctx.api_version, caller)
+        return response if serving else dataclasses.replace(response, controller_id=i32(-1))
+
+    async def _on_describe_cluster(self, ctx: RequestContext, body: Any) -> Any:
+        """DescribeCluster as Kafka 3.9's ControllerApis answers it (controller endpoint); shims learn the cluster id."""
+        if not self._permitted(ctx):
+            return self._refuse(ctx, body)
+        if int(getattr(body, "endpoint_type", reads.ENDPOINT_BROKERS)) != reads.ENDPOINT_CONTROLLERS:
+            self._tell_client(ctx)
+        me = self._identity(ctx)
+        controller = me.node_id if self._serving() else -1
+        return reads.describe_cluster_as(
+            reads.ENDPOINT_CONTROLLERS, me.cluster_id or "", controller, [me.node_id], me.host, me.port, None,
+            body, ctx.api_version,
+        )  # fmt: skip
+
+    def _identity(self, ctx: RequestContext) -> reads.ShimIdentity:
+        """This controller as clients reach it: the address the connection came in on."""
+        host, port = ctx.local
+        return reads.ShimIdentity(
+            node_id=self.config.node_id,
+            host=host or self.config.listen_host,
+            port=port or self.listen_port,
+            cluster_id=self.cluster_id,
+        )
+
+    def _tell_client(self, ctx: RequestContext) -> None:
+        """Once per connection: a client asked the controller what brokers answer; say where to go instead."""
+        if ctx.peer in self._clients_told:
+            return
+        if len(self._clients_told) >= 10_000:
+            self._clients_told.clear()
+        self._clients_told.add(ctx.peer)
+        log.warning(
+            "event=client_request_at_controller peer=%s client_id=%s api=%s: this is the bridge controller's "
+            "listener; it answers Metadata and DescribeCluster to identify itself and takes metadata changes, "
+            "but reads (DescribeConfigs, DescribeAcls, ...) only a shim serves: point admin clients at "
+            "`zk2kraft shim run --controller %s:%d`",
+            ctx.peer_text, ctx.client_id, describe_api(ctx.api_key, ctx.api_version),
+            ctx.local[0] or self.config.listen_host, ctx.local[1] or self.listen_port,
+        )  # fmt: skip
 
     def _permitted(self, ctx: RequestContext) -> bool:
         """Whether the connection's principal may send requests (`--envelope-principals`; unset: anyone)."""

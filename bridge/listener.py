@@ -64,6 +64,8 @@ class RequestContext:
     api_version: int
     # Who authenticated the connection (SASL user, TLS client certificate DN); ANONYMOUS on PLAINTEXT.
     principal: KafkaPrincipal = ANONYMOUS
+    # The listener's address the client connected to (what it can reach this server at).
+    local: tuple[str, int] = ("", 0)
 
     @property
     def peer_text(self) -> str:
@@ -183,6 +185,7 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         peer = _peer(writer)
+        local = _peer(writer, "sockname")
         source = f"connection from {_peer_text(peer)}"
         try:
             principal = _tls_principal(writer)
@@ -196,7 +199,7 @@ class KafkaListener:
                     payload = await read_frame(reader, self.max_request_bytes, source)
                 if payload is None:
                     break
-                response = await self._answer(peer, payload, source, principal)
+                response = await self._answer(peer, payload, source, principal, local)
                 if response is not None:
                     writer.write(frame(response))
                     await writer.drain()
@@ -242,7 +245,12 @@ class KafkaListener:
                 return step.principal
 
     async def _answer(
-        self, peer: tuple[str, int], payload: bytes, source: str, principal: KafkaPrincipal = ANONYMOUS
+        self,
+        peer: tuple[str, int],
+        payload: bytes,
+        source: str,
+        principal: KafkaPrincipal = ANONYMOUS,
+        local: tuple[str, int] = ("", 0),
     ) -> bytes | None:
         request = decode_request(payload, source, self.supported)
         if request.api_key == API_VERSIONS_KEY:
@@ -254,6 +262,7 @@ class KafkaListener:
             api_key=request.api_key,
             api_version=request.api_version,
             principal=principal,
+            local=local,
         )
         answer = await self.handlers[request.api_key](context, request.body)
         if answer is None:
@@ -354,8 +363,8 @@ def _tls_principal(writer: asyncio.StreamWriter) -> KafkaPrincipal:
     return ssl_principal(ssl_object)
 
 
-def _peer(writer: asyncio.StreamWriter) -> tuple[str, int]:
-    address = writer.get_extra_info("peername")
+def _peer(writer: asyncio.StreamWriter, which: str = "peername") -> tuple[str, int]:
+    address = writer.get_extra_info(which)
     if isinstance(address, tuple) and len(address) >= 2:
         return str(address[0]), int(address[1])
     return "unknown", 0

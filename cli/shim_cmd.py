@@ -55,10 +55,13 @@ def shim_group() -> None:
     type=click.IntRange(0, 2**31 - 1),
     default=1_000_000,
     show_default=True,
-    help="The broker and controller id the shim reports in Metadata/DescribeCluster; pick one no broker uses.",
+    help="The node id the shim reports as the controller in Metadata/DescribeCluster; pick one no broker uses.",
 )
 @click.option(
-    "--cluster-id", metavar="ID", help="The cluster id to report (and to check the controller against)."
+    "--cluster-id",
+    metavar="ID",
+    help="The cluster id to report and to check the controllers against. Default: learned from the first "
+    "controller that answers (the shim listens only once it knows the id).",
 )
 @click.option(
     "--max-request-bytes",
@@ -178,9 +181,12 @@ def run_cmd(
       brokers    AlterPartition (AlterIsr in versions 0-1) from ZooKeeper-mode brokers goes to the
                  controller as-is, never enveloped.
 
-    The shim tells clients it is the cluster's only broker and its controller, so point admin tools'
-    bootstrap servers at it. Anything else (Produce, Fetch, groups, ...) is not served. Several shims
-    can run side by side, e.g. one per broker host. SIGTERM or SIGINT stop it (exit 0).
+    The shim tells clients it is the cluster's controller and answers, at its own address, for itself and
+    for every broker holding a replica or broker configs (a BROKER config resource's request reaches it and
+    is forwarded), so point admin tools' bootstrap servers at it. Anything else (Produce, Fetch, groups,
+    ...) is not served. It starts listening once a controller has named the cluster id (clients are told
+    it). Several shims can run side by side, e.g. one per broker host. SIGTERM or SIGINT stop it (exit 0),
+    also while it still waits for a controller.
 
     \b
     Example:

@@ -25,6 +25,7 @@ from bridge.api import ControllerHandler, HandlerContext
 from bridge.client import send_request
 from bridge.listener import KafkaListener, RequestContext
 from bridge.metadata_log import MetadataLog
+from bridge.shim import reads
 from bridge.shim.follower import MetadataFollower
 from migrate.kraft import records as rec
 from migrate.kraft.batch import iter_kraft_batches
@@ -93,8 +94,18 @@ class Served:
 
 async def serving(metadata_log: MetadataLog) -> Served:
     handlers = metadata_fetch.fetch_handlers(lambda: metadata_log)
+
+    async def describe_cluster(ctx: RequestContext, body: Any) -> Any:
+        # Followers learn the cluster id from the controller endpoint first, as from the bridge.
+        node = metadata_log.node_id
+        return reads.describe_cluster_as(
+            reads.ENDPOINT_CONTROLLERS, metadata_log.cluster_id or "", node, [node], "127.0.0.1",
+            listener.port, None, body, ctx.api_version,
+        )  # fmt: skip
+
     listener = KafkaListener(
-        handlers=adapt(handlers, metadata_log.node_id), supported=metadata_fetch.SUPPORTED
+        handlers={**adapt(handlers, metadata_log.node_id), reads.DESCRIBE_CLUSTER: describe_cluster},
+        supported={**metadata_fetch.SUPPORTED, reads.DESCRIBE_CLUSTER: (0, 1)},
     )
     await listener.start()
     return Served(metadata_log, listener)
@@ -411,3 +422,24 @@ def test_handlers_register_into_controller_tables() -> None:
     supported: dict[int, tuple[int, int]] = {}
     metadata_fetch.register(handlers, supported, lambda: None)
     assert set(handlers) == {1, 59} and supported == {1: (4, 17), 59: (0, 1)}
+
+
+@sync
+async def test_follower_learns_the_cluster_id_and_refuses_another_cluster(real_log: MetadataLog) -> None:
+    served = await serving(real_log)
+    learning = MetadataFollower([served.address], poll_interval=0.05)
+    told_otherwise = MetadataFollower([served.address], cluster_id="another-cluster", poll_interval=0.05)
+    learning.start()
+    told_otherwise.start()
+    try:
+        assert await learning.catch_up(30)
+        assert learning.cluster_id == real_log.cluster_id is not None
+        assert not await told_otherwise.catch_up(1)
+        assert told_otherwise.position == 0
+        assert told_otherwise.last_error == (
+            f"127.0.0.1:{served.listener.port} belongs to cluster {real_log.cluster_id}, not another-cluster"
+        )
+    finally:
+        await learning.stop()
+        await told_otherwise.stop()
+        await served.listener.stop()

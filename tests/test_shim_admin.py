@@ -57,12 +57,17 @@ def zk_model(zk_connect: str) -> ZkClusterModel:
 # ---------------------------------------------------------------------------------------------- topics
 
 
-def test_list_topics_shows_the_cluster_through_the_shim(admin: AdminClient, bridge: BridgeController) -> None:
+def test_list_topics_shows_the_cluster_through_the_shim(
+    admin: AdminClient, bridge: BridgeController, shim: ShimServer
+) -> None:
     metadata = admin.list_topics(timeout=TIMEOUT)
     assert bridge.log is not None
     image = bridge.log.image
     assert set(metadata.topics) == set(image.topics_by_name)
-    assert list(metadata.brokers) == [SHIM_ID]
+    # The shim, and the brokers it answers for (at its own address): every broker holding a replica.
+    replicas = {r for t in image.topics_by_name.values() for p in t.partitions.values() for r in p.replicas}
+    assert set(metadata.brokers) == {SHIM_ID} | replicas
+    assert {(b.host, b.port) for b in metadata.brokers.values()} == {("127.0.0.1", shim.port)}
     assert metadata.controller_id == SHIM_ID
     for name, topic in image.topics_by_name.items():
         listed = metadata.topics[name]
@@ -247,3 +252,18 @@ def test_alter_and_describe_scram_credentials(
     with pytest.raises(KafkaException) as raised:
         result(admin.describe_user_scram_credentials([user]))
     assert raised.value.args[0].name() == "RESOURCE_NOT_FOUND"
+
+
+def test_broker_configs_reach_the_broker_the_client_names(
+    admin: AdminClient, bridge: BridgeController, zk_connect: str
+) -> None:
+    # librdkafka sends a BROKER resource's request to that broker id: the shim answers for it.
+    entry = ConfigEntry("message.max.bytes", "2000000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])
+    result(admin.incremental_alter_configs([resource], request_timeout=15))
+    assert bridge.log is not None
+    assert bridge.log.image.configs[(4, "1")] == {"message.max.bytes": "2000000"}
+    assert zk_model(zk_connect).broker_configs["1"].config == {"message.max.bytes": "2000000"}
+    described = result(admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")], request_timeout=15))
+    (entries,) = described.values()
+    assert entries["message.max.bytes"].value == "2000000"

@@ -1,19 +1,23 @@
 """The shim's protocol face and its paths to the controller, over real TCP against the real bridge controller:
 ApiVersions advertises exactly what the shim serves, AlterIsr-era and current AlterPartition from brokers reach
 the controller directly (log and ZooKeeper change; stale epochs get Kafka's errors), and forwarded requests
-survive a controller that is not active (NOT_CONTROLLER), one that is down, and a standby taking over."""
+survive a controller that is not active (NOT_CONTROLLER), one that is down, and a standby taking over. The
+bridge's own listener identifies the cluster (Metadata, DescribeCluster) and says where admin clients belong."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from kazoo.client import KazooClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.static.primitive import i8, i32, i64
@@ -173,3 +177,41 @@ def test_forwarding_finds_the_active_controller_and_follows_a_takeover(pair: lis
             time.sleep(0.05)
         # The same log, continued: the shim's image never had to start over.
         assert server.follower.resets == 0
+
+
+# ---------------------------------------------------------------------------------------------- the bridge's own listener
+
+
+def test_an_admin_client_at_the_bridge_listener_is_answered_and_told_where_to_go(
+    bridge: BridgeController, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert bridge.log is not None and bridge.cluster_id is not None
+    caplog.set_level(logging.WARNING, logger="bridge.controller")
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{bridge.listen_port}", "log_level": 0})
+    listed = admin.list_topics(timeout=30)
+    assert listed.cluster_id == bridge.cluster_id
+    assert list(listed.brokers) == [bridge.config.node_id] and listed.controller_id == bridge.config.node_id
+    assert set(listed.topics) == set(bridge.log.image.topics_by_name)
+    told = [r.getMessage() for r in caplog.records if "event=client_request_at_controller" in r.getMessage()]
+    assert told and "(api key 3)" in told[0] and "zk2kraft shim run --controller" in told[0]
+    # A read only a shim serves fails at once on the client (not advertised), instead of a silent wait.
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, STOCK)], request_timeout=30)
+    with pytest.raises(KafkaException) as raised:
+        [future.result(timeout=60) for future in futures.values()]
+    assert raised.value.args[0].code() == KafkaError._UNSUPPORTED_FEATURE
+
+
+def test_the_bridge_answers_describe_cluster_as_a_kafka_controller(bridge: BridgeController) -> None:
+    node = bridge.config.node_id
+    asked = DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2))
+    response = send_request_sync("127.0.0.1", bridge.listen_port, asked)
+    assert response.error_code == ErrorCode.none and response.endpoint_type == 2
+    assert response.cluster_id == bridge.cluster_id and response.controller_id == node
+    assert [(b.broker_id, b.port) for b in response.brokers] == [(node, bridge.listen_port)]
+    # Brokers are not described by a controller: Kafka's refusal, with its message.
+    as_broker = DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(1))
+    refused = send_request_sync("127.0.0.1", bridge.listen_port, as_broker)
+    assert refused.error_code == ErrorCode.mismatched_endpoint_type
+    assert refused.error_message == (
+        "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"
+    )

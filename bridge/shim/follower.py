@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
+from kio.schema.describe_cluster.v1 import request as describe_cluster_request
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v17 import request as fetch_request
 from kio.schema.fetch_snapshot.v1 import request as snapshot_request
@@ -28,6 +29,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from bridge.client import ConnectionClosedError, KafkaConnection
 from bridge.metadata_fetch import MAX_FETCH_SIZE_BYTES, METADATA_PARTITION, METADATA_TOPIC
+from bridge.shim.reads import ENDPOINT_CONTROLLERS
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.kraft.batch import iter_kraft_batches
@@ -226,10 +228,42 @@ class MetadataFollower:
     async def _connect(self) -> KafkaConnection:
         if self._connection is None:
             host, port = self.controllers[self._controller_index]
-            self._connection = await KafkaConnection.open(
+            connection = await KafkaConnection.open(
                 host, port, client_id=CLIENT_ID, timeout=self.request_timeout, ssl_context=self.ssl_context
             )
+            try:
+                await self._identify(connection)
+            except BaseException:
+                await connection.close()
+                raise
+            self._connection = connection
         return self._connection
+
+    async def _identify(self, connection: KafkaConnection) -> None:
+        """Learn the cluster id from the controller (DescribeCluster, controller endpoint), or check it.
+
+        A KRaft broker knows it from meta.properties and sends it in every Fetch; the follower learns it
+        from the first controller that answers and holds every later one to it.
+        """
+        request = describe_cluster_request.DescribeClusterRequest(
+            include_cluster_authorized_operations=False, endpoint_type=i8(ENDPOINT_CONTROLLERS)
+        )
+        response = await connection.send(request, timeout=self.request_timeout)
+        where = f"DescribeCluster answer from {connection.address}"
+        if response.error_code != ErrorCode.none:
+            problem = f"{response.error_code.name} {response.error_message or ''}".rstrip()
+            raise _WrongController(f"{where}: {problem}")
+        if not response.cluster_id:
+            raise _WrongController(f"{where}: no cluster id")
+        if self.cluster_id is None:
+            self.cluster_id = response.cluster_id
+            log.info(
+                "event=cluster_id_learned cluster_id=%s controller=%s", self.cluster_id, connection.address
+            )
+        elif response.cluster_id != self.cluster_id:
+            raise _WrongController(
+                f"{connection.address} belongs to cluster {response.cluster_id}, not {self.cluster_id}"
+            )
 
     async def _drop_connection(self) -> None:
         connection, self._connection = self._connection, None

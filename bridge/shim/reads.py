@@ -31,6 +31,8 @@ DESCRIBE_ACLS: Final = 29
 DESCRIBE_CLIENT_QUOTAS: Final = 48
 DESCRIBE_USER_SCRAM_CREDENTIALS: Final = 50
 DESCRIBE_CLUSTER: Final = 60
+# Kafka 3.9's version ranges of the two requests that identify a cluster (cut to what kio defines).
+IDENTITY_VERSIONS: Final[dict[int, tuple[int, int]]] = {METADATA: (0, 12), DESCRIBE_CLUSTER: (0, 1)}
 
 # Kafka's AclOperation codes used for the describe checks.
 OP_DESCRIBE: Final = 8
@@ -66,13 +68,38 @@ def allow_all(
 
 @dataclass(frozen=True, slots=True)
 class ShimIdentity:
-    """Who the shim says it is: its node id, the address clients reach it at, the cluster id if known."""
+    """Who the shim says it is: its node id, the address clients reach it at, the cluster id if known.
+
+    `fronted`: the ids of the cluster's brokers the shim answers for at its own address (see fronted_brokers).
+    """
 
     node_id: int
     host: str
     port: int
     cluster_id: str | None = None
     rack: str | None = None
+    fronted: tuple[int, ...] = ()
+
+    def broker_ids(self) -> list[int]:
+        """Every node id the shim answers as: its own first, then the fronted brokers'."""
+        return [self.node_id, *sorted(set(self.fronted) - {self.node_id})]
+
+
+def fronted_brokers(image: MetadataImage) -> tuple[int, ...]:
+    """The brokers the image knows of: replicas of its partitions, and brokers with their own configs.
+
+    Clients address per-broker requests (a BROKER config resource) to that broker's id, so the shim lists
+    these ids at its own address and forwards what comes for them, as a broker forwards to its controller.
+    """
+    ids: set[int] = set()
+    for topic in image.topics_by_id.values():
+        for partition in topic.partitions.values():
+            ids.update(partition.replicas)
+    for rtype, rname in image.configs:
+        if rtype == RESOURCE_TYPE_BROKER and rname.isdigit():
+            ids.add(int(rname))
+    ids.discard(NO_LEADER)
+    return tuple(sorted(ids))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +124,9 @@ def _module(api_key: int, version: int) -> Any:
 def metadata(shim: ShimIdentity, image: MetadataImage, request: Any, version: int, caller: Caller) -> Any:
     """Metadata v0-12: the shim as the only broker and the controller; topics and partitions from the image."""
     m = _module(METADATA, version)
-    broker = build(
-        m.MetadataResponseBroker,
-        node_id=i32(shim.node_id),
-        host=shim.host,
-        port=i32(shim.port),
-        rack=shim.rack,
+    brokers = tuple(
+        build(m.MetadataResponseBroker, node_id=i32(node), host=shim.host, port=i32(shim.port), rack=shim.rack)
+        for node in shim.broker_ids()
     )
     topics: list[Any] = []
     requested = request.topics
@@ -135,7 +159,7 @@ def metadata(shim: ShimIdentity, image: MetadataImage, request: Any, version: in
     return build(
         m.MetadataResponse,
         throttle_time=timedelta(0),
-        brokers=(broker,),
+        brokers=brokers,
         cluster_id=shim.cluster_id,
         controller_id=i32(shim.node_id),
         topics=tuple(topics),
@@ -190,18 +214,49 @@ def _missing(m: Any, name: str | None, topic_id: uuid.UUID | None, error: ErrorC
 # ---------------------------------------------------------------------------------------------- DescribeCluster
 
 
+ENDPOINT_BROKERS: Final = 1
+ENDPOINT_CONTROLLERS: Final = 2
+_ENDPOINT_NAMES: Final = {ENDPOINT_BROKERS: "BROKER", ENDPOINT_CONTROLLERS: "CONTROLLER"}
+
+
 def describe_cluster(shim: ShimIdentity, request: Any, version: int) -> Any:
-    """DescribeCluster v0-1: the shim as the cluster's broker and controller (brokers endpoint type only)."""
+    """DescribeCluster v0-1 as a broker answers it: the shim and the brokers it fronts; the shim is controller."""
+    return describe_cluster_as(
+        ENDPOINT_BROKERS, shim.cluster_id or "", shim.node_id, shim.broker_ids(), shim.host, shim.port,
+        shim.rack, request, version,
+    )  # fmt: skip
+
+
+def describe_cluster_as(
+    endpoint_type: int, cluster_id: str, controller_id: int, node_ids: list[int], host: str, port: int,
+    rack: str | None, request: Any, version: int,
+) -> Any:  # fmt: skip
+    """Kafka 3.9's AuthHelper.computeDescribeClusterResponse for an endpoint of `endpoint_type`.
+
+    A request for the other endpoint type is refused (MISMATCHED_ENDPOINT_TYPE, INVALID_REQUEST at v0) as
+    Kafka refuses it; a controller id not among the nodes is reported as -1.
+    """
     m = _module(DESCRIBE_CLUSTER, version)
-    endpoint_type = int(getattr(request, "endpoint_type", 1))
+    wanted = int(getattr(request, "endpoint_type", ENDPOINT_BROKERS))
     error, message = ErrorCode.none, None
-    if endpoint_type != 1:
-        error = ErrorCode.unsupported_endpoint_type
+    if wanted not in _ENDPOINT_NAMES:
+        error = ErrorCode.invalid_request if version == 0 else ErrorCode.unsupported_endpoint_type
+        message = f"Unsupported endpoint type {wanted}"
+    elif wanted != endpoint_type:
+        error = ErrorCode.invalid_request if version == 0 else ErrorCode.mismatched_endpoint_type
         message = (
-            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+            f"The request was sent to an endpoint of type {_ENDPOINT_NAMES[endpoint_type]}, "
+            f"but we wanted an endpoint of type {_ENDPOINT_NAMES[wanted]}"
         )
-    broker = m.DescribeClusterBroker(
-        broker_id=i32(shim.node_id), host=shim.host, port=i32(shim.port), rack=shim.rack
+    if error != ErrorCode.none:
+        # Kafka leaves every other field at its default.
+        return build(
+            m.DescribeClusterResponse, throttle_time=timedelta(0), error_code=error, error_message=message,
+            endpoint_type=i8(ENDPOINT_BROKERS), cluster_id="", controller_id=i32(-1), brokers=(),
+            cluster_authorized_operations=i32(AUTHORIZED_OPERATIONS_OMITTED),
+        )  # fmt: skip
+    brokers = tuple(
+        m.DescribeClusterBroker(broker_id=i32(node), host=host, port=i32(port), rack=rack) for node in node_ids
     )
     ops = 0 if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     return build(
@@ -209,10 +264,10 @@ def describe_cluster(shim: ShimIdentity, request: Any, version: int) -> Any:
         throttle_time=timedelta(0),
         error_code=error,
         error_message=message,
-        endpoint_type=i8(1),
-        cluster_id=shim.cluster_id or "",
-        controller_id=i32(shim.node_id),
-        brokers=(broker,) if error == ErrorCode.none else (),
+        endpoint_type=i8(endpoint_type),
+        cluster_id=cluster_id,
+        controller_id=i32(controller_id if controller_id in node_ids else -1),
+        brokers=brokers,
         cluster_authorized_operations=i32(ops),
     )
 

@@ -48,8 +48,7 @@ ALTER_PARTITION: Final = 56
 FORWARDED: Final = frozenset({19, 20, 30, 31, 33, 37, 44, 49, 51})
 # Kafka 3.9's version ranges for the reads, cut to what kio defines.
 READ_VERSIONS: Final[dict[int, tuple[int, int]]] = {
-    reads.METADATA: (0, 12),
-    reads.DESCRIBE_CLUSTER: (0, 1),
+    **reads.IDENTITY_VERSIONS,
     reads.DESCRIBE_CONFIGS: (1, 4),
     reads.DESCRIBE_ACLS: (1, 3),
     reads.DESCRIBE_CLIENT_QUOTAS: (0, 1),
@@ -60,6 +59,7 @@ API_VERSIONS_RANGE: Final = (0, 3)  # Kafka 3.9's ApiVersions
 DEFAULT_NODE_ID: Final = 1_000_000
 DEFAULT_REQUEST_TIMEOUT_S: Final = 30.0
 CATCH_UP_TIMEOUT_S: Final = 5.0
+WAITING_LOG_INTERVAL_S: Final = 10.0
 
 # Request-wide refusal (e.g. authorizer.cluster_refusal): a response to send instead, or None to go on.
 RequestGate = Callable[[RequestContext, Any], Any | None]
@@ -140,6 +140,7 @@ class ShimServer:
         self.channel = ControllerChannel(controllers)
         self.listener: KafkaListener | None = None
         self._stop: asyncio.Event | None = None
+        self._fronted_cache: tuple[tuple[int, int], tuple[int, ...]] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -156,19 +157,40 @@ class ShimServer:
             node_id=config.node_id,
             host=config.advertised_host or config.listen_host,
             port=config.advertised_port or self.port,
-            cluster_id=config.cluster_id,
+            cluster_id=self.follower.cluster_id,
+            fronted=self._fronted(),
         )
 
+    def _fronted(self) -> tuple[int, ...]:
+        """The brokers the shim answers for; recomputed only when the image moves on (it walks every partition)."""
+        image = self.follower.image
+        key = (id(image), self.follower.position)
+        if self._fronted_cache is None or self._fronted_cache[0] != key:
+            self._fronted_cache = (key, reads.fronted_brokers(image))
+        return self._fronted_cache[1]
+
+    @property
+    def controllers_text(self) -> str:
+        return ",".join(format_address(c) for c in self.config.controllers)
+
     async def start(self) -> int:
-        """Follow the controller's log, wait (bounded) for the first catch-up, then listen; the bound port."""
+        """Follow the controller's log; wait for the cluster id and (bounded) the first catch-up; then listen."""
         self.follower.start()
         if self.config.startup_catch_up_s > 0 and not await self.follower.catch_up(
             self.config.startup_catch_up_s
         ):
             log.warning(
                 "event=shim_not_caught_up controllers=%s last_error=%s; serving anyway (reads may be stale)",
-                ",".join(format_address(c) for c in self.config.controllers), self.follower.last_error,
+                self.controllers_text, self.follower.last_error,
             )  # fmt: skip
+        while self.follower.cluster_id is None:
+            # Clients are told the cluster id in every Metadata answer (librdkafka crashes on a null one).
+            log.warning(
+                "event=shim_waiting_for_controller controllers=%s last_error=%s; not listening until a "
+                "controller names the cluster (or give --cluster-id)",
+                self.controllers_text, self.follower.last_error,
+            )  # fmt: skip
+            await self.follower.catch_up(WAITING_LOG_INTERVAL_S)
         handlers, supported = self.handler_table()
         self.listener = KafkaListener(
             self.config.listen_host,
@@ -181,9 +203,9 @@ class ShimServer:
         )
         port = await self.listener.start()
         log.info(
-            "event=shim_listening listen=%s:%d advertised=%s:%d node_id=%d controllers=%s",
+            "event=shim_listening listen=%s:%d advertised=%s:%d node_id=%d cluster_id=%s controllers=%s",
             self.config.listen_host, port, self.identity.host, self.identity.port, self.config.node_id,
-            ",".join(format_address(c) for c in self.config.controllers),
+            self.follower.cluster_id, self.controllers_text,
         )  # fmt: skip
         return port
 
@@ -200,10 +222,25 @@ class ShimServer:
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, self._stop.set)
+        # A stop request ends the start-up too (which may wait for an unreachable controller).
+        stopping = asyncio.ensure_future(self._stop.wait())
         try:
-            await self.start()
-            await self._stop.wait()
+            starting = asyncio.ensure_future(self.start())
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if starting.done():
+                starting.result()
+                await stopping
+            else:
+                starting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await starting
+                log.warning(
+                    "event=shim_stopped_before_serving controllers=%s last_error=%s; stopped while "
+                    "waiting for a controller",
+                    self.controllers_text, self.follower.last_error or "no answer yet",
+                )  # fmt: skip
         finally:
+            stopping.cancel()
             await self.stop()
         return 0
 
