@@ -216,10 +216,12 @@ def registration(
 
 
 def running(controller: Controller, *broker_ids: int) -> dict[int, int]:
-    """Register the brokers and heartbeat them until unfenced; returns their epochs."""
+    """Register the brokers (ZooKeeper brokers while migrating) and unfence them; returns their epochs."""
     epochs = {}
     for broker_id in broker_ids:
-        result = controller.register(registration(broker_id, mv=controller.mv))
+        zk = controller.zk_migration_enabled and controller.mv.is_migration_supported()
+        dirs = None if controller.mv.is_directory_assignment_supported() else ()
+        result = controller.register(registration(broker_id, mv=controller.mv, zk=zk, log_dirs=dirs))
         assert result.error is None, result.error
         epochs[broker_id] = result.broker_epoch
     for broker_id in broker_ids:
