@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i64
 
 from bridge.brokers.heartbeats import BrokerControlState, BrokerHeartbeatManager, HeartbeatRequest
 from bridge.brokers.replication import HeartbeatReply
 from migrate.kraft import records as rec
-from tests.brokers_harness import MIGRATION, PRE_MIGRATION, Controller, FakeClock, registration, running
+from tests.brokers_harness import (
+    MIGRATION,
+    PRE_MIGRATION,
+    Controller,
+    FakeClock,
+    log_dir,
+    registration,
+    running,
+)
 
 FENCE = rec.BrokerRegistrationChangeRecord
 
@@ -281,3 +291,33 @@ def test_expired_heartbeat_still_keeps_the_session() -> None:
 def test_session_timeout_must_be_positive(timeout: int) -> None:
     with pytest.raises(ValueError, match=r"broker\.session\.timeout\.ms"):
         BrokerHeartbeatManager(timeout, FakeClock())
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_heartbeat_from_kio_requests(version: int) -> None:
+    module = importlib.import_module(f"kio.schema.broker_heartbeat.v{version}.request")
+    kio_request = module.BrokerHeartbeatRequest(
+        broker_id=i32(3),
+        broker_epoch=i64(40),
+        current_metadata_offset=i64(41),
+        want_fence=True,
+        want_shut_down=False,
+    )
+    assert HeartbeatRequest.of(kio_request) == HeartbeatRequest(3, 40, 41, True, False)
+
+
+def test_offline_log_dir_moves_its_partitions_away() -> None:
+    controller = Controller()
+    epochs = running(controller, 1, 2)
+    topic_id = controller.add_topic("t", {0: ([1, 2], [1, 2], 1)})
+    on_dir = rec.PartitionChangeRecord(
+        topic_id=topic_id, partition_id=0, directories=[log_dir(1), log_dir(2)]
+    )
+    controller.append([(on_dir, 1)])
+    request = HeartbeatRequest(1, epochs[1], controller.next_offset - 1, False, False)
+    result = controller.replication.process_broker_heartbeat(controller.image, request, [log_dir(1)])
+    assert result.reply is not None and not result.reply.is_fenced
+    change, dirs = (r for r, _ in result.records)
+    assert (change.leader, change.isr) == (2, [2])
+    assert dirs == FENCE(broker_id=1, broker_epoch=epochs[1], log_dirs=[])
+    assert result.records[1][1] == 2
