@@ -17,6 +17,8 @@ import kio.schema.errors
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
+# ClusterControlManager.isActive lives with the brokers; handlers keep importing it from here.
+from bridge.brokers.partition_change import is_active as is_active
 from migrate.kraft.image import MetadataImage
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -98,12 +100,6 @@ def nested(parent: type[Any], name: str) -> type[Any]:
     if found is None:
         raise LookupError(f"{parent.__module__} has no entity {name}")
     return found  # type: ignore[no-any-return]
-
-
-def is_active(image: MetadataImage, broker_id: int) -> bool:
-    """ClusterControlManager.isActive: registered, unfenced and not in controlled shutdown."""
-    broker = image.cluster.brokers.get(broker_id)
-    return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
 
 
 def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> ApiError | None:

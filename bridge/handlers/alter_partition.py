@@ -11,8 +11,6 @@ an ISR shrink while ZooKeeper migration is on (ZooKeeper-mode brokers need it). 
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -20,26 +18,27 @@ from kio.static.primitive import i8, i32
 
 from bridge import protocol
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
+from bridge.brokers.partition_change import (
+    RECOVERED,
+    RECOVERING,
+    Election,
+    PartitionChangeBuilder,
+    default_directory,
+    leader_acceptor,
+    merge,
+)
 from bridge.handlers import alter_partition_legacy
-from bridge.handlers._common import NO_THROTTLE, ZERO_UUID, build, check_broker_epoch, is_active, nested
+from bridge.handlers._common import NO_THROTTLE, ZERO_UUID, build, check_broker_epoch, nested
 from bridge.handlers.topic_configs import broker_default
-from migrate.kraft import records as rec
 from migrate.kraft.image import (
-    LOST_DIRECTORY,
-    MIGRATING_DIRECTORY,
-    NO_LEADER,
     NO_LEADER_CHANGE,
     RESOURCE_TYPE_TOPIC,
-    UNASSIGNED_DIRECTORY,
     MetadataImage,
     PartitionRegistration,
     TopicImage,
 )
-from migrate.kraft.metadata_version import MetadataVersion
 
 ALTER_PARTITION = 56
-RECOVERED = 0
-RECOVERING = 1
 
 
 class _UnknownLeaderRecoveryState(Exception):
@@ -110,24 +109,7 @@ def _leader_recovery_state(data: Any) -> int:
     return value
 
 
-# ---------------------------------------------------------------- PartitionChangeBuilder
-
-
-def _is_online(directory: uuid.UUID, online: list[uuid.UUID]) -> bool:
-    """DirectoryId.isOnline (an empty list means the broker predates directory reporting)."""
-    if directory in (UNASSIGNED_DIRECTORY, MIGRATING_DIRECTORY):
-        return True
-    if directory == LOST_DIRECTORY:
-        return False
-    return not online or directory in online
-
-
-def _acceptable_leader(image: MetadataImage, partition: PartitionRegistration, broker_id: int) -> bool:
-    """LeaderAcceptor: active broker whose directory holding this replica is online."""
-    if not is_active(image, broker_id):
-        return False
-    directory = partition.directories[partition.replicas.index(broker_id)]
-    return _is_online(directory, image.cluster.brokers[broker_id].log_dirs)
+# ---------------------------------------------------------------- elections
 
 
 def unclean_election_enabled(image: MetadataImage, node_id: int, topic: str) -> bool:
@@ -136,161 +118,6 @@ def unclean_election_enabled(image: MetadataImage, node_id: int, topic: str) -> 
     if value is None:
         value = broker_default(image, node_id, "unclean.leader.election.enable")
     return value is not None and value.strip().lower() == "true"
-
-
-@dataclass(slots=True)
-class PartitionChange:
-    """Inputs of Kafka's PartitionChangeBuilder for an ISR change requested by the leader."""
-
-    partition: PartitionRegistration
-    topic_id: uuid.UUID
-    partition_id: int
-    target_isr: list[int]
-    target_leader_recovery_state: int
-    metadata_version: MetadataVersion
-    zk_migration_enabled: bool
-    unclean: bool
-    acceptable: Any  # Callable[[int], bool]
-    target_replicas: list[int] = field(init=False)
-    target_removing: list[int] = field(init=False)
-    target_adding: list[int] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.target_replicas = list(self.partition.replicas)
-        self.target_removing = list(self.partition.removing_replicas)
-        self.target_adding = list(self.partition.adding_replicas)
-
-    def build(self) -> rec.PartitionChangeRecord | None:
-        """PartitionChangeBuilder.build: the change record, or None when nothing changes."""
-        p = self.partition
-        record = rec.PartitionChangeRecord(partition_id=self.partition_id, topic_id=self.topic_id)
-        self._complete_reassignment()
-        self._elect(record)
-        self._bump_leader_epoch_if_needed(record)
-        # ELR off: any eligible-leader state left over is cleared (maybeUpdateRecordElr).
-        if p.elr:
-            record.eligible_leader_replicas = []
-        keeps_last_known = len(p.last_known_elr) == 1 and (
-            record.leader == NO_LEADER or (record.leader == NO_LEADER_CHANGE and p.leader == NO_LEADER)
-        )
-        if p.last_known_elr and not keeps_last_known:
-            record.last_known_elr = []
-        if record.isr is None and self.target_isr and self.target_isr != p.isr:
-            record.isr = list(self.target_isr)
-        if self.target_replicas and self.target_replicas != p.replicas:
-            if self.metadata_version.is_directory_assignment_supported():
-                kept = dict(zip(p.replicas, p.directories, strict=False))
-                record.directories = [kept.get(b, UNASSIGNED_DIRECTORY) for b in self.target_replicas]
-            record.replicas = list(self.target_replicas)
-        if self.target_removing != p.removing_replicas:
-            record.removing_replicas = list(self.target_removing)
-        if self.target_adding != p.adding_replicas:
-            record.adding_replicas = list(self.target_adding)
-        if self.target_leader_recovery_state != p.leader_recovery_state:
-            record.leader_recovery_state = self.target_leader_recovery_state
-        if _is_no_op(record):
-            return None
-        return record
-
-    def _complete_reassignment(self) -> None:
-        """PartitionReassignmentReplicas.maybeCompleteReassignment."""
-        removing, adding = self.target_removing, self.target_adding
-        if not removing and not adding:
-            return
-        isr = [b for b in self.target_isr if b not in removing]
-        replicas = [b for b in self.target_replicas if b not in removing]
-        if not isr or not replicas or not set(replicas) <= set(isr):
-            return
-        self.target_isr, self.target_replicas = isr, replicas
-        self.target_removing, self.target_adding = [], []
-
-    def _valid_new_leader(self, broker_id: int) -> bool:
-        return broker_id in self.target_isr and bool(self.acceptable(broker_id))
-
-    def _elect(self, record: rec.PartitionChangeRecord) -> None:
-        """electAnyLeader (ONLINE, or UNCLEAN when the topic allows it) and tryElection."""
-        p = self.partition
-        unclean = False
-        if self._valid_new_leader(p.leader):
-            leader = p.leader
-        else:
-            leader = next((b for b in self.target_replicas if self._valid_new_leader(b)), NO_LEADER)
-            if leader == NO_LEADER and self.unclean:
-                leader = next((b for b in self.target_replicas if self.acceptable(b)), NO_LEADER)
-                unclean = leader != NO_LEADER
-        if leader == p.leader:
-            return
-        record.leader = leader
-        if unclean:
-            # An unclean election forces the ISR to the new leader alone (data may be lost).
-            record.isr = [leader]
-            if p.leader_recovery_state != RECOVERING and self.metadata_version.is_leader_recovery_supported():
-                record.leader_recovery_state = RECOVERING
-
-    def _bump_leader_epoch_if_needed(self, record: rec.PartitionChangeRecord) -> None:
-        """triggerLeaderEpochBumpIfNeeded: replicas removed, or an ISR shrink before 3.6 or during migration."""
-        if record.leader != NO_LEADER_CHANGE:
-            return
-        p = self.partition
-        bump_on_shrink = (
-            self.metadata_version.is_leader_epoch_bump_required_on_isr_shrink() or self.zk_migration_enabled
-        )
-        replicas_removed = not set(p.replicas) <= set(self.target_replicas)
-        isr_shrunk = not set(p.isr) <= set(self.target_isr)
-        if replicas_removed or (bump_on_shrink and isr_shrunk):
-            record.leader = p.leader  # same leader, next leader epoch
-
-
-def _is_no_op(record: rec.PartitionChangeRecord) -> bool:
-    return (
-        record.isr is None
-        and record.eligible_leader_replicas is None
-        and record.last_known_elr is None
-        and record.leader == NO_LEADER_CHANGE
-        and record.replicas is None
-        and record.removing_replicas is None
-        and record.adding_replicas is None
-        and record.leader_recovery_state == -1
-        and record.directories is None
-    )
-
-
-def merge(partition: PartitionRegistration, record: rec.PartitionChangeRecord) -> PartitionRegistration:
-    """PartitionRegistration.merge: the partition after the change (epochs bumped as replay does)."""
-    replicas = partition.replicas if record.replicas is None else record.replicas
-    if record.directories is not None:
-        directories = record.directories
-    elif record.replicas is not None:
-        kept = dict(zip(partition.replicas, partition.directories, strict=False))
-        directories = [kept.get(b, UNASSIGNED_DIRECTORY) for b in replicas]
-    else:
-        directories = partition.directories
-    leader_changed = record.leader != NO_LEADER_CHANGE
-    return PartitionRegistration(
-        replicas=list(replicas),
-        directories=list(directories),
-        isr=list(partition.isr if record.isr is None else record.isr),
-        removing_replicas=list(
-            partition.removing_replicas if record.removing_replicas is None else record.removing_replicas
-        ),
-        adding_replicas=list(
-            partition.adding_replicas if record.adding_replicas is None else record.adding_replicas
-        ),
-        leader=record.leader if leader_changed else partition.leader,
-        leader_recovery_state=(
-            partition.leader_recovery_state
-            if record.leader_recovery_state == -1
-            else record.leader_recovery_state
-        ),
-        leader_epoch=partition.leader_epoch + 1 if leader_changed else partition.leader_epoch,
-        partition_epoch=partition.partition_epoch + 1,
-        elr=list(
-            partition.elr if record.eligible_leader_replicas is None else record.eligible_leader_replicas
-        ),
-        last_known_elr=list(
-            partition.last_known_elr if record.last_known_elr is None else record.last_known_elr
-        ),
-    )
 
 
 # ---------------------------------------------------------------- the handler
@@ -369,19 +196,20 @@ def _alter(
             if error != ErrorCode.none or partition is None:
                 parts_out.append(_partition_error(partition_cls, index, error))
                 continue
-            change = PartitionChange(
+            unclean = unclean_election_enabled(image, ctx.node_id, topic.name)
+            record = PartitionChangeBuilder(
                 partition=partition,
                 topic_id=topic.topic_id,
                 partition_id=index,
-                target_isr=[b for b, _ in isr_with_epochs],
-                target_leader_recovery_state=_leader_recovery_state(data),
+                is_acceptable_leader=leader_acceptor(image, partition),
                 metadata_version=mv,
                 # The bridge is a controller in ZooKeeper migration mode (zookeeper.metadata.migration.enable).
                 zk_migration_enabled=mv.is_migration_supported(),
-                unclean=unclean_election_enabled(image, ctx.node_id, topic.name),
-                acceptable=lambda b, p=partition: _acceptable_leader(image, p, b),
-            )
-            record = change.build()
+                election=Election.UNCLEAN if unclean else Election.ONLINE,
+                target_isr=[b for b, _ in isr_with_epochs],
+                target_leader_recovery_state=_leader_recovery_state(data),
+                default_dir=lambda b: default_directory(image, b),
+            ).build()
             if record is not None:
                 records.append((record, mv.partition_change_record_version()))
                 partition = merge(partition, record)
