@@ -157,7 +157,8 @@ def run_cmd(
     and on http://METRICS/status.
 
     It refuses to start when ZooKeeper's /migration belongs to another metadata log. SIGTERM or SIGINT
-    stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another controller fenced this one.
+    stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another controller fenced this one;
+    4: failed while serving; 5: ZooKeeper unreachable (see `zk2kraft --help`).
 
     \b
     Example:

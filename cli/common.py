@@ -4,20 +4,36 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import click
 from rich.console import Console
 
-from migrate.errors import Zk2KraftError
+from migrate.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_FENCED,
+    EXIT_FINDING,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    UnreachableError,
+    Zk2KraftError,
+)
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+__all__ = [
+    "EXIT_BAD_INPUT", "EXIT_CODES", "EXIT_FAILED", "EXIT_FENCED", "EXIT_FINDING", "EXIT_INTERRUPTED",
+    "EXIT_OK", "EXIT_UNREACHABLE", "exit_codes_help", "fail", "handles_errors", "zk_session",
+]  # fmt: skip
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-# Exit codes: 0 ok, 1 a finding (audit error, plan blocker), 2 bad input or failed operation.
-EXIT_FINDING = 1
-EXIT_BAD_INPUT = 2
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -28,8 +44,13 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     sys.exit(code)
 
 
+def exit_codes_help() -> str:
+    """The exit-code table as `--help` shows it (the table itself lives in migrate.errors)."""
+    return "\b\nExit codes (every command):\n" + "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES)
+
+
 def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Report Zk2KraftError (and unreadable paths) as one clear line and exit 2, without a traceback."""
+    """Report Zk2KraftError (and unreadable paths) as one clear line and its exit code, without a traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -39,13 +60,15 @@ def handles_errors(func: Callable[P, R]) -> Callable[P, R]:
             # The reader of our output went away (`| head`): stop quietly, as Unix tools do.
             sys.stderr.close()
             sys.exit(0)
+        except UnreachableError as exc:
+            fail(str(exc), EXIT_UNREACHABLE)
         except Zk2KraftError as exc:
             fail(str(exc))
         except OSError as exc:
             name = exc.filename if exc.filename is not None else ""
             fail(f"{name}: {exc.strerror or exc}")
         except KeyboardInterrupt:
-            fail("interrupted", 130)
+            fail("interrupted", EXIT_INTERRUPTED)
         raise AssertionError("unreachable")
 
     return wrapper
@@ -58,3 +81,26 @@ def progress_enabled() -> bool:
 
 def echo_json_line(text: str) -> None:
     click.echo(text)
+
+
+@contextmanager
+def zk_session(connect: str, chroot: str | None = None, *, require_kafka: bool = True) -> Iterator[KazooClient]:
+    """A started kazoo client rooted at Kafka's chroot (from the connect string or --chroot).
+
+    Errors name the address and chroot; kazoo's retry warnings stay out of the output for the whole session.
+    """
+    from migrate.zk.live import ZkConnectOptions, kazoo_warnings_to_debug
+    from migrate.zk.sources import split_connect_string
+
+    hosts, own = split_connect_string(connect)
+    if chroot and own != "/":
+        raise Zk2KraftError("give the chroot either in --zk HOST:PORT/chroot or with --chroot, not both")
+    root = (chroot or own).strip("/")
+    options = ZkConnectOptions(connect=hosts + (f"/{root}" if root else ""))
+    with kazoo_warnings_to_debug():
+        client = options.start_client(timeout=15, require_kafka=require_kafka)
+        try:
+            yield client
+        finally:
+            client.stop()
+            client.close()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from cli.common import EXIT_BAD_INPUT, fail, handles_errors
-from cli.status_cmd import kraft_views, zk_client
+from cli.common import EXIT_BAD_INPUT, fail, handles_errors, zk_session
+from cli.status_cmd import kraft_views
 from migrate.atomic import atomic_write_text
 from migrate.plan.properties import read_properties_file
 from migrate.plan.rollback import (
@@ -75,7 +75,7 @@ def rollback_cmd(
     views = kraft_views(bridge_status, metadata_dir)
     states = [v.migration_state for v in views if v.migration_state]
     finalized = (states[0] == "POST_MIGRATION") if states else None
-    with zk_client(zk_connect, chroot) as client:
+    with zk_session(zk_connect, chroot) as client:
         state = read_rollback_state(client)
         plan = plan_rollback(state, finalized=finalized, force=force)
         for note in plan.notes:
