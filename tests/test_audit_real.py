@@ -49,7 +49,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def audit(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, ["audit", *args], catch_exceptions=False)
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout + result.stderr  # the report first; progress lines go to stderr
 
 
 def test_real_snapshots_against_their_migration_are_consistent(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
