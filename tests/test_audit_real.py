@@ -110,6 +110,15 @@ def test_bad_input_exits_2_naming_the_file(spark: SparkSession, tmp_path: Path) 
     assert "/brokers/topics/t" in output
 
 
+def test_a_dump_of_the_whole_ensemble_without_chroot_suggests_it(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
+    whole = tmp_path / "whole.jsonl"
+    exported = CliRunner().invoke(cli, ["zk", "export", "--zk-data-dir", str(REAL), "-o", str(whole)])
+    assert exported.exit_code == 0, exported.output
+    code, output = audit("--zk-dump", str(whole), "--kraft", str(migrated), "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert f"dump {whole}: no Kafka znodes" in output and f"did you mean --chroot {REAL_CHROOT}?" in output
+
+
 @pytest.mark.zookeeper
 def test_a_live_ensemble_is_a_source_too(spark: SparkSession, migrated: Path, zk_client: KazooClient, zk_connect: str, tmp_path: Path) -> None:
     # The real cluster loaded into a real ZooKeeper (versions preserved, ephemerals made persistent),

@@ -103,7 +103,7 @@ def read_source(
         # A dump exported with a chroot is already relative to it; --chroot then selects inside it.
         tree = whole.with_chroot(chroot)
         if require_kafka and not looks_like_kafka(tree.children("/")):
-            raise Zk2KraftError(_no_kafka(source, chroot) + _tree_hint(whole, chroot))
+            raise Zk2KraftError(_no_kafka(source, chroot) + tree_chroot_hint(whole, chroot))
         return ZTreeWithOrigin(tree, source.describe(), normalize_chroot(header.chroot))
     assert source.data_dir is not None
     from migrate.zk.restore import load_data_dir
@@ -117,10 +117,10 @@ def read_source(
     )
     if chroot != "/" and full.get(chroot) is None:
         raise Zk2KraftError(
-            f"{source.describe()}: the chroot {chroot} does not exist in that tree" + _tree_hint(full, chroot)
+            f"{source.describe()}: the chroot {chroot} does not exist in that tree" + tree_chroot_hint(full, chroot)
         )
     if require_kafka and not looks_like_kafka(full.children(chroot)):
-        raise Zk2KraftError(_no_kafka(source, chroot) + _tree_hint(full, chroot))
+        raise Zk2KraftError(_no_kafka(source, chroot) + tree_chroot_hint(full, chroot))
     return ZTreeWithOrigin(full.with_chroot(chroot, consume=True), source.describe(), chroot)
 
 
@@ -128,8 +128,9 @@ def _no_kafka(source: ZkSource, chroot: str) -> str:
     return f"{source.describe()}: no Kafka cluster under {chroot} (no /brokers beside /cluster, /config or /admin)"
 
 
-def _tree_hint(tree: ZTree, chroot: str) -> str:
-    """The "did you mean --chroot" end of a message, from the Kafka trees found in a whole tree."""
+def tree_chroot_hint(tree: ZTree, chroot: str) -> str:
+    """The "did you mean --chroot" end of a message, from the Kafka trees found in a whole tree (a dump's
+    or a data dir's; `ZkConnectOptions.kafka_chroot_hint` is the live counterpart)."""
     found = [c for c in find_kafka_chroots(tree.children, near=chroot) if c != chroot]
     return chroot_hint(found, lambda c: f"--chroot {c}")
 
