@@ -74,7 +74,17 @@ from bridge.protocol import (
 from bridge.shim import reads
 from bridge.zk_client import OneMulti, ZkBatchError, ZkMigrationClient
 from bridge.zk_writer import plan_delta
-from migrate.errors import UnsupportedVersionError, Zk2KraftError, ZnodeFormatError
+from migrate.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_FENCED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    UnreachableError,
+    UnsupportedVersionError,
+    Zk2KraftError,
+    ZnodeFormatError,
+)
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.reader import load_image
@@ -105,10 +115,7 @@ REPAIR_MAX_DELAY_S = 30.0
 JUDGE_WAIT_S = 30.0
 SHUTDOWN_WRITES_WAIT_S = 60.0
 
-EXIT_OK = 0
-EXIT_REFUSED = 2
-EXIT_FENCED = 3
-EXIT_FAILED = 4
+EXIT_REFUSED = EXIT_BAD_INPUT
 
 ForeignWrites = Literal["import", "revert", "report"]
 
@@ -372,6 +379,9 @@ class BridgeController:
         except MigrationMismatchError as exc:
             self._fail(str(exc))
             code = EXIT_REFUSED
+        except UnreachableError as exc:
+            self._fail(str(exc))
+            code = EXIT_UNREACHABLE
         except FencedOut as exc:
             self._fail(f"fenced: {exc}")
             code = EXIT_FENCED
@@ -403,8 +413,8 @@ class BridgeController:
     async def _serve(self) -> int:
         config = self.config
         loop = asyncio.get_running_loop()
-        self.kazoo = ZkConnectOptions(connect=config.zk_connect, session_timeout_ms=int(config.zk_session_timeout_s * 1000)).kazoo_client()  # fmt: skip
-        await loop.run_in_executor(None, lambda: self.kazoo.start(timeout=config.zk_session_timeout_s))  # type: ignore[union-attr]
+        options = ZkConnectOptions(connect=config.zk_connect, session_timeout_ms=int(config.zk_session_timeout_s * 1000))  # fmt: skip
+        self.kazoo = await loop.run_in_executor(None, lambda: options.start_client(timeout=config.zk_session_timeout_s))
         self.zk = ZkMigrationClient(self.kazoo)
         cluster_id = await loop.run_in_executor(None, self._zk_cluster_id)
         if config.dry_run:
@@ -725,7 +735,8 @@ class BridgeController:
         if found is None:
             raise MigrationMismatchError(
                 f"ZooKeeper {self.config.zk_connect} has no {paths.CLUSTER_ID}: no Kafka broker ever started "
-                f"there (wrong chroot?), so there is no cluster to migrate"
+                f"there, so there is no cluster to migrate"
+                + ZkConnectOptions(connect=self.config.zk_connect).kafka_chroot_hint()
             )
         return znodes.decode_cluster_id(paths.CLUSTER_ID, found[0])
 

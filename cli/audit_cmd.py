@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cli.common import EXIT_FINDING, handles_errors, progress_enabled, stderr
+from cli.common import EXIT_FINDING, handles_errors, progress, stderr
 from cli.options import print_source_notices, zk_source_from, zk_source_options
 from validators.report import AuditSummary
 
@@ -102,15 +102,11 @@ def audit_cmd(
         fail_on_lag=fail_on == "lag",
         shuffle_partitions=shuffle_partitions,
     )
-    status = stderr.status("starting Spark", spinner="dots") if progress_enabled() else None
-    if status is not None:
-        status.start()
-    try:
-        with spark_session(master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory) as spark:
-            result = run_audit(spark, options, progress=None if status is None else status.update)
-    finally:
-        if status is not None:
-            status.stop()
+    with (
+        progress("starting Spark") as bar,
+        spark_session(master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory) as spark,
+    ):
+        result = run_audit(spark, options, progress=bar.update)
     _print(result.summary)
     if result.exit_code:
         sys.exit(EXIT_FINDING)

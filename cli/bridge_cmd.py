@@ -161,7 +161,8 @@ def run_cmd(
     copy is malformed; a refusal changes nothing in ZooKeeper or --metadata-dir. A failure after claiming
     /controller and before dual-write hands /controller and /migration back, and the error says what
     ZooKeeper holds. SIGTERM or SIGINT stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another
-    controller took over (the error names it).
+    controller took over (the error names it); 4: failed while serving; 5: ZooKeeper unreachable (see
+    `zk2kraft --help`).
 
     \b
     Example:

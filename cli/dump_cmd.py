@@ -37,7 +37,7 @@ def iter_paths(paths: tuple[Path, ...], report: ReadReport) -> Iterator[LogEntry
     """Entries of every path in order; a directory means its whole `__cluster_metadata-0` log."""
     for path in paths:
         if path.is_dir():
-            yield from iter_log_dir(path, report=report)
+            yield from iter_log_dir(path, report=report, require_log=True)
         else:
             yield from iter_file(path, report=report)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from cli.common import EXIT_FINDING, handles_errors
-from cli.status_cmd import kraft_views, zk_client
+from cli.common import EXIT_FINDING, handles_errors, zk_session
+from cli.status_cmd import kraft_views
 from migrate.errors import Zk2KraftError
 from migrate.plan.status import Condition, finalize_conditions, parse_duration, read_status
 from migrate.zk.sources import ZkSource
@@ -74,7 +74,7 @@ def finalize_check_cmd(
         soak_ms = parse_duration(min_soak)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--min-soak") from e
-    with zk_client(zk_connect, chroot) as client:
+    with zk_session(zk_connect, chroot) as client:
         status = read_status(client, kraft_views(bridge_status, metadata_dir))
     conditions = finalize_conditions(status, min_soak_ms=soak_ms)
     conditions.append(audit_condition(zk_connect, metadata_dir, audit_out, no_audit))

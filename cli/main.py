@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import click
 
+from cli.common import exit_codes_help
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=exit_codes_help() + "\n\nDetails and guarantees: docs/operations.md.",
+)
 @click.version_option(package_name="zk2kraft")
 def cli() -> None:
     """Move a Kafka cluster from ZooKeeper mode to KRaft mode, planned and verified.

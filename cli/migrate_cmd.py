@@ -7,9 +7,8 @@ from typing import Any
 
 import click
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from cli.common import handles_errors, progress_enabled, stderr
+from cli.common import handles_errors, progress, stderr
 from cli.options import print_source_notices, zk_source_from, zk_source_options
 from migrate.errors import Zk2KraftError
 from migrate.kraft import metadata_version as mvs
@@ -32,17 +31,6 @@ def _parse_metadata_version(_ctx: click.Context, _param: click.Parameter, value:
             f"{mv.name} predates ZooKeeper migration support ({_MIN.name} or later needed)"
         )
     return mv
-
-
-def _progress() -> Progress:
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=stderr,
-        disable=not progress_enabled(),
-        transient=True,
-    )
 
 
 @click.command("migrate")
@@ -118,16 +106,15 @@ def migrate_cmd(
     printed is Kafka's own "N records were generated in ..." line; warnings list every repair.
     """
     source = zk_source_from(kwargs)
-    with _progress() as bar:
-        task = bar.add_task("reading ZooKeeper", total=None)
-        origin = read_source(source, progress=lambda n: bar.update(task, description=f"reading znodes ({n})"))
+    with progress(f"reading {source.describe()}") as bar:
+        origin = read_source(source, progress=lambda n: bar.update(completed=n))
         origin_name = origin.origin
         source_warnings, source_notes, older = origin.warnings, origin.notes, origin.older_state_accepted
-        bar.update(task, description="building the cluster model")
+        bar.update("building the cluster model")
         # Keep only the model: the raw tree of a large cluster is gigabytes nobody needs from here on.
         model = from_tree(origin.tree)
         del origin
-        bar.update(task, description="translating and writing the metadata directory")
+        bar.update("translating and writing the metadata directory")
         result = migrate_to_metadata_dir(
             model,
             out_dir,

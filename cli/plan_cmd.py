@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from cli.common import EXIT_FINDING, handles_errors
+from cli.common import EXIT_FINDING, handles_errors, progress
 from cli.options import print_source_notices, zk_source_from, zk_source_options
 from cli.plan_live import DEFAULT_TIMEOUT, ask_cluster, read_command_config
 from migrate.errors import Zk2KraftError
@@ -129,21 +129,23 @@ def plan_cmd(
         check_out_dir(out, force=force)  # before reading anything: a refusal costs nothing
     elif force:
         raise Zk2KraftError("--force needs --out")
-    inputs = load_inputs(
-        source,
-        list(broker_configs),
-        parse_controllers(controllers) if controllers else [],
-        meta_files=list(meta_files),
-        quorum=quorum,
-        controller_listener=controller_listener.upper(),
-        controller_protocol=controller_protocol,
-        controller_log_dir=controller_log_dir,
-        target_ibp=target_ibp,
-    )
+    with progress(f"reading {source.describe()} and the broker configs"):
+        inputs = load_inputs(
+            source,
+            list(broker_configs),
+            parse_controllers(controllers) if controllers else [],
+            meta_files=list(meta_files),
+            quorum=quorum,
+            controller_listener=controller_listener.upper(),
+            controller_protocol=controller_protocol,
+            controller_log_dir=controller_log_dir,
+            target_ibp=target_ibp,
+        )
     live = []
     if bootstrap_server:
         client_config = read_command_config(command_config) if command_config is not None else {}
-        live = live_checks(inputs, ask_cluster(bootstrap_server, client_config, live_timeout))
+        with progress(f"asking the cluster at {bootstrap_server}"):
+            live = live_checks(inputs, ask_cluster(bootstrap_server, client_config, live_timeout))
     elif command_config is not None:
         raise Zk2KraftError("--command-config needs --bootstrap-server")
     checks = run_checks(inputs, live)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
-from cli.common import EXIT_BAD_INPUT, fail, handles_errors
-from cli.status_cmd import kraft_views, zk_client
+from cli.common import EXIT_BAD_INPUT, fail, handles_errors, zk_session
+from cli.status_cmd import bridge_view, kraft_views
 from migrate.atomic import atomic_write_text
+from migrate.errors import UnreachableError
 from migrate.plan.properties import read_properties_file
 from migrate.plan.rollback import (
     backup_text,
@@ -31,7 +32,12 @@ from migrate.plan.rollback import (
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be backed up, deleted and changed; write nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--force", is_flag=True, help="Go ahead although brokers seem to still run in KRaft mode.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Go ahead although brokers seem to still run in KRaft mode, or the bridge at --bridge-status still "
+    "answers or has a write-behind lag (its acknowledged changes not yet in ZooKeeper are lost).",
+)
 @click.option(
     "--broker-config",
     "broker_configs",
@@ -39,7 +45,12 @@ from migrate.plan.rollback import (
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A broker's current server.properties, to print its exact remaining edits (repeatable).",
 )
-@click.option("--bridge-status", metavar="URL", help="The bridge's status endpoint: refuse if finalized.")
+@click.option(
+    "--bridge-status",
+    metavar="URL",
+    help="The bridge's status endpoint: refuse if finalized, while it answers (a live controller) or while "
+    "ZooKeeper is behind its log; a bridge that does not answer is taken as stopped.",
+)
 @click.option(
     "--metadata-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -64,7 +75,9 @@ def rollback_cmd(
     epoch leaves those partitions offline; /controller_epoch is raised in the same transaction), deletes
     /controller and /migration in one version-checked transaction, and prints the per-broker steps left
     for the phase reached. Deprovision the KRaft controllers first; run this quickly — the cluster has
-    no controller until /controller is gone. Refuses after finalization.
+    no controller until /controller is gone. Refuses after finalization, and while the bridge at
+    --bridge-status still answers or ZooKeeper is behind its metadata log (write-behind lag), naming the
+    controller in /controller and the lag (--force overrides).
 
     \b
     Examples:
@@ -72,12 +85,19 @@ def rollback_cmd(
       zk2kraft rollback --zk zk1:2181/kafka --backup before-revert.json --yes \\
           --broker-config server-1.properties --broker-config server-2.properties
     """
-    views = kraft_views(bridge_status, metadata_dir)
+    bridge = None
+    if bridge_status:
+        try:
+            bridge = bridge_view(bridge_status)
+        except UnreachableError as exc:
+            # The expected case once the controllers are deprovisioned; said, not hidden.
+            click.echo(f"note: {exc}: taken as a stopped bridge", err=True)
+    views = ([bridge] if bridge else []) + kraft_views(None, metadata_dir)
     states = [v.migration_state for v in views if v.migration_state]
     finalized = (states[0] == "POST_MIGRATION") if states else None
-    with zk_client(zk_connect, chroot) as client:
+    with zk_session(zk_connect, chroot) as client:
         state = read_rollback_state(client)
-        plan = plan_rollback(state, finalized=finalized, force=force)
+        plan = plan_rollback(state, finalized=finalized, force=force, bridge=bridge)
         for note in plan.notes:
             click.echo(f"note: {note}")
         if plan.refusals:

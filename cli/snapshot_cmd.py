@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import handles_errors, stderr
+from cli.common import handles_errors, progress, stderr
 from migrate.errors import Zk2KraftError
 from migrate.kraft.reader import load_image, partition_dir_of
 from migrate.kraft.snapshot import write_snapshot
@@ -35,7 +35,8 @@ def snapshot_cmd(metadata_dir: Path, up_to_offset: int | None) -> None:
       zk2kraft dump --summary /var/lib/kafka/meta/__cluster_metadata-0/00000000000000004929-0000000001.checkpoint
     """
     pdir = partition_dir_of(metadata_dir)
-    image, report = load_image(pdir, up_to_offset=up_to_offset)
+    with progress(f"replaying {pdir}"):
+        image, report = load_image(pdir, up_to_offset=up_to_offset)
     for line in report.describe():
         stderr.print(line)
     if image.provenance.last_contained_offset < 0:

@@ -5,37 +5,16 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
-from kazoo.client import KazooClient
 
 from bridge.metrics import BridgeStatus
-from cli.common import handles_errors
-from migrate.errors import Zk2KraftError
+from cli.common import handles_errors, zk_session
+from migrate.errors import UnreachableError, Zk2KraftError
 from migrate.kraft.image import ZK_MIGRATION_STATES
 from migrate.kraft.reader import load_image
 from migrate.plan.status import KraftView, Status, read_status
-from migrate.zk.sources import split_connect_string
-
-
-@contextmanager
-def zk_client(connect: str, chroot: str | None = None) -> Iterator[KazooClient]:
-    """A kazoo client rooted at Kafka's chroot (from the connect string or --chroot)."""
-    hosts, own = split_connect_string(connect)
-    root = chroot or own
-    client = KazooClient(hosts=hosts + ("" if root in ("", "/") else "/" + root.strip("/")))
-    try:
-        client.start(timeout=15)
-    except Exception as e:
-        raise Zk2KraftError(f"cannot connect to ZooKeeper {connect}: {e}") from e
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def bridge_view(url: str) -> KraftView:
@@ -44,8 +23,10 @@ def bridge_view(url: str) -> KraftView:
     try:
         with urllib.request.urlopen(target, timeout=10) as reply:
             body = json.loads(reply.read())
-    except (OSError, ValueError) as e:
-        raise Zk2KraftError(f"cannot read the bridge status at {target}: {e}") from e
+    except OSError as e:
+        raise UnreachableError(f"cannot read the bridge status at {target}: {e}") from e
+    except ValueError as e:
+        raise Zk2KraftError(f"the bridge status at {target} is not JSON: {e}") from e
     s = BridgeStatus.model_validate(body)
     return KraftView(
         source=target,
@@ -138,7 +119,7 @@ def status_cmd(
       zk2kraft status --zk zk1:2181/kafka --bridge-status http://ctrl1:9309 --format json
       zk2kraft status --zk zk1:2181/kafka --watch 5
     """
-    with zk_client(zk_connect, chroot) as client:
+    with zk_session(zk_connect, chroot) as client:
         while True:
             s = read_status(client, kraft_views(bridge_status, metadata_dir))
             if fmt == "json":

@@ -6,27 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-from kazoo.client import KazooClient
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cli.common import handles_errors, progress_enabled, stderr
+from cli.common import handles_errors, progress, stderr, zk_session
 from cli.options import print_source_notices, zk_source_from, zk_source_options
-from migrate.errors import Zk2KraftError
 from migrate.zk.dump import read_dump, write_dump
 from migrate.zk.load import load_tree
 from migrate.zk.sources import read_source, split_connect_string
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        disable=not progress_enabled(),
-        transient=True,
-    )
 
 
 @click.group("zk")
@@ -55,9 +40,9 @@ def export_cmd(output: Path, **kwargs: Any) -> None:
     Reading a dataDir never touches the running ensemble: point it at a backup copy.
     """
     source = zk_source_from(kwargs)
-    with _progress() as bar:
-        task = bar.add_task("reading znodes", total=None)
-        result = read_source(source, progress=lambda n: bar.update(task, completed=n), acls=True)
+    with progress(f"reading znodes from {source.describe()}") as bar:
+        # An export may copy a whole ensemble (Kafka's chroot is chosen when the dump is read).
+        result = read_source(source, progress=lambda n: bar.update(completed=n), acls=True, require_kafka=False)
     count = write_dump(
         result.tree,
         output,
@@ -87,18 +72,9 @@ def load_cmd(dump: Path, zk_connect: str, force: bool) -> None:
     """
     tree = read_dump(dump)
     hosts, chroot = split_connect_string(zk_connect)
-    client = KazooClient(hosts=hosts)
-    try:
-        client.start(timeout=15)
-    except Exception as exc:
-        raise Zk2KraftError(f"cannot connect to ZooKeeper {hosts}: {exc}") from None
-    try:
-        with _progress() as bar:
-            task = bar.add_task("loading znodes", total=len(tree))
-            report = load_tree(client, tree, chroot=chroot, force=force, progress=lambda n: bar.update(task, completed=n))
-    finally:
-        client.stop()
-        client.close()
+    # The target chroot is created by the load, so connect at the ensemble's root.
+    with zk_session(hosts, require_kafka=False) as client, progress("loading znodes", total=len(tree)) as bar:
+        report = load_tree(client, tree, chroot=chroot, force=force, progress=lambda n: bar.update(completed=n))
     stderr.print(
         f"loaded {report.created} znodes into {zk_connect} in {report.transactions} transactions"
         + (f", updated {report.updated}" if report.updated else "")

@@ -44,3 +44,28 @@ class InvalidRequestError(Zk2KraftError):
 
 class OlderStateError(Zk2KraftError):
     """A newer copy of the input exists but is unreadable, and what can be read is an older state."""
+
+
+class UnreachableError(Zk2KraftError):
+    """A server (a ZooKeeper ensemble, a bridge's status endpoint) did not answer; nothing was read or changed."""
+
+
+# The exit codes of every zk2kraft command: one table, shown by `zk2kraft --help` and in
+# docs/operations.md ("Exit codes and guarantees"). The bridge returns them too.
+EXIT_OK = 0
+EXIT_FINDING = 1
+EXIT_BAD_INPUT = 2
+EXIT_FENCED = 3
+EXIT_FAILED = 4
+EXIT_UNREACHABLE = 5
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "done; for checks: nothing found"),
+    (EXIT_FINDING, "a finding: audit differences, plan blockers, finalize-check conditions not met"),
+    (EXIT_BAD_INPUT, "bad input or a refusal (named file, znode, address); nothing was changed"),
+    (EXIT_FENCED, "bridge: another controller took over (fenced); this one stopped writing"),
+    (EXIT_FAILED, "bridge: failed while serving; the message says what state ZooKeeper is in"),
+    (EXIT_UNREACHABLE, "ZooKeeper or a bridge status endpoint did not answer; nothing changed, safe to retry"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
+)

@@ -47,7 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[ZkClusterModel, P
 
 def audit(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, ["audit", *args], catch_exceptions=False)
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout + result.stderr  # the report first; progress lines go to stderr
 
 
 def test_injected_divergences_are_reported_exactly(spark: SparkSession, cluster: tuple[ZkClusterModel, Path, Path], tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def audit(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, ["audit", *args], catch_exceptions=False)
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout + result.stderr  # the report first; progress lines go to stderr
 
 
 def test_real_snapshots_against_their_migration_are_consistent(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
@@ -136,6 +136,15 @@ def test_a_truncated_dump_is_refused_naming_both_counts(spark: SparkSession, mig
     assert code == 2, output
     assert str(truncated) in output
     assert f"the header says {len(lines) - 1} znodes but the file holds {len(lines) - 4}" in output
+
+
+def test_a_dump_of_the_whole_ensemble_without_chroot_suggests_it(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
+    whole = tmp_path / "whole.jsonl"
+    exported = CliRunner().invoke(cli, ["zk", "export", "--zk-data-dir", str(REAL), "-o", str(whole)])
+    assert exported.exit_code == 0, exported.output
+    code, output = audit("--zk-dump", str(whole), "--kraft", str(migrated), "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert f"dump {whole}: no Kafka znodes" in output and f"did you mean --chroot {REAL_CHROOT}?" in output
 
 
 @pytest.mark.zookeeper

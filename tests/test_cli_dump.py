@@ -13,6 +13,7 @@ from cli.main import cli
 
 FIXTURE = Path(__file__).parent / "fixtures/kraft-real-3.7"
 LOG_DIR = FIXTURE / "__cluster_metadata-0"
+ZK_DATA_DIR = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
 EXPECTED_LOG_COUNTS = {
     "BeginTransactionRecord": 1,
     "BrokerRegistrationChangeRecord": 3,
@@ -118,3 +119,30 @@ def test_help_teaches_with_examples() -> None:
         code, out, _ = run(*command)
         assert code == 0
         assert "Example" in out
+
+
+def test_files_that_are_not_kraft_logs_exit_2_naming_them(tmp_path: Path) -> None:
+    export = tmp_path / "kafka-zk.jsonl"
+    code, _out, err = run("zk", "export", "--zk-data-dir", str(ZK_DATA_DIR), "-o", str(export))
+    assert code == 0, err
+    for path in (FIXTURE / "meta.properties", export):
+        for args in (["dump", str(path)], ["dump", "--summary", str(path)], ["dump", "--summary", "--jobs", "2", str(path)]):
+            code, out, err = run(*args)
+            assert code == 2, (args, out)
+            assert f"{path}: not a KRaft log segment or snapshot" in err
+            assert out == ""
+
+
+def test_a_folder_without_a_metadata_log_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_bytes((FIXTURE / "meta.properties").read_bytes())
+    code, out, err = run("dump", "--summary", str(tmp_path))
+    assert code == 2
+    assert f"{tmp_path}: no KRaft metadata log here" in err
+    assert out == ""
+
+
+def test_an_empty_newest_segment_is_still_a_log(tmp_path: Path) -> None:
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"")  # Kafka rolls a new segment as an empty file
+    code, out, _err = run("dump", "--summary", str(tmp_path))
+    assert code == 0 and out.strip() == "{}"

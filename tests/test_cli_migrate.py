@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,6 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 from kazoo.client import KazooClient
 
+from cli.common import PROGRESS_ENV, progress
 from cli.main import cli
 from migrate.kraft import records as r
 from migrate.kraft.logdir import read_meta_properties
@@ -322,3 +326,26 @@ def test_live_zookeeper_gives_the_same_records_as_offline_sources(
     assert image.configs[(4, "")] == {"log.retention.ms": "86400000"}
     assert len(image.acls) == 4
     assert image.delegation_tokens["Xkq7bZ2sS3qVwP0oOQ7zVw"].renewers == ["User:bob"]
+
+
+def test_progress_reaches_a_log_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    # CliRunner's stderr is not a terminal, as in CI logs and `2> log`; interval 0: every step is a line.
+    result = CliRunner(env={PROGRESS_ENV: "0"}).invoke(
+        cli,
+        ["migrate", "--zk-data-dir", str(FIXTURE), "--chroot", "/de-4-3-kafka-cluster", "--out", str(tmp_path / "m")],
+    )
+    assert result.exit_code == 0, result.output
+    steps = [line for line in result.stderr.splitlines() if line.startswith("progress: ")]
+    assert steps[0].startswith(f"progress: reading ZooKeeper data dir {FIXTURE}")
+    assert any(s.startswith("progress: translating and writing the metadata directory") for s in steps)
+
+
+def test_a_long_step_prints_a_line_every_few_seconds_in_a_log() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stderr(out), progress("loading znodes", total=10, every_s=0.01) as bar:
+        bar.update(completed=4)
+        deadline = time.monotonic() + 30
+        while out.getvalue().count("\n") < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    lines = out.getvalue().splitlines()
+    assert lines and all(line.startswith("progress: loading znodes: 4/10 (") for line in lines)

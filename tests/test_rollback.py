@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from click.testing import CliRunner
 from kazoo.client import KazooClient
 from plan_harness import healthy_model, seed
 
+from bridge.api import DriverState
+from bridge.metrics import BridgeMetrics, StatusServer
 from cli.main import cli
 from migrate.plan.rollback import RollbackState, Znode, plan_rollback
 from migrate.zk.embedded import EmbeddedZooKeeper
@@ -127,3 +130,63 @@ def test_refuses_after_finalization() -> None:
 def test_rollback_help_teaches_with_an_example() -> None:
     result = CliRunner().invoke(cli, ["rollback", "--help"])
     assert result.exit_code == 0 and "zk2kraft rollback --zk" in result.output
+
+
+@pytest.fixture
+def live_bridge_status() -> Iterator[tuple[BridgeMetrics, str]]:
+    """The bridge's real /status server for node 3000 in DUAL_WRITE, ZooKeeper 18 records behind its log."""
+    metrics = BridgeMetrics(node_id=3000)
+    metrics.set_zk_migration_state(1)
+    metrics.set_state(DriverState.DUAL_WRITE)
+    metrics.set_offsets(log_end_offset=120, durable_offset=118, zk_offset=100)
+    with StatusServer(metrics, "127.0.0.1", 0) as server:
+        yield metrics, server.url
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "real"])
+def test_refuses_while_the_bridge_is_alive_and_zookeeper_is_behind_its_log(
+    dry_run: bool,
+    live_bridge_status: tuple[BridgeMetrics, str],
+    zk_admin: KazooClient,
+    zk_server: EmbeddedZooKeeper,
+    zk_chroot: str,
+    tmp_path: Path,
+) -> None:
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, migrating_model(), root)
+    before = snapshot(zk_admin, root)
+    _metrics, url = live_bridge_status
+    backup = tmp_path / "b.json"
+    args = ["rollback", "--zk", zk_server.connect_string + root, "--bridge-status", url, "--yes", "--backup", str(backup)]
+    refused = CliRunner().invoke(cli, args + (["--dry-run"] if dry_run else []))
+    assert refused.exit_code == 2, refused.output
+    assert "a bridge is alive" in refused.stderr and "state DUAL_WRITE" in refused.stderr
+    assert "controller 3000 (/controller, KRaft epoch 7)" in refused.stderr
+    assert "18 record(s) behind its metadata log" in refused.stderr and "--force" in refused.stderr
+    assert snapshot(zk_admin, root) == before and not backup.exists()
+
+    forced = CliRunner().invoke(cli, [*args, "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert "note: --force: going ahead although a bridge is alive" in forced.output
+    assert zk_admin.exists(root + "/migration") is None and backup.exists()
+
+
+def test_an_unanswering_bridge_is_taken_as_stopped_and_said(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, migrating_model(), root)
+    with StatusServer(BridgeMetrics(node_id=3000), "127.0.0.1", 0) as server:
+        url = server.url  # a real endpoint, closed again: nothing answers there now
+    args = ["rollback", "--zk", zk_server.connect_string + root, "--bridge-status", url, "--dry-run"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert f"cannot read the bridge status at {url}/status" in result.stderr and "taken as a stopped bridge" in result.stderr
+    assert "would delete /controller" in result.output
+
+
+def test_without_bridge_status_the_unchecked_controller_is_named() -> None:
+    controller = Znode("/controller", b'{"version":2,"brokerid":3000,"timestamp":"1","kraftControllerEpoch":7}', 0, 0, 0, 0)
+    state = RollbackState(controller=controller, controller_epoch=None, migration=None, broker_ids=[], assigned_broker_ids=[])
+    notes = plan_rollback(state, finalized=None).notes
+    assert any("controller 3000" in n and "--bridge-status" in n for n in notes)

@@ -27,9 +27,9 @@ from pyspark.sql import functions as F
 
 from migrate.errors import CorruptDataError, Zk2KraftError, ZnodeFormatError
 from migrate.zk import paths, znodes
-from migrate.zk.dump import DUMP_FORMAT, DumpHeader, check_dump_count, write_dump
+from migrate.zk.dump import DUMP_FORMAT, DumpHeader, check_dump_count, read_dump, write_dump
 from migrate.zk.model import MigrationState
-from migrate.zk.sources import ZkSource, full_tree_chroot, normalize_chroot, read_source
+from migrate.zk.sources import ZkSource, full_tree_chroot, normalize_chroot, read_source, tree_chroot_hint
 from validators.tables import (
     ERROR_KIND,
     TABLES,
@@ -340,7 +340,10 @@ def zk_wide(spark: SparkSession, zk: ZkInput, *, min_partitions: int) -> DataFra
     if not df.filter(F.col("kind").isin("brokers", "topics", "configs", "cluster")).limit(1).collect():
         df.unpersist()
         where = "" if zk.chroot == "/" else f" under {zk.chroot}"
-        raise Zk2KraftError(f"{zk.origin}: no Kafka znodes{where} (no brokers, topics, configs or cluster id); wrong chroot?")
+        raise Zk2KraftError(
+            f"{zk.origin}: no Kafka znodes{where} (no brokers, topics, configs or cluster id)"
+            + tree_chroot_hint(read_dump(zk.dump), zk.chroot)
+        )
     return df
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "TimestampType",
     "TornTail",
     "build_batch",
+    "check_batch_file",
     "decode_batch",
     "encode_batch",
     "encode_kraft_batch",
@@ -397,6 +398,19 @@ def _decode_kraft_entries(buf: bytes, pos: int, end: int, count: int) -> list[Kr
 
 
 # ------------------------------------------------------------------ batch iteration
+
+
+def check_batch_file(data: bytes | bytearray | memoryview, source: str) -> None:
+    """A file whose first bytes cannot begin a v2 record batch is no KRaft segment or snapshot at all.
+
+    Checked before reading, because such a file would otherwise look like one torn batch (Kafka's
+    FileLogInputStream reads the length before the magic byte) and read as empty.
+    """
+    if len(data) >= HEADER_UP_TO_MAGIC and data[HEADER_UP_TO_MAGIC - 1] != MAGIC:
+        raise Zk2KraftError(
+            f"{source}: not a KRaft log segment or snapshot (byte {HEADER_UP_TO_MAGIC - 1} would be a record "
+            f"batch's magic, {MAGIC}, but is {data[HEADER_UP_TO_MAGIC - 1]})"
+        )
 
 
 class _BatchScanner:

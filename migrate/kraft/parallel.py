@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from migrate.errors import CorruptDataError
-from migrate.kraft.batch import iter_kraft_batches, peek_header
+from migrate.kraft.batch import check_batch_file, iter_kraft_batches, peek_header
 from migrate.kraft.framing import decode_control_record, decode_metadata_record
 
 
@@ -89,6 +89,7 @@ def count_records_parallel(path: str | os.PathLike[str], jobs: int | None = None
     data = _open(Path(source))
     view = memoryview(data)
     try:
+        check_batch_file(view, source)
         ranges = split_ranges(batch_boundaries(view, source), jobs)
         file_size = len(data)
     finally:

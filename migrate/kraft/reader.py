@@ -17,7 +17,7 @@ from typing import Any
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.gcpause import gc_paused
 from migrate.kraft import records as rec
-from migrate.kraft.batch import TornTail, iter_kraft_batches
+from migrate.kraft.batch import TornTail, check_batch_file, iter_kraft_batches
 from migrate.kraft.framing import decode_control_record, decode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
@@ -148,6 +148,7 @@ def _iter_file(
     """Decoded entries of one batch file with offsets in [start_offset, stop_offset)."""
     source = str(path)
     data = _read_bytes(path)
+    check_batch_file(data, source)
     batches = iter_kraft_batches(data, source, tolerate_torn_tail=tolerate_torn_tail)
     expected_next = -1
     for pos, header, entries in batches:
@@ -290,13 +291,20 @@ def iter_log_dir(
     start_offset: int = 0,
     stop_offset: int | None = None,
     report: ReadReport | None = None,
+    require_log: bool = False,
 ) -> Iterator[LogEntry]:
     """Entries of every segment in offset order, limited to [start_offset, stop_offset).
 
     Segments wholly before `start_offset` are not read. A torn tail is tolerated only on the newest segment.
+    With `require_log`, a directory without segments is an error (Kafka always keeps an active segment).
     """
     pdir = partition_dir_of(metadata_dir)
     segments = list_segments(pdir)
+    if require_log and not segments:
+        raise Zk2KraftError(
+            f"{metadata_dir}: no KRaft metadata log here (no {METADATA_PARTITION_DIR} directory and no "
+            "<offset>.log segment)"
+        )
     first = 0
     for i, segment in enumerate(segments):
         if segment.base_offset <= start_offset:

@@ -25,12 +25,12 @@ def acls_of(tree: ZTree, with_acls: bool) -> dict[str, tuple[Acl, ...]] | None:
 
 def live_acls(connect: str, chroot: str) -> dict[str, tuple[Acl, ...]]:
     """getACL of the few znodes the controllers touch (a live read skips ACLs: one request per znode)."""
-    from kazoo.client import KazooClient
     from kazoo.exceptions import NoNodeError
 
+    from migrate.zk.live import ZkConnectOptions
+
     hosts, _ = split_connect_string(connect)
-    client = KazooClient(hosts=hosts + ("" if chroot == "/" else chroot))
-    client.start(timeout=15)
+    client = ZkConnectOptions(connect=hosts + ("" if chroot == "/" else chroot)).start_client(timeout=15)
     try:
         out: dict[str, tuple[Acl, ...]] = {}
         for p in (*ACL_CHECK_PATHS, paths.CONTROLLER, paths.MIGRATION):

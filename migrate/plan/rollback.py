@@ -24,6 +24,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
 from migrate.errors import Zk2KraftError, ZnodeFormatError
+from migrate.plan.status import KraftView
 from migrate.zk import paths, znodes
 from migrate.zk.model import ControllerRegistration, MigrationState
 
@@ -147,13 +148,43 @@ def read_rollback_state(client: KazooClient) -> RollbackState:
     )
 
 
-def plan_rollback(state: RollbackState, *, finalized: bool | None, force: bool = False) -> RollbackPlan:
-    """Decide the ZooKeeper writes; `finalized` is True/False when known (metadata dir, bridge), else None."""
+def plan_rollback(
+    state: RollbackState, *, finalized: bool | None, force: bool = False, bridge: KraftView | None = None
+) -> RollbackPlan:
+    """Decide the ZooKeeper writes; `finalized` is True/False when known (metadata dir, bridge), else None.
+
+    `bridge` is what a bridge's /status answered (None: not asked, or it did not answer). A bridge that
+    answers is a live controller, and its write-behind lag is acknowledged changes ZooKeeper lacks:
+    both refuse the rollback unless `force`.
+    """
     plan = RollbackPlan()
     ctrl = state.decoded_controller()
     kraft_owned = state.controller is not None and (
         state.controller.ephemeral_owner == 0 or (ctrl is not None and ctrl.is_kraft_controller)
     )
+    holder = (
+        f"controller {ctrl.broker_id} (/controller, KRaft epoch {ctrl.kraft_controller_epoch})"
+        if ctrl is not None and kraft_owned
+        else "no KRaft controller in /controller"
+    )
+    if bridge is not None and (kraft_owned or state.migration is not None):
+        lag = bridge.write_behind_lag or 0
+        message = f"a bridge is alive: {bridge.source} answers in state {bridge.driver_state}; {holder}"
+        if lag > 0:
+            message += (
+                f"; ZooKeeper is {lag} record(s) behind its metadata log (write-behind lag {lag}): changes "
+                "already acknowledged to clients exist only in that log and would be lost"
+            )
+        message += "; stop the controller (after the lag is 0) and deprovision it first"
+        if force:
+            plan.notes.append("--force: going ahead although " + message)
+        else:
+            plan.refusals.append(message + ", or give --force to lose them knowingly")
+    elif bridge is None and kraft_owned:
+        plan.notes.append(
+            f"{holder} was not checked for liveness or write-behind lag (give --bridge-status URL): if it still "
+            "runs, changes it acknowledged but has not written to ZooKeeper are lost"
+        )
     if finalized:
         plan.refusals.append(
             "the migration is finalized (ZkMigrationState POST_MIGRATION): reverting to ZooKeeper is impossible"

@@ -10,22 +10,28 @@ survived by reconnecting (new session, `lastZxidSeen` kept) and re-sending what 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import socket
 import ssl
 import struct
+import threading
 import time
+import warnings
 from collections import deque
-from collections.abc import Callable, Mapping
-from contextlib import suppress
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
 
-from migrate.errors import CorruptDataError, UnsupportedVersionError, Zk2KraftError
+from migrate.errors import CorruptDataError, UnreachableError, UnsupportedVersionError, Zk2KraftError
+from migrate.zk.chroots import chroot_hint, find_kafka_chroots, looks_like_kafka
 from migrate.zk.tree import Acl, Stat, ZNode, ZTree
 
 # ZooKeeper opcodes, special xids and error codes (ZooDefs.OpCode, KeeperException.Code).
@@ -180,6 +186,76 @@ class ZkConnectOptions:
             **kwargs,
         )
 
+    def describe(self) -> str:
+        """`ZooKeeper host:port,... (chroot /x)`, for messages."""
+        return f"ZooKeeper {self.connect.split('/', 1)[0]} (chroot {self.chroot or '/'})"
+
+    def start_client(self, *, timeout: float | None = None, require_kafka: bool = False) -> KazooClient:
+        """A started kazoo client: the one way commands connect (Kafka's ZooKeeperClient.waitUntilConnected).
+
+        An ensemble that does not answer within `timeout` (default: the connection timeout) is an
+        UnreachableError naming the address and kazoo's last complaint; a chroot that does not exist (or,
+        with `require_kafka`, holds no Kafka tree) is a Zk2KraftError with a "did you mean" hint.
+        Kazoo's retry warnings go to debug logging instead of the user's terminal.
+        """
+        wait = timeout if timeout is not None else self.connect_timeout_s
+        client = self.kazoo_client()
+        with kazoo_warnings_to_debug() as heard, warnings.catch_warnings():
+            heard.last = None
+            # Kazoo warns about a missing chroot; the check below turns that into an error with a hint.
+            warnings.simplefilter("ignore", UserWarning)
+            try:
+                client.start(timeout=wait)
+            except KazooTimeoutError:
+                client.close()
+                raise UnreachableError(
+                    f"cannot connect to {self.describe()} within {wait:g} s: {heard.last or 'no answer'}"
+                ) from None
+            except Exception as exc:
+                client.close()
+                raise Zk2KraftError(f"cannot start a session with {self.describe()}: {exc}") from None
+        try:
+            self._check_root(client, require_kafka=require_kafka)
+        except BaseException:
+            client.stop()
+            client.close()
+            raise
+        return client
+
+    def _check_root(self, client: KazooClient, *, require_kafka: bool) -> None:
+        if client.exists("/") is None:
+            raise Zk2KraftError(
+                f"{self.describe()}: the chroot {self.chroot} does not exist" + self.kafka_chroot_hint()
+            )
+        if require_kafka and not looks_like_kafka(client.get_children("/")):
+            raise Zk2KraftError(
+                f"{self.describe()}: no Kafka cluster there (no /brokers beside /cluster, /config or /admin)"
+                + self.kafka_chroot_hint()
+            )
+
+    def kafka_chroot_hint(self) -> str:
+        """"; did you mean --zk HOSTS/chroot?" for the Kafka trees in this ensemble (searched from its root)."""
+        hosts = self.connect.split("/", 1)[0]
+        client = replace(self, connect=hosts).kazoo_client()
+        with kazoo_warnings_to_debug():
+            try:
+                client.start(timeout=self.connect_timeout_s)
+            except Exception:
+                return ""
+        try:
+
+            def children_of(path: str) -> list[str]:
+                try:
+                    return list(client.get_children(path))
+                except NoNodeError:
+                    return []
+
+            found = [c for c in find_kafka_chroots(children_of, near=self.chroot or "/") if c != (self.chroot or "/")]
+        finally:
+            client.stop()
+            client.close()
+        return chroot_hint(found, lambda c: f"--zk {hosts}{'' if c == '/' else c}")
+
     def ssl_context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = self.ssl_check_hostname
@@ -192,6 +268,43 @@ class ZkConnectOptions:
         if self.ssl_ciphers:
             context.set_ciphers(self.ssl_ciphers)
         return context
+
+
+class _KazooWarnings(logging.Filter):
+    """While active, kazoo's warnings become debug records (dropped unless debug logging is on); keeps the last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active = 0
+        self.last: str | None = None
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.active or record.levelno != logging.WARNING:
+            return True
+        message = record.getMessage()
+        if not message.startswith("Failed connecting"):  # kazoo's give-up line: the cause came before it
+            self.last = message
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_KAZOO_WARNINGS = _KazooWarnings()
+_KAZOO_LOGGERS = ("kazoo.client", "kazoo.protocol.connection", "kazoo.handlers.threading")
+
+
+@contextmanager
+def kazoo_warnings_to_debug() -> Iterator[_KazooWarnings]:
+    """While inside (nesting allowed), kazoo's retry chatter ("Connection dropped ...") is debug logging."""
+    with _KAZOO_WARNINGS.lock:
+        for name in _KAZOO_LOGGERS:
+            logging.getLogger(name).addFilter(_KAZOO_WARNINGS)  # once: addFilter ignores a repeat
+        _KAZOO_WARNINGS.active += 1
+    try:
+        yield _KAZOO_WARNINGS
+    finally:
+        with _KAZOO_WARNINGS.lock:
+            _KAZOO_WARNINGS.active -= 1
 
 
 def _parse_connect(connect: str) -> tuple[list[tuple[str, int]], str]:
@@ -777,7 +890,7 @@ class _TreeReader:
                 last = str(exc)
             self._host_index += 1
             if time.monotonic() + delay > deadline:
-                raise Zk2KraftError(
+                raise UnreachableError(
                     f"cannot reach ZooKeeper {self.options.connect} within "
                     f"{self.options.connect_timeout_s:.0f}s: {last}"
                 )
@@ -808,7 +921,8 @@ class _TreeReader:
     def _build_tree(self) -> ZTree:
         got = self.got
         if "/" not in got.data:
-            raise Zk2KraftError(f"znode {self.root or '/'} does not exist on {self.source}")
+            hint = replace(self.options, connect=self.options.connect.split("/", 1)[0] + self.root).kafka_chroot_hint()
+            raise Zk2KraftError(f"znode {self.root or '/'} does not exist on {self.source}{hint}")
         tree = ZTree(source=self.source, last_zxid=self.last_zxid)
         for rel, (data, stat) in got.data.items():
             acl = got.acls.get(rel) if self.acls else ()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrate.errors import Zk2KraftError
+from migrate.zk.chroots import chroot_hint, find_kafka_chroots, looks_like_kafka
 from migrate.zk.tree import ZTree
 
 
@@ -74,28 +75,39 @@ def full_tree_chroot(source: ZkSource) -> str:
 
 
 def read_source(
-    source: ZkSource, *, progress: Callable[[int], None] | None = None, acls: bool = False
+    source: ZkSource,
+    *,
+    progress: Callable[[int], None] | None = None,
+    acls: bool = False,
+    require_kafka: bool = True,
 ) -> ZTreeWithOrigin:
     """Read the tree Kafka uses (already made relative to the chroot: `/brokers`, `/config`, ...).
 
     Live reads fetch ACLs only when `acls` is set: ZooKeeper answers getACL one znode at a time, which
     would cost more than reading all data and children, and translation and audit never look at ACLs.
+    With `require_kafka`, a chroot that holds no Kafka tree is an error suggesting the chroots that do.
     """
     source.validate()
     chroot = full_tree_chroot(source)
     if source.connect:
-        from migrate.zk.live import read_tree
+        from migrate.zk.live import ZkConnectOptions, read_tree
 
         hosts, _ = split_connect_string(source.connect)
         tree = read_tree(hosts, chroot=chroot, progress=progress, acls=acls)
+        if require_kafka and not looks_like_kafka(tree.children("/")):
+            options = ZkConnectOptions(connect=hosts + ("" if chroot == "/" else chroot))
+            raise Zk2KraftError(_no_kafka(source, chroot) + options.kafka_chroot_hint())
         return ZTreeWithOrigin(tree, source.describe(), chroot)
     if source.dump:
         from migrate.zk.dump import read_dump_with_header
 
-        header, tree = read_dump_with_header(source.dump)
+        header, whole = read_dump_with_header(source.dump)
         # A dump exported with a chroot is already relative to it; --chroot then selects inside it.
+        tree = whole.with_chroot(chroot)
+        if require_kafka and not looks_like_kafka(tree.children("/")):
+            raise Zk2KraftError(_no_kafka(source, chroot) + tree_chroot_hint(whole, chroot))
         return ZTreeWithOrigin(
-            tree.with_chroot(chroot),
+            tree,
             source.describe(),
             normalize_chroot(header.chroot),
             warnings=[f"{source.dump}: {w}" for w in header.warnings],
@@ -116,7 +128,11 @@ def read_source(
         accept_older_state=source.accept_older_state,
     )
     if chroot != "/" and full.get(chroot) is None:
-        raise Zk2KraftError(f"{source.describe()}: the chroot {chroot} does not exist in that tree")
+        raise Zk2KraftError(
+            f"{source.describe()}: the chroot {chroot} does not exist in that tree" + tree_chroot_hint(full, chroot)
+        )
+    if require_kafka and not looks_like_kafka(full.children(chroot)):
+        raise Zk2KraftError(_no_kafka(source, chroot) + tree_chroot_hint(full, chroot))
     notes = list(report.notes)
     if source.accept_older_state and not report.older_state_accepted:
         notes.append("--accept-older-zk-state was not needed: no older state was used")
@@ -128,6 +144,17 @@ def read_source(
         notes=notes,
         older_state_accepted=report.older_state_accepted,
     )
+
+
+def _no_kafka(source: ZkSource, chroot: str) -> str:
+    return f"{source.describe()}: no Kafka cluster under {chroot} (no /brokers beside /cluster, /config or /admin)"
+
+
+def tree_chroot_hint(tree: ZTree, chroot: str) -> str:
+    """The "did you mean --chroot" end of a message, from the Kafka trees found in a whole tree (a dump's
+    or a data dir's; `ZkConnectOptions.kafka_chroot_hint` is the live counterpart)."""
+    found = [c for c in find_kafka_chroots(tree.children, near=chroot) if c != chroot]
+    return chroot_hint(found, lambda c: f"--chroot {c}")
 
 
 @dataclass(frozen=True, slots=True)
