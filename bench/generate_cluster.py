@@ -35,7 +35,7 @@ from kazoo.client import KazooClient
 from migrate.gcpause import gc_paused
 from migrate.zk import paths
 from migrate.zk.cluster import ephemeral_paths, implied_containers, to_znodes
-from migrate.zk.files import write_snapshot
+from migrate.zk.files.snapshot_write import write_snapshot
 from migrate.zk.load import LoadReport, load_tree
 from migrate.zk.model import (
     AclChangeNotification,
