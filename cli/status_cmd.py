@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from bridge.metrics import BridgeStatus
 from cli.common import handles_errors
 from migrate.errors import Zk2KraftError
-from migrate.kraft.image import ZK_MIGRATION_STATES
+from migrate.kraft.migration_state import ZK_MIGRATION_STATES
 from migrate.kraft.reader import load_image
 from migrate.plan.status import KraftView, Status, read_status
 from migrate.zk.sources import split_connect_string
