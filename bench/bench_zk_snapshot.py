@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.generate_cluster import ClusterSpec, generate, write_data_dir
-from migrate.zk.files import read_snapshot
+from migrate.zk.files.snapshot_read import read_snapshot
 from migrate.zk.restore import list_snapshots, load_data_dir, version_dir
 
 CHROOT = "/kafka"

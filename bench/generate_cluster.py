@@ -34,8 +34,8 @@ from kazoo.client import KazooClient
 
 from migrate.gcpause import gc_paused
 from migrate.zk import paths
-from migrate.zk.cluster import ephemeral_paths, implied_containers
-from migrate.zk.files import write_snapshot
+from migrate.zk.cluster import ephemeral_paths, implied_containers, to_znodes
+from migrate.zk.files.snapshot_write import write_snapshot
 from migrate.zk.load import LoadReport, load_tree
 from migrate.zk.model import (
     AclChangeNotification,
@@ -490,7 +490,7 @@ def build_tree(model: ZkClusterModel, chroot: str = "/", spec: ClusterSpec | Non
     """
     chroot = normalize_chroot(chroot)
     prefix = "" if chroot == "/" else chroot
-    znodes = model.to_znodes()
+    znodes = to_znodes(model)
     versions = _data_versions(model)
     ephemeral = ephemeral_paths(model)
     sessions = {b: session_id(1, i) for i, b in enumerate(sorted(model.brokers))}

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bridge.api import DriverState
 from bridge.protocol import api_name
 from migrate.errors import InvalidRequestError
-from migrate.kraft.image import ZK_MIGRATION_STATES
+from migrate.kraft.migration_state import ZK_MIGRATION_STATES
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import click
 from bridge.metrics import BridgeStatus
 from cli.common import handles_errors, zk_session
 from migrate.errors import UnreachableError, Zk2KraftError
-from migrate.kraft.image import ZK_MIGRATION_STATES
+from migrate.kraft.migration_state import ZK_MIGRATION_STATES
 from migrate.kraft.reader import load_image
 from migrate.plan.status import KraftView, Status, read_status
 

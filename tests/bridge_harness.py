@@ -35,9 +35,9 @@ from bridge.zk_writer import plan_reconciliation
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.reader import iter_log_dir, load_image
-from migrate.zk import files as zk_files
 from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import free_ports
+from migrate.zk.files import txnlog
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
 from migrate.zk.model import ZkClusterModel
@@ -544,13 +544,13 @@ class ZkWrite:
 
 
 def _changes(record: Any) -> list[tuple[str, str, bytes | None]]:
-    if isinstance(record, zk_files.CreateTxn):
+    if isinstance(record, txnlog.CreateTxn):
         return [("create", record.path, record.data)]
-    if isinstance(record, zk_files.SetDataTxn):
+    if isinstance(record, txnlog.SetDataTxn):
         return [("set", record.path, record.data)]
-    if isinstance(record, zk_files.DeleteTxn):
+    if isinstance(record, txnlog.DeleteTxn):
         return [("delete", record.path, None)]
-    if isinstance(record, zk_files.MultiTxn):
+    if isinstance(record, txnlog.MultiTxn):
         # A failed multi is logged too, as error records only.
         return [change for sub in record.txns for change in _changes(sub.record)]
     return []
@@ -560,7 +560,7 @@ def zk_writes(data_dir: Path) -> list[ZkWrite]:
     """Every tree-changing transaction in a (stopped) ZooKeeper server's transaction logs, by zxid."""
     out: list[ZkWrite] = []
     for path in sorted((data_dir / "version-2").glob("log.*")):
-        for entry in zk_files.read_txn_log(path).entries:
+        for entry in txnlog.read_txn_log(path).entries:
             changes = _changes(entry.record)
             if changes:
                 out.append(ZkWrite(entry.header.zxid, entry.header.client_id, tuple(changes)))

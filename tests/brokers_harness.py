@@ -21,12 +21,13 @@ from migrate.kraft import records as rec
 from migrate.kraft.framing import decode_metadata_record, encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.metadata_version import MetadataVersion
+from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.replay import MetadataReplayer
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 LISTENER = "PLAINTEXT"
-MIGRATION = 1
-PRE_MIGRATION = 2
+MIGRATION = ZkMigrationState.MIGRATION
+PRE_MIGRATION = ZkMigrationState.PRE_MIGRATION
 
 
 def incarnation(broker_id: int, start: int = 0) -> uuid.UUID:

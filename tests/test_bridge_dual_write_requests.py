@@ -35,8 +35,8 @@ from bridge.operations import WriteClientQuotas, WriteProducerId
 from bridge.protocol import KafkaPrincipal, encode_request
 from bridge.zk_writer import plan_reconciliation
 from cli.status_cmd import status_cmd
+from migrate import jvm
 from migrate.kraft.reader import load_image
-from migrate.zk import znodes
 from migrate.zk.cluster import from_tree, to_znodes
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
@@ -211,7 +211,7 @@ def quota_path(entity: tuple[tuple[str, str | None], ...]) -> str:
 
 def props(config: dict[str, str]) -> dict[str, str]:
     """A config map in the order Kafka's java.util.Properties (Java 9+) iterates it, as written to znodes."""
-    return {k: config[k] for k in znodes.java_properties_order(list(config), java8=False)}
+    return {k: config[k] for k in jvm.java_properties_order(list(config), java8=False)}
 
 
 def _comparable(image: Any) -> Any:

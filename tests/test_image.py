@@ -17,6 +17,7 @@ from migrate.kraft.image import (
     MetadataImage,
     PartitionRegistration,
 )
+from migrate.kraft.migration_state import ZkMigrationState, zk_migration_state_name
 from migrate.kraft.replay import MetadataReplayer, replay_records
 
 T1 = uuid.UUID("6d660bbe-4352-41e5-9d2a-186bde7d2f37")
@@ -528,3 +529,15 @@ def test_control_records_advance_provenance_outside_transactions() -> None:
     replayer.replay(*BEGIN, 2)
     replayer.advance(3, epoch=2, timestamp_ms=30)
     assert replayer.image.provenance.last_contained_offset == 1
+
+
+def test_zk_migration_states_are_kafkas_and_an_unknown_one_is_refused() -> None:
+    for state in ZkMigrationState:
+        image = replay((r.ZkMigrationStateRecord(zk_migration_state=state.value), 0))
+        assert image.features.zk_migration_state == state
+    assert [(s.name, s.value) for s in ZkMigrationState] == [
+        ("NONE", 0), ("MIGRATION", 1), ("PRE_MIGRATION", 2), ("POST_MIGRATION", 3), ("ZK", 4),
+    ]  # fmt: skip  (metadata/.../migration/ZkMigrationState.java)
+    assert zk_migration_state_name(3) == "POST_MIGRATION" and zk_migration_state_name(9) == "9"
+    with pytest.raises(CorruptDataError, match="unknown ZkMigrationState value 5"):
+        replay((r.ZkMigrationStateRecord(zk_migration_state=5), 0))

@@ -16,7 +16,8 @@ from plan_harness import CLUSTER_ID, healthy_model, seed, write_broker_files
 
 from migrate.errors import ZnodeFormatError
 from migrate.kraft.logdir import read_meta_properties
-from migrate.plan.checks import CATALOG, Check, blockers, run_checks
+from migrate.plan.checks import CATALOG, blockers, run_checks
+from migrate.plan.checks.registry import REGISTERED, Check, CheckSpec, check
 from migrate.plan.inputs import PlanInputs, parse_controllers
 from migrate.plan.load import load_inputs
 from migrate.zk import znodes
@@ -63,6 +64,21 @@ def test_healthy_39_cluster_has_no_blocker_and_every_check_reports(
     assert {c.id for c in checks} == set(CATALOG)
     # Live reads fetch the ACLs of the znodes the controllers touch: open ACLs pass.
     assert next(c for c in checks if c.id == "zk-acls").status == "pass"
+
+
+def test_each_producer_reports_exactly_the_ids_it_is_registered_with(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    inputs = plan_inputs(zk_admin, zk_server, zk_chroot, tmp_path, healthy_model())
+    for registered in REGISTERED:
+        reported = {c.id for c in registered.produce(inputs)}
+        assert reported == {spec.id for spec in registered.specs}, registered.produce.__name__
+
+
+def test_an_id_registered_twice_is_refused() -> None:
+    taken = next(iter(CATALOG.values()))
+    with pytest.raises(ValueError, match=taken.id):
+        check(CheckSpec(taken.id, "again", "a second producer for the same id"))(lambda _inputs: [])
 
 
 def _leftover_migration(m: ZkClusterModel) -> str:

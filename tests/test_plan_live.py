@@ -34,7 +34,8 @@ from bridge.shim.security_tls import server_ssl_context
 from cli.main import cli
 from cli.plan_live import ask_cluster, read_command_config
 from migrate.errors import Zk2KraftError
-from migrate.plan.checks import CATALOG, LIVE_CHECK_IDS, Check, blockers, run_checks
+from migrate.plan.checks import CATALOG, LIVE_CHECK_IDS, blockers, run_checks
+from migrate.plan.checks.registry import Check
 from migrate.plan.inputs import PlanInputs, parse_controllers
 from migrate.plan.live import LiveCluster, live_checks
 from migrate.plan.load import load_inputs

@@ -14,8 +14,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from migrate.errors import CorruptDataError, Zk2KraftError
-from migrate.zk.files import (
+from migrate.zk.files.digest import tree_digest
+from migrate.zk.files.names import (
+    decompress_snapshot,
+    snapshot_file_name,
+    xerial_snappy_compress,
+    xerial_snappy_decompress,
+    zxid_from_name,
+)
+from migrate.zk.files.owners import (
     CONTAINER_OWNER,
+    client_owner,
+    is_system_path,
+    path_problem,
+    session_of_owner,
+    ttl_of_owner,
+    without_system_nodes,
+)
+from migrate.zk.files.snapshot_read import decode_snapshot, quick_check_problem, read_snapshot
+from migrate.zk.files.snapshot_write import encode_snapshot, write_snapshot
+from migrate.zk.files.txnlog import (
     CheckVersionTxn,
     CloseSessionTxn,
     CreateSessionTxn,
@@ -29,28 +47,11 @@ from migrate.zk.files import (
     SubTxn,
     TxnDigest,
     TxnHeader,
-    client_owner,
-    decode_snapshot,
     decode_txn,
-    decompress_snapshot,
-    encode_snapshot,
     encode_txn,
     encode_txn_log,
-    is_system_path,
     parse_txn_log,
-    path_problem,
-    quick_check_problem,
-    read_snapshot,
     read_txn_log,
-    session_of_owner,
-    snapshot_file_name,
-    tree_digest,
-    ttl_of_owner,
-    without_system_nodes,
-    write_snapshot,
-    xerial_snappy_compress,
-    xerial_snappy_decompress,
-    zxid_from_name,
 )
 from migrate.zk.jute import JuteReader, JuteWriter, decode_string, encode_string
 from migrate.zk.tree import OPEN_ACL_UNSAFE, Acl, Stat, ZNode, ZTree

@@ -151,7 +151,7 @@ def test_model_from_a_whole_ensemble_tree() -> None:
     assert "/zookeeper" in tree.nodes
     m = from_tree_at(tree, CHROOT)
     assert m.cluster_id == "esQVtsr4Sh6LSPhdkKjbNw" and m.other_znodes == {}
-    at_root = ZkClusterModel.from_tree(tree)  # the chroot is then an unknown top-level path
+    at_root = from_tree(tree)  # the chroot is then an unknown top-level path
     assert at_root.cluster_id is None and "/zookeeper" not in at_root.other_znodes
     assert f"{CHROOT}/cluster/id" in at_root.other_znodes
 

@@ -13,7 +13,8 @@ from click.testing import CliRunner, Result
 from cli.main import cli
 from migrate.errors import OlderStateError, Zk2KraftError
 from migrate.zk.dump import iter_dump
-from migrate.zk.files import read_snapshot, read_txn_log
+from migrate.zk.files.snapshot_read import read_snapshot
+from migrate.zk.files.txnlog import read_txn_log
 from migrate.zk.restore import load_data_dir
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -13,17 +13,12 @@ from kazoo.security import make_acl
 
 from migrate.errors import Zk2KraftError
 from migrate.zk.embedded import EmbeddedZooKeeper, super_digest
-from migrate.zk.files import (
-    CONTAINER_OWNER,
-    encode_txn_log,
-    is_system_path,
-    read_snapshot,
-    read_txn_log,
-    snapshot_file_name,
-    system_nodes,
-    tree_digest,
-    write_snapshot,
-)
+from migrate.zk.files.digest import tree_digest
+from migrate.zk.files.names import snapshot_file_name
+from migrate.zk.files.owners import CONTAINER_OWNER, is_system_path
+from migrate.zk.files.snapshot_read import read_snapshot
+from migrate.zk.files.snapshot_write import system_nodes, write_snapshot
+from migrate.zk.files.txnlog import encode_txn_log, read_txn_log
 from migrate.zk.restore import list_logs, load_data_dir, logs_after
 from migrate.zk.tree import OPEN_ACL_UNSAFE, Acl, Stat, ZNode, ZTree
 

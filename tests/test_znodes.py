@@ -22,6 +22,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from migrate import jvm
 from migrate.errors import InvalidRequestError, ZnodeFormatError
 from migrate.zk import znodes as Z
 from migrate.zk.model import (
@@ -168,7 +169,7 @@ def test_partition_keys_follow_scalas_map_order_for_small_and_large_topics(count
     t = Topic("t", uuid.UUID(int=7), {p: [1] for p in range(count)})
     for _ in range(2):
         keys = list(json.loads(Z.encode_topic(t))["partitions"])
-        assert keys == Z.scala_mutable_map_order([str(p) for p in range(count)])
+        assert keys == jvm.scala_mutable_map_order([str(p) for p in range(count)])
 
 
 def test_java8_and_java9_properties_orders_differ_and_both_are_kept() -> None:
@@ -370,7 +371,7 @@ def test_quota_values_as_kafka_prints_them() -> None:
     ],
 )
 def test_java_double_to_string(value: float, text: str) -> None:
-    assert Z.java_double_to_string(value) == text
+    assert jvm.java_double_to_string(value) == text
 
 
 @pytest.mark.parametrize(
@@ -386,12 +387,12 @@ def test_java_double_to_string(value: float, text: str) -> None:
     ],
 )
 def test_parse_java_double(text: str, value: float) -> None:
-    assert Z.parse_java_double(text) == value
+    assert jvm.parse_java_double(text) == value
 
 
 @pytest.mark.parametrize("text", ["", "abc", "1_000", "nan", "inf", "NaNd", "0x10", "\u0661"])
 def test_parse_java_double_rejects_what_java_rejects(text: str) -> None:
-    assert Z.parse_java_double(text) is None
+    assert jvm.parse_java_double(text) is None
 
 
 def test_config_changes() -> None:
@@ -1353,14 +1354,14 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
 
     for _ in range(60):
         keys = key_sets(40)
-        cases.append(({"k": "immutable", "keys": keys}, _keys_json(list(Z.scala_map_order(tuple(keys))), 0)))
+        cases.append(({"k": "immutable", "keys": keys}, _keys_json(list(jvm.scala_map_order(tuple(keys))), 0)))
         initial, added = keys[: len(keys) // 2], keys[len(keys) // 2 :]
-        order = Z.scala_mutable_apply_order(initial, added)
+        order = jvm.scala_mutable_apply_order(initial, added)
         cases.append(({"k": "mutable", "keys": initial, "added": added}, _keys_json(order, 0)))
-        cases.append(({"k": "hashmap", "keys": keys}, _keys_json(Z.java_hash_map_order(keys), 0)))
+        cases.append(({"k": "hashmap", "keys": keys}, _keys_json(jvm.java_hash_map_order(keys), 0)))
         small = keys[:11]  # below the first ConcurrentHashMap resize, where insertion order is not reshuffled
         cases.append(
-            ({"k": "properties", "keys": small}, _keys_json(Z.java_properties_order(small, java8=False), ""))
+            ({"k": "properties", "keys": small}, _keys_json(jvm.java_properties_order(small, java8=False), ""))
         )
     for _ in range(40):
         value = rng.choice(
@@ -1372,7 +1373,7 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
             ]
         )
         bits = struct.unpack("<q", struct.pack("<d", value))[0]
-        cases.append(({"k": "double", "bits": bits}, Z.java_double_to_string(value).encode()))
+        cases.append(({"k": "double", "bits": bits}, jvm.java_double_to_string(value).encode()))
         name = _random_text(rng, 10)
         cases.append(({"k": "sanitize", "name": name}, sanitize(name).encode()))
     for _ in range(40):

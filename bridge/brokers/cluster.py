@@ -19,13 +19,13 @@ from kio.schema.errors import ErrorCode
 from bridge.brokers.heartbeats import BrokerHeartbeatManager
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
-from migrate.kraft.image import ZK_MIGRATION_STATES, MetadataImage
+from migrate.kraft.image import MetadataImage
+from migrate.kraft.migration_state import ZkMigrationState
 
 log = logging.getLogger(__name__)
 
 RecordAndVersion = tuple[Any, int]
 
-PRE_MIGRATION = next(code for code, name in ZK_MIGRATION_STATES.items() if name == "PRE_MIGRATION")
 KRAFT_VERSION_FEATURE = "kraft.version"
 SECURITY_PROTOCOL_IDS = (0, 1, 2, 3)
 """SecurityProtocol.forId: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."""
@@ -205,7 +205,7 @@ class ClusterControl:
             )
         if request.is_migrating_zk_broker and not self.zk_registration_allowed(image):
             _refuse(ErrorCode.broker_id_not_registered, "Controller does not support registering ZK brokers.")
-        if not request.is_migrating_zk_broker and image.features.zk_migration_state == PRE_MIGRATION:
+        if not request.is_migrating_zk_broker and image.features.zk_migration_state == ZkMigrationState.PRE_MIGRATION:
             _refuse(
                 ErrorCode.broker_id_not_registered,
                 "Controller is in pre-migration mode and cannot register KRaft brokers until the metadata "

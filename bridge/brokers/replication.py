@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from bridge.brokers.cluster import PRE_MIGRATION, BrokerError, ClusterControl, RecordAndVersion
+from bridge.brokers.cluster import BrokerError, ClusterControl, RecordAndVersion
 from bridge.brokers.heartbeats import BrokerControlState, HeartbeatRequest
 from bridge.brokers.partition_change import (
     Election,
@@ -25,6 +25,7 @@ from bridge.brokers.partition_change import (
 )
 from migrate.kraft import records as rec
 from migrate.kraft.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
+from migrate.kraft.migration_state import ZkMigrationState
 
 log = logging.getLogger(__name__)
 
@@ -388,7 +389,7 @@ class ReplicationControl:
         Kafka fences one broker per event so that each fencing is visible before the next; call again
         until nothing comes back.
         """
-        if image.features.zk_migration_state == PRE_MIGRATION:
+        if image.features.zk_migration_state == ZkMigrationState.PRE_MIGRATION:
             return []
         heartbeats = self.cluster.heartbeats
         broker_id = heartbeats.find_one_stale_broker()

@@ -16,6 +16,7 @@ from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.metadata_version import MetadataVersion
+from migrate.kraft.migration_state import ZkMigrationState, zk_migration_state_name
 
 MIGRATING_DIRECTORY = uuid.UUID(int=0)
 UNASSIGNED_DIRECTORY = uuid.UUID(int=1)
@@ -26,8 +27,6 @@ NO_LEADER_CHANGE = -2
 
 RESOURCE_TYPE_TOPIC = 2
 RESOURCE_TYPE_BROKER = 4
-
-ZK_MIGRATION_STATES = {0: "NONE", 1: "MIGRATION", 2: "PRE_MIGRATION", 3: "POST_MIGRATION", 4: "ZK"}
 
 ConfigResource = tuple[int, str]
 """(ConfigResource type id, resource name); the default broker entity is (4, "")."""
@@ -150,7 +149,7 @@ class FeaturesImage:
 
     metadata_version: int = mvs.MINIMUM_KRAFT_VERSION.feature_level
     finalized_versions: dict[str, int] = field(default_factory=dict)
-    zk_migration_state: int = 0
+    zk_migration_state: int = ZkMigrationState.NONE
 
 
 @dataclass(slots=True)
@@ -258,9 +257,8 @@ class _ImageWriter:
                 self.out.append((rec.FeatureLevelRecord(name=name, feature_level=others[name]), 0))
         if self.mv.is_migration_supported():
             self.out.append((rec.ZkMigrationStateRecord(zk_migration_state=features.zk_migration_state), 0))
-        elif features.zk_migration_state != 0:
-            state = ZK_MIGRATION_STATES.get(features.zk_migration_state, str(features.zk_migration_state))
-            self.loss(f"the ZK Migration state which was {state}")
+        elif features.zk_migration_state != ZkMigrationState.NONE:
+            self.loss(f"the ZK Migration state which was {zk_migration_state_name(features.zk_migration_state)}")
 
     def cluster(self) -> None:
         cluster = self.image.cluster

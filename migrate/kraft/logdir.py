@@ -23,6 +23,7 @@ from crc32c import crc32c
 
 from migrate.atomic import atomic_write_bytes, atomic_writer
 from migrate.errors import CorruptDataError, UnsupportedVersionError, Zk2KraftError
+from migrate.jvm import concurrent_hash_map_order
 from migrate.kraft.batch import CRC_START, RecordBatch, encode_batch, peek_header
 
 PathLike = str | os.PathLike[str]
@@ -690,52 +691,10 @@ def _escape(text: str, is_key: bool) -> str:
     return "".join(out)
 
 
-def _utf16_units(text: str) -> Iterator[int]:
-    for c in text:
-        code = ord(c)
-        if code < 0x10000:
-            yield code
-        else:
-            code -= 0x10000
-            yield 0xD800 + (code >> 10)
-            yield 0xDC00 + (code & 0x3FF)
 
 
-def _java_string_hash(text: str) -> int:
-    h = 0
-    for unit in _utf16_units(text):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h
 
 
-def _hashtable_order(keys: list[str]) -> list[str]:
-    """Iteration order of a Java 9-17 Properties (a ConcurrentHashMap(8)) filled in this key order.
-
-    Bins are visited in index order; a bin lists keys in insertion order, and a resize (at 3/4 full)
-    splits each bin the way ConcurrentHashMap.transfer does. Bins of 8+ colliding keys are not modelled.
-    """
-    size = 16
-    table: list[list[tuple[int, str]]] = [[] for _ in range(size)]
-    for count, key in enumerate(keys, start=1):
-        h = _java_string_hash(key)
-        spread = (h ^ (h >> 16)) & 0x7FFFFFFF
-        table[spread & (size - 1)].append((spread, key))
-        if count >= size - (size >> 2):
-            grown: list[list[tuple[int, str]]] = [[] for _ in range(2 * size)]
-            for index, nodes in enumerate(table):
-                if not nodes:
-                    continue
-                run_bit, last_run = nodes[0][0] & size, 0
-                for j in range(1, len(nodes)):
-                    if nodes[j][0] & size != run_bit:
-                        run_bit, last_run = nodes[j][0] & size, j
-                low = nodes[last_run:] if run_bit == 0 else []
-                high = nodes[last_run:] if run_bit != 0 else []
-                for node in nodes[:last_run]:  # copied by prepending, so they come out reversed
-                    (high if node[0] & size else low).insert(0, node)
-                grown[index], grown[index + size] = low, high
-            table, size = grown, 2 * size
-    return [key for nodes in table for _, key in nodes]
 
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -768,7 +727,7 @@ def format_java_properties(
     """
     items = dict(entries)
     if key_order == "hashtable":
-        keys = _hashtable_order(list(items))
+        keys = concurrent_hash_map_order(list(items))
     elif key_order == "sorted":
         keys = sorted(items)
     else:

@@ -21,7 +21,6 @@ from migrate.kraft.image import (
     NO_LEADER_CHANGE,
     RESOURCE_TYPE_TOPIC,
     UNASSIGNED_DIRECTORY,
-    ZK_MIGRATION_STATES,
     AclBinding,
     BrokerRegistration,
     ControllerRegistration,
@@ -34,6 +33,7 @@ from migrate.kraft.image import (
     TopicImage,
     uuid_sort_key,
 )
+from migrate.kraft.migration_state import ZK_MIGRATION_STATES
 
 
 class _Entry(Protocol):

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from migrate.errors import UnsupportedVersionError
 from migrate.kraft import metadata_version as mvs
-from migrate.plan.checks import LIVE_CHECK_IDS, Check, Evidence, fail_check, pass_check
+from migrate.plan.checks.registry import Check, Evidence, fail_check, pass_check
+from migrate.plan.checks.versions import LIVE_CHECK_IDS
 from migrate.plan.inputs import PlanInputs
 
 # ApiVersions api keys quoted in the evidence (Produce, Fetch, Metadata, ApiVersions).

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from migrate.kraft.logdir import META_PROPERTIES, MetaProperties, read_meta_properties
-from migrate.plan.checks import ACL_CHECK_PATHS
+from migrate.plan.checks.zookeeper_state import ACL_CHECK_PATHS
 from migrate.plan.inputs import BrokerConfig, ControllerSpec, PlanInputs
 from migrate.plan.properties import read_properties_file
 from migrate.zk import paths

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from migrate.plan import configs as gen
-from migrate.plan.checks import Check, blockers
+from migrate.plan.checks import blockers
+from migrate.plan.checks.registry import Check
 from migrate.plan.inputs import PlanInputs
 from migrate.plan.properties import PropertiesFile, parse_properties_text
 

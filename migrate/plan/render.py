@@ -8,7 +8,7 @@ from pathlib import Path
 
 from migrate.atomic import atomic_write_text, swap_directory_into_place
 from migrate.errors import Zk2KraftError
-from migrate.plan.checks import Check
+from migrate.plan.checks.registry import Check
 from migrate.plan.phases import Plan
 
 _MARK = {"blocker": "BLOCKER", "warning": "warning", "info": "info"}

@@ -10,12 +10,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING
 
 from migrate.zk.paths import DEFAULT_ENTITY, desanitize
-
-if TYPE_CHECKING:
-    from migrate.zk.tree import ZTree
 
 
 def pascal_case(enum_name: str) -> str:
@@ -434,16 +430,3 @@ class ZkClusterModel:
     @property
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.topics.values())
-
-    @classmethod
-    def from_tree(cls, tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
-        """The model of a chroot-relative tree (see `migrate.zk.cluster.from_tree`)."""
-        from migrate.zk.cluster import from_tree  # cluster.py builds on this module
-
-        return from_tree(tree, strict=strict)
-
-    def to_znodes(self, *, java8: bool | None = None) -> dict[str, bytes | None]:
-        """Every znode of the model, parents first (see `migrate.zk.cluster.to_znodes`)."""
-        from migrate.zk.cluster import to_znodes
-
-        return to_znodes(self, java8=java8)

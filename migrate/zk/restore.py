@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrate.errors import CorruptDataError, OlderStateError, Zk2KraftError
-from migrate.zk.files import (
-    DIGEST_VERSION,
-    LOG_PREFIX,
-    SNAPSHOT_PREFIX,
+from migrate.zk.files.digest import digest_sum, node_digest, to_signed64
+from migrate.zk.files.names import DIGEST_VERSION, LOG_PREFIX, SNAPSHOT_PREFIX, zxid_from_name
+from migrate.zk.files.owners import parent_path, session_of_owner, to_client_view_in_place, ttl_owner
+from migrate.zk.files.snapshot_read import Snapshot, quick_check_problem, read_snapshot
+from migrate.zk.files.snapshot_write import system_nodes
+from migrate.zk.files.txnlog import (
     CheckVersionTxn,
     CloseSessionTxn,
     CreateSessionTxn,
@@ -28,20 +30,8 @@ from migrate.zk.files import (
     OpCode,
     SetACLTxn,
     SetDataTxn,
-    Snapshot,
     TxnRecord,
-    digest_sum,
-    node_digest,
     open_txn_log,
-    parent_path,
-    quick_check_problem,
-    read_snapshot,
-    session_of_owner,
-    system_nodes,
-    to_client_view_in_place,
-    to_signed64,
-    ttl_owner,
-    zxid_from_name,
 )
 from migrate.zk.tree import OPEN_ACL_UNSAFE, Acl, Stat, ZNode, ZTree
 
