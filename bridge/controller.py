@@ -16,7 +16,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import fcntl
-import importlib
 import logging
 import os
 import signal
@@ -39,8 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bridge import metadata_fetch
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
-from bridge.broker_registry import ZkBrokerRegistry
 from bridge.driver import (
+    VALID_TRANSITIONS,
     ZK_MIGRATION_STATE_MIGRATION,
     FencedOut,
     MetadataLogLike,
@@ -53,15 +52,11 @@ from bridge.driver import (
     read_migration_znode,
     read_zookeeper_for_migration,
 )
-from bridge.error_responses import error_response
-from bridge.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
-from bridge.image_slice import cut, touched_keys
-from bridge.leadership import MigrationClientError, code_name
-from bridge.listener import KafkaListener, RequestContext
-from bridge.metadata_log import LOCK_FILE, preview
-from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer, StuckWrite
-from bridge.operations import ZkOperation
-from bridge.protocol import (
+from bridge.handlers import reads
+from bridge.handlers.registry import load_handlers, response_error_code
+from bridge.kafka.error_responses import error_response
+from bridge.kafka.listener import KafkaListener, RequestContext
+from bridge.kafka.protocol import (
     ANONYMOUS,
     EncodedResponse,
     KafkaPrincipal,
@@ -71,9 +66,16 @@ from bridge.protocol import (
     encode_response,
     unwrap_response,
 )
-from bridge.shim import reads
-from bridge.zk_client import OneMulti, ZkBatchError, ZkMigrationClient
-from bridge.zk_writer import plan_delta
+from bridge.kafka.tls import server_ssl_context
+from bridge.metadata_log import LOCK_FILE, MetadataLog, preview
+from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer, StuckWrite
+from bridge.zk.broker_registry import ZkBrokerRegistry
+from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
+from bridge.zk.image_slice import cut, touched_keys
+from bridge.zk.leadership import MigrationClientError, code_name
+from bridge.zk.migration_client import OneMulti, ZkBatchError, ZkMigrationClient
+from bridge.zk.operations import ZkOperation
+from bridge.zk.planner import plan_delta
 from migrate.errors import UnsupportedVersionError, Zk2KraftError, ZnodeFormatError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
@@ -86,15 +88,6 @@ log = logging.getLogger(__name__)
 ENVELOPE_KEY = 58
 # Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
 FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 44, 49, 51})
-HANDLER_MODULES = (
-    "bridge.handlers.topics",
-    "bridge.handlers.alter_partition",
-    "bridge.handlers.producer_ids",
-    "bridge.handlers.configs",
-    "bridge.handlers.quotas",
-    "bridge.handlers.scram",
-    "bridge.handlers.acls",
-)
 
 STANDBY_POLL_S = 0.5
 FENCE_RECHECK_S = 5.0
@@ -149,8 +142,6 @@ class BridgeConfig(BaseModel):
 
 def listener_ssl_context(config: BridgeConfig) -> ssl.SSLContext | None:
     """The listener's TLS context (client certificates required when a CA is given); None: PLAINTEXT."""
-    from bridge.shim.security_tls import server_ssl_context
-
     if config.listen_ssl_cert is None:
         if config.listen_ssl_key is not None or config.listen_ssl_ca is not None:
             raise Zk2KraftError("--listen-ssl-key/--listen-ssl-ca need --listen-ssl-cert")
@@ -165,44 +156,6 @@ def listener_ssl_context(config: BridgeConfig) -> ssl.SSLContext | None:
         cafile=config.listen_ssl_ca,
         client_auth="none" if config.listen_ssl_ca is None else "required",
     )
-
-
-def load_handlers() -> tuple[dict[int, ControllerHandler], dict[int, tuple[int, int]]]:
-    """Every handler module's HANDLERS and SUPPORTED, merged; a missing module is an installation error."""
-    handlers: dict[int, ControllerHandler] = {}
-    supported: dict[int, tuple[int, int]] = {}
-    for name in HANDLER_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            raise Zk2KraftError(
-                f"request handler module {name} is missing: the zk2kraft installation is incomplete"
-            ) from exc
-        handlers.update(module.HANDLERS)
-        supported.update(module.SUPPORTED)
-    return handlers, supported
-
-
-def response_error_code(response: Any) -> int:
-    """The error a response reports for metrics: its top-level code, else the first failing item's."""
-    code = getattr(response, "error_code", None)
-    if code is not None and int(code) != 0:
-        return int(code)
-    for value in vars(response).values() if hasattr(response, "__dict__") else _slot_values(response):
-        if isinstance(value, tuple):
-            for item in value:
-                item_code = getattr(item, "error_code", None)
-                if item_code is not None and int(item_code) != 0:
-                    return int(item_code)
-    return int(code) if code is not None else 0
-
-
-def _slot_values(obj: Any) -> list[Any]:
-    import dataclasses
-
-    return [getattr(obj, f.name) for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj) else []
 
 
 class BridgeController:
@@ -1662,14 +1615,10 @@ def _controller_holder(data: bytes | None) -> int | None:
 
 
 def _valid_from(state: DriverState) -> frozenset[DriverState]:
-    from bridge.driver import VALID_TRANSITIONS
-
     return VALID_TRANSITIONS[state]
 
 
 def _open_metadata_log(config: BridgeConfig, cluster_id: str) -> MetadataLogLike:
-    from bridge.metadata_log import MetadataLog
-
     return MetadataLog.open(  # type: ignore[return-value]
         config.metadata_dir,
         node_id=config.node_id,

@@ -21,7 +21,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 from kazoo.exceptions import KazooException
 
 from bridge.api import DriverState
-from bridge.leadership import (
+from bridge.zk.leadership import (
     MATCH_ANY_VERSION,
     ControllerHolder,
     ControllerMovedError,
@@ -29,9 +29,9 @@ from bridge.leadership import (
     MigrationLeadershipState,
     MultiReply,
 )
-from bridge.operations import ZkOperation
-from bridge.zk_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
-from bridge.zk_writer import count_op_types, describe, format_op_counts, plan_reconciliation
+from bridge.zk.migration_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
+from bridge.zk.operations import ZkOperation
+from bridge.zk.planner import count_op_types, describe, format_op_counts, plan_reconciliation
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec

@@ -22,7 +22,7 @@ from bridge.api import DriverState
 from bridge.controller import EXIT_FENCED, EXIT_OK, EXIT_REFUSED, BridgeConfig, BridgeController
 from bridge.driver import MetadataLogLike
 from bridge.metadata_log import MetadataLog
-from bridge.zk_client import ZkMigrationClient
+from bridge.zk.migration_client import ZkMigrationClient
 from cli.main import cli
 from migrate.kraft import records as rec
 from migrate.kraft.reader import iter_log_dir
