@@ -64,7 +64,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.generate_cluster import ClusterSpec, GeneratedCluster, generate, load_into_zookeeper
 from bridge.api import DriverState
-from bridge.controller import BridgeConfig, BridgeController
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
 from bridge.kafka.client import KafkaConnection
 from bridge.kafka.protocol import decode_response, encode_request, frame
 from bridge.metadata_log import MetadataLog

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
-from bridge.controller import EXIT_FENCED, EXIT_OK, EXIT_REFUSED, BridgeConfig, BridgeController
+from bridge.config import EXIT_FENCED, EXIT_OK, EXIT_REFUSED, BridgeConfig
+from bridge.controller import BridgeController
 from bridge.driver import MetadataLogLike
 from bridge.metadata_log import MetadataLog
 from bridge.zk.migration_client import ZkMigrationClient

@@ -24,7 +24,8 @@ from kio.schema.incremental_alter_configs.v1.request import (
 from kio.static.primitive import i8
 
 from bridge.api import DriverState
-from bridge.controller import BridgeConfig, BridgeController
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
 from bridge.kafka.client import KafkaConnection, send_envelope_sync, send_request_sync
 from bridge.kafka.protocol import KafkaPrincipal, encode_request
 from bridge.zk.image_slice import cut, touched_keys

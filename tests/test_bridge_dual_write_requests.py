@@ -26,7 +26,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from bridge.api import DriverState
-from bridge.controller import BridgeConfig, BridgeController
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
 from bridge.handlers import alter_partition_legacy as legacy
 from bridge.handlers._common import nested
 from bridge.kafka import protocol

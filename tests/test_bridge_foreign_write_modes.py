@@ -14,7 +14,8 @@ from kio.schema.errors import ErrorCode
 from test_bridge_dual_write_requests import SET, TOPIC, incremental
 
 from bridge.api import DriverState
-from bridge.controller import BridgeConfig, BridgeController
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
 from bridge.kafka.client import send_request_sync
 from migrate.kraft import records as rec
 from migrate.kraft.reader import iter_log_dir

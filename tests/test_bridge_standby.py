@@ -14,7 +14,8 @@ from kio.schema.errors import ErrorCode
 from test_bridge_dual_write_requests import SET, TOPIC, incremental
 
 from bridge.api import DriverState
-from bridge.controller import EXIT_OK, BridgeConfig, BridgeController
+from bridge.config import EXIT_OK, BridgeConfig
+from bridge.controller import BridgeController
 from bridge.kafka.client import send_request_sync
 from bridge.zk.migration_client import ZkMigrationClient
 from migrate.zk.cluster import from_tree

@@ -34,7 +34,8 @@ from bridge_harness import (
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
-from bridge.controller import BridgeConfig, BridgeController
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
 from bridge.kafka.client import send_request_sync
 from bridge.zk.leadership import CreateRequest
 from bridge.zk.migration_client import ZkMigrationClient

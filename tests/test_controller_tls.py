@@ -23,7 +23,8 @@ from shim_harness import NODE_ID, SHIM_ID
 from test_shim_security_tls import Pki, client_context, issue, openssl
 
 from bridge.api import DriverState
-from bridge.controller import BridgeConfig, BridgeController
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection, build_envelope
 from bridge.kafka.protocol import KafkaPrincipal, decode_response, encode_request
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread

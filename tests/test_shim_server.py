@@ -28,7 +28,8 @@ from shim_harness import (
 )
 
 from bridge.api import DriverState
-from bridge.controller import EXIT_OK, BridgeController
+from bridge.config import EXIT_OK
+from bridge.controller import BridgeController
 from bridge.handlers import alter_partition_legacy as legacy
 from bridge.handlers._common import nested
 from bridge.kafka import protocol
