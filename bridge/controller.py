@@ -15,9 +15,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import fcntl
 import logging
-import os
 import signal
 import sys
 import threading
@@ -25,16 +23,15 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from bridge import metadata_fetch
+from bridge import metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
 from bridge.config import EXIT_FAILED, EXIT_FENCED, EXIT_OK, EXIT_REFUSED, BridgeConfig, listener_ssl_context
 from bridge.driver import (
@@ -65,7 +62,7 @@ from bridge.kafka.protocol import (
     encode_response,
     unwrap_response,
 )
-from bridge.metadata_log import LOCK_FILE, MetadataLog, preview
+from bridge.metadata_log import MetadataLog, preview
 from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer, StuckWrite
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
@@ -87,7 +84,6 @@ ENVELOPE_KEY = 58
 # Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
 FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 44, 49, 51})
 
-STANDBY_POLL_S = 0.5
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
 an expired session is set again then)."""
@@ -258,7 +254,7 @@ class BridgeController:
         code = EXIT_FAILED
         try:
             code = await self._serve()
-        except _Stopped:
+        except standby.Stopped:
             code = EXIT_OK
         except MigrationMismatchError as exc:
             self._fail(str(exc))
@@ -300,7 +296,7 @@ class BridgeController:
         cluster_id = await loop.run_in_executor(None, self._zk_cluster_id)
         if config.dry_run:
             return await self._dry_run()
-        if not (config.standby and _directory_locked(config.metadata_dir)):
+        if not (config.standby and standby.directory_locked(config.metadata_dir)):
             await self._check_before_writing(cluster_id)
         self.brokers = await loop.run_in_executor(None, self._start_broker_registry)
         if config.standby:
@@ -388,22 +384,14 @@ class BridgeController:
     async def _open_log(self, cluster_id: str) -> MetadataLogLike:
         """Open the metadata log; a standby waits while another process holds its directory lock."""
         loop = asyncio.get_running_loop()
-        announced = False
+        assert self._stop is not None
         while True:
-            if self.config.standby and _directory_locked(self.config.metadata_dir):
-                if not announced:
-                    log.info("event=standby waiting_for=%s", self.config.metadata_dir / LOCK_FILE)
-                    announced = True
-                assert self._stop is not None
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), STANDBY_POLL_S)
-                if self._stop.is_set():
-                    raise _Stopped()
-                continue
+            if self.config.standby:
+                await standby.wait_for_directory(self.config.metadata_dir, self._stop)
             try:
                 opened = await loop.run_in_executor(None, self._open_log_fn, self.config, cluster_id)
             except Zk2KraftError:
-                if self.config.standby and _directory_locked(self.config.metadata_dir):
+                if self.config.standby and standby.directory_locked(self.config.metadata_dir):
                     continue  # another standby got there first
                 raise
             self._log_closed = False
@@ -432,12 +420,15 @@ class BridgeController:
                 return EXIT_OK if not self.fenced or self.config.standby else EXIT_FENCED
             # Let another process sharing the metadata directory take over while we wait.
             await self._close_log()
-            await self._until_stopped(self._await_takeover())
+            assert self.kazoo is not None
+            await self._until_stopped(
+                standby.wait_for_takeover(self.kazoo, self.config.node_id, self.config.metadata_dir)
+            )
             if self._stop.is_set():
                 return EXIT_OK
             try:
                 await self._reopen_for_takeover()
-            except _Stopped:
+            except standby.Stopped:
                 return EXIT_OK
 
     async def _until_stopped(self, work: Any) -> None:
@@ -535,42 +526,6 @@ class BridgeController:
             self.driver.transition(DriverState.INACTIVE, reason="fenced")
         log.error("event=fenced standby=%s reason=%r", self.config.standby, reason)
         self._notify()
-
-    async def _await_takeover(self) -> None:
-        """Standby: wait until `/controller` is free for us.
-
-        Free means gone (released, or deleted by an operator), or naming this node id while no process
-        holds our metadata directory: a controller sharing this directory (same node id) that died.
-        """
-        kazoo = self.kazoo
-        assert kazoo is not None
-        loop = asyncio.get_running_loop()
-        changed = asyncio.Event()
-        log.info("event=standby waiting_for=%s", paths.CONTROLLER)
-
-        def watch(_event: Any) -> None:
-            loop.call_soon_threadsafe(changed.set)
-
-        def read() -> bytes | None:
-            # exists() leaves a watch for deletion and data changes whether or not the znode is there.
-            if kazoo.exists(paths.CONTROLLER, watch=watch) is None:
-                return None
-            try:
-                data: bytes = kazoo.get(paths.CONTROLLER)[0]
-            except NoNodeError:
-                return None
-            return data
-
-        while True:
-            changed.clear()
-            found = await loop.run_in_executor(None, read)
-            if found is None:
-                return
-            holder = _controller_holder(found)
-            if holder == self.config.node_id and not _directory_locked(self.config.metadata_dir):
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), STANDBY_POLL_S)
 
     async def _close_log(self) -> None:
         """Close the log (releasing its directory lock); requests are refused until it is reopened."""
@@ -1521,35 +1476,6 @@ def _durable_count(batch: list[_QueuedWrite], errors: list[BaseException | None]
         else:  # not written: a revert behind a lost append waits for the repair too
             errors[i] = error or first
     return count
-
-
-class _Stopped(Exception):
-    """Stop was requested while a standby waited for its metadata directory."""
-
-
-def _directory_locked(directory: Path) -> bool:
-    """Whether another process holds the metadata directory's `.lock` (Kafka's log-directory lock)."""
-    path = directory / LOCK_FILE
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def _controller_holder(data: bytes | None) -> int | None:
-    """The `brokerid` of a `/controller` znode, or None when unreadable."""
-    try:
-        return znodes.decode_controller(paths.CONTROLLER, data).broker_id
-    except Zk2KraftError:
-        return None
 
 
 def _valid_from(state: DriverState) -> frozenset[DriverState]:
