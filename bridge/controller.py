@@ -35,7 +35,6 @@ from bridge import metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
 from bridge.config import EXIT_FAILED, EXIT_FENCED, EXIT_OK, EXIT_REFUSED, BridgeConfig, listener_ssl_context
 from bridge.driver import (
-    VALID_TRANSITIONS,
     ZK_MIGRATION_STATE_MIGRATION,
     FencedOut,
     MetadataLogLike,
@@ -497,8 +496,7 @@ class BridgeController:
                     log.warning("event=fence_check_failed %s", exc)
                     reason = None
                 if reason is not None and driver.fenced_reason is None:
-                    driver.fenced_reason = reason
-                    self._on_fence_lost(reason)
+                    driver.note_fenced(reason)
                     break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), 0.1)
@@ -516,14 +514,9 @@ class BridgeController:
 
     def _on_fenced(self, reason: str) -> None:
         assert self.driver is not None
-        if self.driver.fenced_reason is None:
-            self.driver.fenced_reason = reason
+        self.driver.step_down(reason)
         self.metrics.set_fenced(True)
         self.metrics.set_last_error(reason)
-        if self.driver.state != DriverState.INACTIVE and DriverState.INACTIVE in _valid_from(
-            self.driver.state
-        ):
-            self.driver.transition(DriverState.INACTIVE, reason="fenced")
         log.error("event=fenced standby=%s reason=%r", self.config.standby, reason)
         self._notify()
 
@@ -540,15 +533,15 @@ class BridgeController:
         old = self.log
         await self._close_log()
         self.log = await self._open_log(old.cluster_id or "")
-        self.driver = self._new_driver(self.log, state=DriverState.UNINITIALIZED)
+        self.driver = self._new_driver(self.log)
         self.metrics.set_fenced(False)
         self.metrics.set_last_error(None)
         self._notify()
 
-    def _new_driver(self, metadata_log: MetadataLogLike, state: DriverState | None = None) -> MigrationDriver:
+    def _new_driver(self, metadata_log: MetadataLogLike) -> MigrationDriver:
         assert self.zk is not None
         mv = mvs.parse(self.config.metadata_version) if self.config.metadata_version else None
-        driver = MigrationDriver(
+        return MigrationDriver(
             self.zk,
             metadata_log,
             node_id=self.config.node_id,
@@ -559,11 +552,8 @@ class BridgeController:
             on_transition=self._on_transition,
             on_zk_write=self._on_zk_write,
             on_fenced=self._on_fence_lost,
+            before_dual_write=self._start_watcher,
         )
-        if state is not None:
-            driver.state = state
-        driver.before_dual_write = self._start_watcher
-        return driver
 
     def _zk_cluster_id(self) -> str:
         assert self.zk is not None
@@ -1476,10 +1466,6 @@ def _durable_count(batch: list[_QueuedWrite], errors: list[BaseException | None]
         else:  # not written: a revert behind a lost append waits for the repair too
             errors[i] = error or first
     return count
-
-
-def _valid_from(state: DriverState) -> frozenset[DriverState]:
-    return VALID_TRANSITIONS[state]
 
 
 def _open_metadata_log(config: BridgeConfig, cluster_id: str) -> MetadataLogLike:

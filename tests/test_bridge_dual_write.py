@@ -170,7 +170,7 @@ def test_requests_are_refused_with_not_controller_once_fenced(
     bridge: BridgeController, zk_connect: str
 ) -> None:
     assert bridge.driver is not None
-    bridge.driver.fenced_reason = "test: another controller took over"
+    bridge.driver.note_fenced("test: another controller took over")
     port = bridge.listen_port
     response = send_request_sync(
         "127.0.0.1", port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "1"))
