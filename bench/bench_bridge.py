@@ -64,12 +64,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.generate_cluster import ClusterSpec, GeneratedCluster, generate, load_into_zookeeper
 from bridge.api import DriverState
-from bridge.client import KafkaConnection
-from bridge.controller import BridgeConfig, BridgeController
-from bridge.leadership import encoded_transaction
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
+from bridge.kafka.client import KafkaConnection
+from bridge.kafka.protocol import decode_response, encode_request, frame
 from bridge.metadata_log import MetadataLog
-from bridge.multi_codec import encode_multi
-from bridge.protocol import decode_response, encode_request, frame
+from bridge.zk.leadership import encoded_transaction
+from bridge.zk.multi_codec import encode_multi
 from migrate.errors import Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.zk import znodes
@@ -359,7 +360,7 @@ def _create_topic_records(i: int) -> RecordList:
 
 
 def _create_topic_writes(transaction: TransactionRequest, i: int) -> None:
-    """The znodes the bridge creates for a 3-partition topic (bridge/zk_client.py), under FLOOR_PATH."""
+    """The znodes the bridge creates for a 3-partition topic (bridge/zk/migration_client.py), under FLOOR_PATH."""
     name = f"ct-{i}"
     topic = f"{FLOOR_PATH}/topics/{name}"
     transaction.create(topic, znodes.encode_topic(Topic(name, _FLOOR_TOPIC_ID, _REPLICAS)))
@@ -462,7 +463,7 @@ class FloorProbe:
 
 
 def measure_zk_patterns(zk_connect: str, count: int, batch: int = 16) -> dict[str, Any]:
-    """ZooKeeper time per config change as the bridge groups its writes (bridge/zk_client.py), bare kazoo.
+    """ZooKeeper time per config change as the bridge groups its writes (bridge/zk/migration_client.py), bare kazoo.
 
     One change alone (a sequential request): one fenced multi — check /controller_epoch, setData
     /migration, setData the config znode, the sequential notification create. `batch` changes written

@@ -53,8 +53,8 @@ from bench.bench_bridge import (
     set_topic_config,
     user_topics,
 )
-from bridge.client import KafkaConnection, build_envelope
-from bridge.protocol import ANONYMOUS, decode_response, encode_request, frame, read_frame
+from bridge.kafka.client import KafkaConnection, build_envelope
+from bridge.kafka.protocol import ANONYMOUS, decode_response, encode_request, frame, read_frame
 from migrate.errors import Zk2KraftError
 from migrate.zk.embedded import EmbeddedZooKeeper
 

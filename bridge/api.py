@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bridge.protocol import ANONYMOUS, KafkaPrincipal
+from bridge.kafka.protocol import ANONYMOUS, KafkaPrincipal
 from migrate.kraft.image import MetadataImage
 
 RecordAndVersion = tuple[Any, int]

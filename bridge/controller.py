@@ -15,31 +15,25 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import fcntl
-import importlib
 import logging
-import os
 import signal
-import ssl
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
-from pydantic import BaseModel, ConfigDict, Field
 
-from bridge import metadata_fetch
+from bridge import metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
-from bridge.broker_registry import ZkBrokerRegistry
+from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context
 from bridge.driver import (
     ZK_MIGRATION_STATE_MIGRATION,
     FencedOut,
@@ -53,15 +47,11 @@ from bridge.driver import (
     read_migration_znode,
     read_zookeeper_for_migration,
 )
-from bridge.error_responses import error_response
-from bridge.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
-from bridge.image_slice import cut, touched_keys
-from bridge.leadership import MigrationClientError, code_name
-from bridge.listener import KafkaListener, RequestContext
-from bridge.metadata_log import LOCK_FILE, preview
-from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer, StuckWrite
-from bridge.operations import ZkOperation
-from bridge.protocol import (
+from bridge.handlers import reads
+from bridge.handlers.registry import load_handlers, response_error_code
+from bridge.kafka.error_responses import error_response
+from bridge.kafka.listener import KafkaListener, RequestContext
+from bridge.kafka.protocol import (
     ANONYMOUS,
     EncodedResponse,
     KafkaPrincipal,
@@ -71,11 +61,16 @@ from bridge.protocol import (
     encode_response,
     unwrap_response,
 )
-from bridge.shim import reads
-from bridge.zk_client import OneMulti, ZkBatchError, ZkMigrationClient
-from bridge.zk_writer import plan_delta
+from bridge.metadata_log import MetadataLog, preview
+from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer, StuckWrite
+from bridge.zk.broker_registry import ZkBrokerRegistry
+from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
+from bridge.zk.image_slice import cut, touched_keys
+from bridge.zk.leadership import MigrationClientError, code_name
+from bridge.zk.migration_client import OneMulti, ZkBatchError, ZkMigrationClient
+from bridge.zk.operations import ZkOperation
+from bridge.zk.planner import plan_delta
 from migrate.errors import (
-    EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_FENCED,
     EXIT_OK,
@@ -96,17 +91,7 @@ log = logging.getLogger(__name__)
 ENVELOPE_KEY = 58
 # Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
 FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 44, 49, 51})
-HANDLER_MODULES = (
-    "bridge.handlers.topics",
-    "bridge.handlers.alter_partition",
-    "bridge.handlers.producer_ids",
-    "bridge.handlers.configs",
-    "bridge.handlers.quotas",
-    "bridge.handlers.scram",
-    "bridge.handlers.acls",
-)
 
-STANDBY_POLL_S = 0.5
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
 an expired session is set again then)."""
@@ -114,103 +99,6 @@ REPAIR_FIRST_DELAY_S = 0.2
 REPAIR_MAX_DELAY_S = 30.0
 JUDGE_WAIT_S = 30.0
 SHUTDOWN_WRITES_WAIT_S = 60.0
-
-EXIT_REFUSED = EXIT_BAD_INPUT
-
-ForeignWrites = Literal["import", "revert", "report"]
-
-
-class BridgeConfig(BaseModel):
-    """Everything `zk2kraft bridge run` is told (the `--...` options)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    zk_connect: str = Field(description="Kafka's zookeeper.connect, chroot included")
-    metadata_dir: Path
-    node_id: int = Field(ge=0, le=2**31 - 1)
-    listen_host: str = "127.0.0.1"
-    listen_port: int = Field(0, ge=0, le=65535)
-    metrics_host: str = "127.0.0.1"
-    metrics_port: int | None = Field(0, ge=0, le=65535, description="None: no metrics/status server")
-    metadata_version: str | None = None
-    standby: bool = False
-    dry_run: bool = False
-    adopt_existing_migration: bool = False
-    foreign_zk_writes: ForeignWrites = "report"
-    fsync: bool = True
-    min_batch_size: int = Field(200, ge=1)
-    zk_session_timeout_s: float = 18.0
-    gil_switch_interval_s: float | None = Field(
-        0.0005,
-        gt=0,
-        description="sys.setswitchinterval for the process while it runs a controller (None: Python's 5 ms)",
-    )
-    # Listener security (`--listen-ssl-*`, `--envelope-principals`): see listener_ssl_context and _permitted.
-    listen_ssl_cert: Path | None = None
-    listen_ssl_key: Path | None = None
-    listen_ssl_ca: Path | None = Field(None, description="CA of client certificates; given: required")
-    envelope_principals: frozenset[str] | None = Field(
-        None, description="None: every caller is served; else only these principals' requests (User:<DN>)"
-    )
-
-
-def listener_ssl_context(config: BridgeConfig) -> ssl.SSLContext | None:
-    """The listener's TLS context (client certificates required when a CA is given); None: PLAINTEXT."""
-    from bridge.shim.security_tls import server_ssl_context
-
-    if config.listen_ssl_cert is None:
-        if config.listen_ssl_key is not None or config.listen_ssl_ca is not None:
-            raise Zk2KraftError("--listen-ssl-key/--listen-ssl-ca need --listen-ssl-cert")
-        if config.envelope_principals is not None:
-            raise Zk2KraftError("--envelope-principals needs --listen-ssl-cert and --listen-ssl-ca")
-        return None
-    if config.envelope_principals is not None and config.listen_ssl_ca is None:
-        raise Zk2KraftError("--envelope-principals needs --listen-ssl-ca (certificates name callers)")
-    return server_ssl_context(
-        config.listen_ssl_cert,
-        config.listen_ssl_key,
-        cafile=config.listen_ssl_ca,
-        client_auth="none" if config.listen_ssl_ca is None else "required",
-    )
-
-
-def load_handlers() -> tuple[dict[int, ControllerHandler], dict[int, tuple[int, int]]]:
-    """Every handler module's HANDLERS and SUPPORTED, merged; a missing module is an installation error."""
-    handlers: dict[int, ControllerHandler] = {}
-    supported: dict[int, tuple[int, int]] = {}
-    for name in HANDLER_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            raise Zk2KraftError(
-                f"request handler module {name} is missing: the zk2kraft installation is incomplete"
-            ) from exc
-        handlers.update(module.HANDLERS)
-        supported.update(module.SUPPORTED)
-    return handlers, supported
-
-
-def response_error_code(response: Any) -> int:
-    """The error a response reports for metrics: its top-level code, else the first failing item's."""
-    code = getattr(response, "error_code", None)
-    if code is not None and int(code) != 0:
-        return int(code)
-    for value in vars(response).values() if hasattr(response, "__dict__") else _slot_values(response):
-        if isinstance(value, tuple):
-            for item in value:
-                item_code = getattr(item, "error_code", None)
-                if item_code is not None and int(item_code) != 0:
-                    return int(item_code)
-    return int(code) if code is not None else 0
-
-
-def _slot_values(obj: Any) -> list[Any]:
-    import dataclasses
-
-    return [getattr(obj, f.name) for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj) else []
-
 
 class BridgeController:
     """One bridge-mode KRaft controller; see the module docstring."""
@@ -374,7 +262,7 @@ class BridgeController:
         code = EXIT_FAILED
         try:
             code = await self._serve()
-        except _Stopped:
+        except standby.Stopped:
             code = EXIT_OK
         except MigrationMismatchError as exc:
             self._fail(str(exc))
@@ -419,7 +307,7 @@ class BridgeController:
         cluster_id = await loop.run_in_executor(None, self._zk_cluster_id)
         if config.dry_run:
             return await self._dry_run()
-        if not (config.standby and _directory_locked(config.metadata_dir)):
+        if not (config.standby and standby.directory_locked(config.metadata_dir)):
             await self._check_before_writing(cluster_id)
         self.brokers = await loop.run_in_executor(None, self._start_broker_registry)
         if config.standby:
@@ -507,22 +395,14 @@ class BridgeController:
     async def _open_log(self, cluster_id: str) -> MetadataLogLike:
         """Open the metadata log; a standby waits while another process holds its directory lock."""
         loop = asyncio.get_running_loop()
-        announced = False
+        assert self._stop is not None
         while True:
-            if self.config.standby and _directory_locked(self.config.metadata_dir):
-                if not announced:
-                    log.info("event=standby waiting_for=%s", self.config.metadata_dir / LOCK_FILE)
-                    announced = True
-                assert self._stop is not None
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), STANDBY_POLL_S)
-                if self._stop.is_set():
-                    raise _Stopped()
-                continue
+            if self.config.standby:
+                await standby.wait_for_directory(self.config.metadata_dir, self._stop)
             try:
                 opened = await loop.run_in_executor(None, self._open_log_fn, self.config, cluster_id)
             except Zk2KraftError:
-                if self.config.standby and _directory_locked(self.config.metadata_dir):
+                if self.config.standby and standby.directory_locked(self.config.metadata_dir):
                     continue  # another standby got there first
                 raise
             self._log_closed = False
@@ -551,12 +431,15 @@ class BridgeController:
                 return EXIT_OK if not self.fenced or self.config.standby else EXIT_FENCED
             # Let another process sharing the metadata directory take over while we wait.
             await self._close_log()
-            await self._until_stopped(self._await_takeover())
+            assert self.kazoo is not None
+            await self._until_stopped(
+                standby.wait_for_takeover(self.kazoo, self.config.node_id, self.config.metadata_dir)
+            )
             if self._stop.is_set():
                 return EXIT_OK
             try:
                 await self._reopen_for_takeover()
-            except _Stopped:
+            except standby.Stopped:
                 return EXIT_OK
 
     async def _until_stopped(self, work: Any) -> None:
@@ -625,8 +508,7 @@ class BridgeController:
                     log.warning("event=fence_check_failed %s", exc)
                     reason = None
                 if reason is not None and driver.fenced_reason is None:
-                    driver.fenced_reason = reason
-                    self._on_fence_lost(reason)
+                    driver.note_fenced(reason)
                     break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), 0.1)
@@ -644,52 +526,11 @@ class BridgeController:
 
     def _on_fenced(self, reason: str) -> None:
         assert self.driver is not None
-        if self.driver.fenced_reason is None:
-            self.driver.fenced_reason = reason
+        self.driver.step_down(reason)
         self.metrics.set_fenced(True)
         self.metrics.set_last_error(reason)
-        if self.driver.state != DriverState.INACTIVE and DriverState.INACTIVE in _valid_from(
-            self.driver.state
-        ):
-            self.driver.transition(DriverState.INACTIVE, reason="fenced")
         log.error("event=fenced standby=%s reason=%r", self.config.standby, reason)
         self._notify()
-
-    async def _await_takeover(self) -> None:
-        """Standby: wait until `/controller` is free for us.
-
-        Free means gone (released, or deleted by an operator), or naming this node id while no process
-        holds our metadata directory: a controller sharing this directory (same node id) that died.
-        """
-        kazoo = self.kazoo
-        assert kazoo is not None
-        loop = asyncio.get_running_loop()
-        changed = asyncio.Event()
-        log.info("event=standby waiting_for=%s", paths.CONTROLLER)
-
-        def watch(_event: Any) -> None:
-            loop.call_soon_threadsafe(changed.set)
-
-        def read() -> bytes | None:
-            # exists() leaves a watch for deletion and data changes whether or not the znode is there.
-            if kazoo.exists(paths.CONTROLLER, watch=watch) is None:
-                return None
-            try:
-                data: bytes = kazoo.get(paths.CONTROLLER)[0]
-            except NoNodeError:
-                return None
-            return data
-
-        while True:
-            changed.clear()
-            found = await loop.run_in_executor(None, read)
-            if found is None:
-                return
-            holder = _controller_holder(found)
-            if holder == self.config.node_id and not _directory_locked(self.config.metadata_dir):
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), STANDBY_POLL_S)
 
     async def _close_log(self) -> None:
         """Close the log (releasing its directory lock); requests are refused until it is reopened."""
@@ -704,15 +545,15 @@ class BridgeController:
         old = self.log
         await self._close_log()
         self.log = await self._open_log(old.cluster_id or "")
-        self.driver = self._new_driver(self.log, state=DriverState.UNINITIALIZED)
+        self.driver = self._new_driver(self.log)
         self.metrics.set_fenced(False)
         self.metrics.set_last_error(None)
         self._notify()
 
-    def _new_driver(self, metadata_log: MetadataLogLike, state: DriverState | None = None) -> MigrationDriver:
+    def _new_driver(self, metadata_log: MetadataLogLike) -> MigrationDriver:
         assert self.zk is not None
         mv = mvs.parse(self.config.metadata_version) if self.config.metadata_version else None
-        driver = MigrationDriver(
+        return MigrationDriver(
             self.zk,
             metadata_log,
             node_id=self.config.node_id,
@@ -723,11 +564,8 @@ class BridgeController:
             on_transition=self._on_transition,
             on_zk_write=self._on_zk_write,
             on_fenced=self._on_fence_lost,
+            before_dual_write=self._start_watcher,
         )
-        if state is not None:
-            driver.state = state
-        driver.before_dual_write = self._start_watcher
-        return driver
 
     def _zk_cluster_id(self) -> str:
         assert self.zk is not None
@@ -1643,44 +1481,7 @@ def _durable_count(batch: list[_QueuedWrite], errors: list[BaseException | None]
     return count
 
 
-class _Stopped(Exception):
-    """Stop was requested while a standby waited for its metadata directory."""
-
-
-def _directory_locked(directory: Path) -> bool:
-    """Whether another process holds the metadata directory's `.lock` (Kafka's log-directory lock)."""
-    path = directory / LOCK_FILE
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def _controller_holder(data: bytes | None) -> int | None:
-    """The `brokerid` of a `/controller` znode, or None when unreadable."""
-    try:
-        return znodes.decode_controller(paths.CONTROLLER, data).broker_id
-    except Zk2KraftError:
-        return None
-
-
-def _valid_from(state: DriverState) -> frozenset[DriverState]:
-    from bridge.driver import VALID_TRANSITIONS
-
-    return VALID_TRANSITIONS[state]
-
-
 def _open_metadata_log(config: BridgeConfig, cluster_id: str) -> MetadataLogLike:
-    from bridge.metadata_log import MetadataLog
-
     return MetadataLog.open(  # type: ignore[return-value]
         config.metadata_dir,
         node_id=config.node_id,

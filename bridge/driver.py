@@ -21,7 +21,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 from kazoo.exceptions import KazooException
 
 from bridge.api import DriverState
-from bridge.leadership import (
+from bridge.zk.leadership import (
     MATCH_ANY_VERSION,
     ControllerHolder,
     ControllerMovedError,
@@ -29,9 +29,9 @@ from bridge.leadership import (
     MigrationLeadershipState,
     MultiReply,
 )
-from bridge.operations import ZkOperation
-from bridge.zk_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
-from bridge.zk_writer import count_op_types, describe, format_op_counts, plan_reconciliation
+from bridge.zk.migration_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
+from bridge.zk.operations import ZkOperation
+from bridge.zk.planner import count_op_types, describe, format_op_counts, plan_reconciliation
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
@@ -241,6 +241,7 @@ class MigrationDriver:
         on_transition: TransitionListener | None = None,
         on_zk_write: Callable[[str, float, int], None] | None = None,
         on_fenced: Callable[[str], None] | None = None,
+        before_dual_write: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.zk = zk
         self.log = metadata_log
@@ -260,7 +261,7 @@ class MigrationDriver:
         self.migration_before: bytes | None = None
         """`/migration` as it was before this driver read (or created) it; None: absent."""
         # Awaited right before DUAL_WRITE (the controller arms its foreign-write watches there).
-        self.before_dual_write: Callable[[], Awaitable[None]] | None = None
+        self.before_dual_write = before_dual_write
 
     # ------------------------------------------------------------------ plumbing
 
@@ -281,6 +282,20 @@ class MigrationDriver:
         )  # fmt: skip
         if self.on_transition is not None:
             self.on_transition(old, new)
+
+    def note_fenced(self, reason: str) -> None:
+        """Another controller took ZooKeeper over (seen without a write of ours): no more writes from now on."""
+        if self.fenced_reason is None:
+            self.fenced_reason = reason
+            if self.on_fenced is not None:
+                self.on_fenced(reason)
+
+    def step_down(self, reason: str) -> None:
+        """Fenced: keep the first reason, and go INACTIVE where Kafka's transitions allow it."""
+        if self.fenced_reason is None:
+            self.fenced_reason = reason
+        if self.state != DriverState.INACTIVE and DriverState.INACTIVE in VALID_TRANSITIONS[self.state]:
+            self.transition(DriverState.INACTIVE, reason="fenced")
 
     @property
     def dual_write(self) -> bool:

@@ -24,7 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.api import DriverState
-from bridge.protocol import api_name
+from bridge.kafka.protocol import api_name
 from migrate.errors import InvalidRequestError
 from migrate.kraft.migration_state import ZK_MIGRATION_STATES
 

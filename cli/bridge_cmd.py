@@ -170,7 +170,8 @@ def run_cmd(
           --node-id 3000 --listen 0.0.0.0:9093 --metrics 0.0.0.0:9404
       curl -s localhost:9404/status      # {"state": "DUAL_WRITE", ...}
     """
-    from bridge.controller import BridgeConfig, BridgeController
+    from bridge.config import BridgeConfig
+    from bridge.controller import BridgeController
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format=_LOG_FORMAT, stream=sys.stderr

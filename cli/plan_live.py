@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, Res
 from kio.schema.api_versions.v3 import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
-from bridge.client import KafkaConnection
+from bridge.kafka.client import KafkaConnection
 from migrate.errors import Zk2KraftError
 from migrate.kraft.logdir import parse_java_properties
 from migrate.plan.live import LiveBroker, LiveCluster, LiveConfig, LivePartition

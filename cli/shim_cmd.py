@@ -16,8 +16,8 @@ from migrate.errors import Zk2KraftError
 from migrate.zk.model import SECURITY_PROTOCOLS
 
 if TYPE_CHECKING:
-    from bridge.shim.security import SaslConfig
-    from bridge.shim.security_tls import ClientAuth
+    from bridge.kafka.sasl import SaslConfig
+    from bridge.kafka.tls import ClientAuth
     from bridge.shim.server import ShimServer
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -286,8 +286,8 @@ def secure_shim(
     allow_everyone_if_no_acl_found: bool = False,
 ) -> ShimServer:
     """Give `server` the listener security and authorizer `shim run`'s options ask for (before it starts)."""
+    from bridge.kafka.tls import server_ssl_context
     from bridge.shim.authorizer import StandardAuthorizer
-    from bridge.shim.security_tls import server_ssl_context
 
     if security_protocol not in SECURITY_PROTOCOLS:
         raise Zk2KraftError(f"--security-protocol {security_protocol!r} is not a Kafka security protocol")
@@ -311,7 +311,7 @@ def secure_shim(
 
 def sasl_config(server: ShimServer, mechanisms: str, plain_users: str | None) -> SaslConfig:
     """SASL for the listener: PLAIN users from the file, SCRAM credentials from the followed image."""
-    from bridge.shim.security import SaslConfig, image_scram_credentials
+    from bridge.kafka.sasl import SaslConfig, image_scram_credentials
 
     enabled = tuple(m.strip().upper() for m in mechanisms.split(",") if m.strip())
     if "PLAIN" in enabled and plain_users is None:

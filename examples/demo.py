@@ -133,7 +133,7 @@ NEW_TOPIC = "demo_orders"
 
 def _bridge_steps(zk_connect: str) -> None:
     """Run the bridge over the sample cluster, change metadata through it, show where the changes landed."""
-    from bridge.client import send_request_sync
+    from bridge.kafka.client import send_request_sync
 
     step("6. Run the bridge controller over the sample cluster until it reaches DUAL_WRITE")
     meta = OUT / "bridge-meta"

@@ -28,10 +28,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as config_req
 from kio.static.primitive import f64, i8, i16, i32
 
-from bridge.client import KafkaConnection
-from bridge.operations import WriteClientQuotas, ZkOperation
-from bridge.zk_client import SCRAM_MECHANISM_NAMES
-from bridge.zk_writer import plan_reconciliation
+from bridge.kafka.client import KafkaConnection
+from bridge.zk.migration_client import SCRAM_MECHANISM_NAMES
+from bridge.zk.operations import WriteClientQuotas, ZkOperation
+from bridge.zk.planner import plan_reconciliation
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.reader import iter_log_dir, load_image

@@ -12,7 +12,8 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
-from bridge.controller import BridgeConfig, BridgeController
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 from kio.static.primitive import i8
 
-from bridge.protocol import KafkaPrincipal
+from bridge.kafka.protocol import KafkaPrincipal
 from bridge.shim.authorizer import (
     CLUSTER_NAME,
     REQUEST_CHECKS,

@@ -19,11 +19,13 @@ from click.testing import CliRunner
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
-from bridge.controller import EXIT_FENCED, EXIT_OK, EXIT_REFUSED, BridgeConfig, BridgeController
+from bridge.config import EXIT_REFUSED, BridgeConfig
+from bridge.controller import BridgeController
 from bridge.driver import MetadataLogLike
 from bridge.metadata_log import MetadataLog
-from bridge.zk_client import ZkMigrationClient
+from bridge.zk.migration_client import ZkMigrationClient
 from cli.main import cli
+from migrate.errors import EXIT_FENCED, EXIT_OK
 from migrate.kraft import records as rec
 from migrate.kraft.reader import iter_log_dir
 from migrate.zk.cluster import from_tree

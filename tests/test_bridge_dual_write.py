@@ -24,11 +24,12 @@ from kio.schema.incremental_alter_configs.v1.request import (
 from kio.static.primitive import i8
 
 from bridge.api import DriverState
-from bridge.client import KafkaConnection, send_envelope_sync, send_request_sync
-from bridge.controller import BridgeConfig, BridgeController
-from bridge.image_slice import cut, touched_keys
-from bridge.protocol import KafkaPrincipal, encode_request
-from bridge.zk_writer import plan_delta, plan_reconciliation
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
+from bridge.kafka.client import KafkaConnection, send_envelope_sync, send_request_sync
+from bridge.kafka.protocol import KafkaPrincipal, encode_request
+from bridge.zk.image_slice import cut, touched_keys
+from bridge.zk.planner import plan_delta, plan_reconciliation
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.reader import iter_log_dir, load_image
@@ -169,7 +170,7 @@ def test_requests_are_refused_with_not_controller_once_fenced(
     bridge: BridgeController, zk_connect: str
 ) -> None:
     assert bridge.driver is not None
-    bridge.driver.fenced_reason = "test: another controller took over"
+    bridge.driver.note_fenced("test: another controller took over")
     port = bridge.listen_port
     response = send_request_sync(
         "127.0.0.1", port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "1"))

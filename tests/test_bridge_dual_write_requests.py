@@ -25,15 +25,16 @@ from kazoo.security import ACL, ANYONE_ID_UNSAFE, OPEN_ACL_UNSAFE, Permissions
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
-from bridge import protocol
 from bridge.api import DriverState
-from bridge.client import send_envelope_sync, send_request_sync
-from bridge.controller import BridgeConfig, BridgeController
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
 from bridge.handlers import alter_partition_legacy as legacy
 from bridge.handlers._common import nested
-from bridge.operations import WriteClientQuotas, WriteProducerId
-from bridge.protocol import KafkaPrincipal, encode_request
-from bridge.zk_writer import plan_reconciliation
+from bridge.kafka import protocol
+from bridge.kafka.client import send_envelope_sync, send_request_sync
+from bridge.kafka.protocol import KafkaPrincipal, encode_request
+from bridge.zk.operations import WriteClientQuotas, WriteProducerId
+from bridge.zk.planner import plan_reconciliation
 from cli.status_cmd import status_cmd
 from migrate import jvm
 from migrate.kraft.reader import load_image

@@ -14,8 +14,9 @@ from kio.schema.errors import ErrorCode
 from test_bridge_dual_write_requests import SET, TOPIC, incremental
 
 from bridge.api import DriverState
-from bridge.client import send_request_sync
-from bridge.controller import BridgeConfig, BridgeController
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
+from bridge.kafka.client import send_request_sync
 from migrate.kraft import records as rec
 from migrate.kraft.reader import iter_log_dir
 from migrate.zk import paths, znodes

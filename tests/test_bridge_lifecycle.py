@@ -13,8 +13,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
-from bridge.controller import EXIT_OK, EXIT_REFUSED, BridgeConfig, BridgeController
+from bridge.config import EXIT_REFUSED, BridgeConfig
+from bridge.controller import BridgeController
 from bridge.driver import MigrationDriver
+from migrate.errors import EXIT_OK
 from migrate.kraft.logdir import list_segments
 from migrate.kraft.reader import METADATA_PARTITION_DIR
 from migrate.plan.status import read_status

@@ -14,9 +14,11 @@ from kio.schema.errors import ErrorCode
 from test_bridge_dual_write_requests import SET, TOPIC, incremental
 
 from bridge.api import DriverState
-from bridge.client import send_request_sync
-from bridge.controller import EXIT_OK, BridgeConfig, BridgeController
-from bridge.zk_client import ZkMigrationClient
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
+from bridge.kafka.client import send_request_sync
+from bridge.zk.migration_client import ZkMigrationClient
+from migrate.errors import EXIT_OK
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree

@@ -34,10 +34,11 @@ from bridge_harness import (
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
-from bridge.client import send_request_sync
-from bridge.controller import BridgeConfig, BridgeController
-from bridge.leadership import CreateRequest
-from bridge.zk_client import ZkMigrationClient
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
+from bridge.kafka.client import send_request_sync
+from bridge.zk.leadership import CreateRequest
+from bridge.zk.migration_client import ZkMigrationClient
 from migrate.zk import paths, znodes
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
 from migrate.zk.model import ConfigChangeNotification, EntityConfig

@@ -1,4 +1,4 @@
-"""bridge.broker_registry: ZooKeeper-mode brokers under /brokers/ids, seen by handlers as registered KRaft brokers."""
+"""bridge.zk.broker_registry: ZooKeeper-mode brokers under /brokers/ids, seen by handlers as registered KRaft brokers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from kazoo.client import KazooClient
 
-from bridge.broker_registry import ZkBrokerRegistry, merge_brokers
+from bridge.zk.broker_registry import ZkBrokerRegistry, merge_brokers
 from migrate.kraft.image import BrokerRegistration, MetadataImage
 from migrate.zk import znodes
 from migrate.zk.model import BrokerEndpoint

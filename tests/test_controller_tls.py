@@ -23,9 +23,10 @@ from shim_harness import NODE_ID, SHIM_ID
 from test_shim_security_tls import Pki, client_context, issue, openssl
 
 from bridge.api import DriverState
-from bridge.client import ConnectionClosedError, KafkaConnection, build_envelope
-from bridge.controller import BridgeConfig, BridgeController
-from bridge.protocol import KafkaPrincipal, decode_response, encode_request
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
+from bridge.kafka.client import ConnectionClosedError, KafkaConnection, build_envelope
+from bridge.kafka.protocol import KafkaPrincipal, decode_response, encode_request
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
 from cli.main import cli
 from cli.shim_cmd import secure_controller_channel

@@ -1,4 +1,4 @@
-"""bridge.foreign_writes: changes legacy tools make in ZooKeeper during dual-write, reported, imported or reverted.
+"""bridge.zk.foreign_writes: changes legacy tools make in ZooKeeper during dual-write, reported, imported or reverted.
 
 The pure part (classify / records_to_import / revert_operations) is checked on models; the watcher runs
 against a real ZooKeeper seeded with a small cluster's Kafka layout, and foreign writes are made with kazoo
@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from bridge import foreign_writes
 from bridge.api import DriverState
-from bridge.foreign_writes import (
+from bridge.metrics import BridgeMetrics
+from bridge.zk import foreign_writes
+from bridge.zk.foreign_writes import (
     CHANGED,
     CREATED,
     DELETED,
@@ -36,10 +37,9 @@ from bridge.foreign_writes import (
     records_to_import,
     revert_operations,
 )
-from bridge.leadership import NONODE, OK, DeleteRequest, MigrationLeadershipState, SetDataRequest, ZkResult
-from bridge.metrics import BridgeMetrics
-from bridge.operations import DeleteTopic, UpdateTopic, WriteConfigs
-from bridge.zk_client import ZkMigrationClient
+from bridge.zk.leadership import NONODE, OK, DeleteRequest, MigrationLeadershipState, SetDataRequest, ZkResult
+from bridge.zk.migration_client import ZkMigrationClient
+from bridge.zk.operations import DeleteTopic, UpdateTopic, WriteConfigs
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
@@ -313,7 +313,7 @@ def test_kafka_configs_through_zookeeper_is_reported_with_its_path(
     watched: tuple[KazooClient, Driver, ForeignWriteWatcher], caplog: pytest.LogCaptureFixture
 ) -> None:
     client, driver, watcher = watched
-    with caplog.at_level(logging.WARNING, logger="bridge.foreign_writes"):
+    with caplog.at_level(logging.WARNING, logger="bridge.zk.foreign_writes"):
         set_topic_config(client, "foo", {"retention.ms": "2000"})
         assert driver.received.wait(10)
         settle(watcher)

@@ -16,7 +16,7 @@ from kio.static.primitive import i8
 from bridge.api import ControllerResult, HandlerContext
 from bridge.handlers import acls
 from bridge.handlers.acls import Binding, Filter
-from bridge.protocol import decode_response, encode_response
+from bridge.kafka.protocol import decode_response, encode_response
 from migrate.errors import InvalidRequestError
 from migrate.kraft import records as r
 from migrate.kraft.image import MetadataImage

@@ -10,11 +10,11 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i64
 
-from bridge import protocol
 from bridge.api import ControllerResult, HandlerContext
 from bridge.handlers import alter_partition as ap
 from bridge.handlers import alter_partition_legacy as legacy
 from bridge.handlers._common import nested
+from bridge.kafka import protocol
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.image import NO_LEADER_CHANGE, MetadataImage

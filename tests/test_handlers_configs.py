@@ -16,7 +16,7 @@ from kio.static.primitive import i8
 from bridge.api import ControllerResult, HandlerContext
 from bridge.handlers import config_defs as defs
 from bridge.handlers import configs
-from bridge.protocol import decode_response, encode_response
+from bridge.kafka.protocol import decode_response, encode_response
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as r
 from migrate.kraft.image import MetadataImage

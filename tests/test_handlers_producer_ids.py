@@ -10,9 +10,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i64
 
-from bridge import protocol
 from bridge.api import ControllerResult, HandlerContext
 from bridge.handlers import producer_ids
+from bridge.kafka import protocol
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.replay import replay_records

@@ -14,7 +14,7 @@ from kio.static.primitive import f64
 
 from bridge.api import ControllerResult, HandlerContext
 from bridge.handlers import quotas
-from bridge.protocol import decode_response, encode_response
+from bridge.kafka.protocol import decode_response, encode_response
 from migrate.kraft import records as r
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.replay import replay_records

@@ -12,11 +12,11 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
-from bridge import protocol
 from bridge.api import ControllerResult, HandlerContext
 from bridge.handlers import topics
 from bridge.handlers._common import METADATA_TOPIC_ID, ZERO_UUID, build, nested
-from bridge.placement import JavaRandom
+from bridge.handlers.placement import JavaRandom
+from bridge.kafka import protocol
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.image import MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY, MetadataImage

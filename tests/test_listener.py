@@ -29,9 +29,9 @@ from kio.schema.metadata.v13 import MetadataRequest as MetadataRequestV13
 from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta
 
-from bridge.client import ConnectionClosedError, KafkaConnection, send_envelope_sync, send_request_sync
-from bridge.listener import ApiVersionsFeatures, KafkaListener, ListenerThread, RequestContext
-from bridge.protocol import (
+from bridge.kafka.client import ConnectionClosedError, KafkaConnection, send_envelope_sync, send_request_sync
+from bridge.kafka.listener import ApiVersionsFeatures, KafkaListener, ListenerThread, RequestContext
+from bridge.kafka.protocol import (
     KafkaPrincipal,
     decode_principal,
     decode_request,
@@ -309,7 +309,7 @@ def test_oversized_frame_closes_the_connection_without_waiting_for_its_body(clus
 def test_garbage_frames_close_only_that_connection(
     cluster: FakeCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="bridge.listener")
+    caplog.set_level(logging.WARNING, logger="bridge.kafka.listener")
     request = DescribeClusterRequest(include_cluster_authorized_operations=False)
     garbage_peers: list[str] = []
 

@@ -1,4 +1,4 @@
-"""bridge.memo_writer: responses written with remembered nested entities are byte-for-byte kio's."""
+"""bridge.kafka.memo_writer: responses written with remembered nested entities are byte-for-byte kio's."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from kio.schema.types import TopicName
 from kio.serial import entity_writer
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
-from bridge import memo_writer, protocol
-from bridge.protocol import REMEMBERED_ENTITIES, encode_entity
+from bridge.kafka import memo_writer, protocol
+from bridge.kafka.protocol import REMEMBERED_ENTITIES, encode_entity
 
 REMEMBERING = [CreateTopicsResponseV5, CreateTopicsResponseV6, CreateTopicsResponseV7]
 

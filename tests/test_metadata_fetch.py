@@ -22,10 +22,10 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from bridge import metadata_fetch
 from bridge.api import ControllerHandler, HandlerContext
-from bridge.client import send_request
-from bridge.listener import KafkaListener, RequestContext
+from bridge.handlers import reads
+from bridge.kafka.client import send_request
+from bridge.kafka.listener import KafkaListener, RequestContext
 from bridge.metadata_log import MetadataLog
-from bridge.shim import reads
 from bridge.shim.follower import MetadataFollower
 from migrate.kraft import records as rec
 from migrate.kraft.batch import iter_kraft_batches

@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.serialization import Transaction
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, Id, make_digest_acl
 
-from bridge.leadership import (
+from bridge.zk.leadership import (
     CreateRequest,
     DeleteRequest,
     GuardedMulti,
@@ -19,7 +19,7 @@ from bridge.leadership import (
     ZkLeadershipClient,
     ZkRequest,
 )
-from bridge.multi_codec import encode_multi, jute_string
+from bridge.zk.multi_codec import encode_multi, jute_string
 from migrate.errors import InvalidRequestError
 
 ACL_POLICIES: list[list[ACL]] = [

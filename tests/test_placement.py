@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.placement import (
+from bridge.handlers.placement import (
     InvalidReplicationFactorError,
     JavaRandom,
     RackList,

@@ -28,9 +28,9 @@ from kio.static.primitive import i8
 from plan_harness import healthy_model, seed, write_broker_files
 from test_shim_security_tls import issue, openssl
 
-from bridge.listener import ApiVersionsFeatures, KafkaListener, ListenerThread, RequestContext
-from bridge.shim.security import SaslConfig
-from bridge.shim.security_tls import server_ssl_context
+from bridge.kafka.listener import ApiVersionsFeatures, KafkaListener, ListenerThread, RequestContext
+from bridge.kafka.sasl import SaslConfig
+from bridge.kafka.tls import server_ssl_context
 from cli.main import cli
 from cli.plan_live import ask_cluster, read_command_config
 from migrate.errors import Zk2KraftError

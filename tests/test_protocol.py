@@ -32,8 +32,8 @@ from kio.schema.types import TopicName
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
-from bridge import protocol
-from bridge.protocol import (
+from bridge.kafka import protocol
+from bridge.kafka.protocol import (
     KafkaPrincipal,
     decode_principal,
     decode_request,

@@ -18,10 +18,10 @@ from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
-from bridge.protocol import KafkaPrincipal
+from bridge.handlers.reads import Caller
+from bridge.kafka.protocol import KafkaPrincipal
 from bridge.shim.authorize_items import Split, merge, split
 from bridge.shim.authorizer import CLUSTER_NAME, StandardAuthorizer
-from bridge.shim.reads import Caller
 from migrate.kraft.image import AclBinding, MetadataImage, TopicImage
 from migrate.zk.model import AclOperation, AclPermissionType, PatternType, ResourceType
 

@@ -12,8 +12,8 @@ from kio.schema.metadata.v12 import MetadataRequest
 from test_shim_security import Cluster
 from test_shim_security_tls import Pki, client_context, context, issue, openssl, serve
 
-from bridge.listener import KafkaListener
-from bridge.protocol import KafkaPrincipal
+from bridge.kafka.listener import KafkaListener
+from bridge.kafka.protocol import KafkaPrincipal
 from bridge.shim.forward import ControllerChannel, ForwardTimeoutError
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")

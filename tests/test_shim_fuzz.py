@@ -26,9 +26,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from shim_harness import SHIM_ID
 
-from bridge.client import send_request_sync
 from bridge.controller import BridgeController
-from bridge.protocol import frame
+from bridge.kafka.client import send_request_sync
+from bridge.kafka.protocol import frame
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
 
 pytestmark = pytest.mark.zookeeper
@@ -201,7 +201,7 @@ def stall(port: int) -> socket.socket:
 
 
 def test_malformed_frames_never_disturb_the_shim(shim: ShimServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="bridge.listener")
+    caplog.set_level(logging.INFO, logger="bridge.kafka.listener")
     rng = random.Random(SEED)
     port = shim.port
     client = WellFormedClient(port)
@@ -251,7 +251,7 @@ def test_malformed_frames_never_disturb_the_shim(shim: ShimServer, caplog: pytes
         time.sleep(0.05)
     assert shim.listener is not None and shim.listener.open_connections == 0, context
     # Every refusal that must be logged is, naming the peer's address.
-    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "bridge.listener")
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "bridge.kafka.listener")
     missing = [(p, kind) for p, kind in must_log.items() if f"127.0.0.1:{p}" not in logged]
     assert not missing, f"{context}: refusals without a log line naming the peer: {missing[:10]}"
     assert "larger than the 65536-byte limit" in logged

@@ -32,12 +32,12 @@ from kio.schema.sasl_handshake.v0 import SaslHandshakeRequest as SaslHandshakeRe
 from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
 from kio.static.constants import EntityType
 
-from bridge.client import ConnectionClosedError, KafkaConnection
 from bridge.handlers.scram import scram_keys
-from bridge.listener import KafkaListener, ListenerThread, RequestContext
-from bridge.protocol import ANONYMOUS, KafkaPrincipal, encode_request, frame
-from bridge.shim.security import SaslConfig, image_scram_credentials
-from bridge.shim.security_mechanisms import (
+from bridge.kafka.client import ConnectionClosedError, KafkaConnection
+from bridge.kafka.listener import KafkaListener, ListenerThread, RequestContext
+from bridge.kafka.protocol import ANONYMOUS, KafkaPrincipal, encode_request, frame
+from bridge.kafka.sasl import SaslConfig, image_scram_credentials
+from bridge.kafka.sasl_mechanisms import (
     PlainServer,
     SaslAuthenticationError,
     SaslCredentialError,

@@ -21,11 +21,11 @@ from confluent_kafka.admin import AdminClient
 from kio.schema.metadata.v12 import MetadataRequest
 from test_shim_security import PASSWORDS, Cluster, lookup
 
-from bridge.client import ConnectionClosedError, KafkaConnection
-from bridge.listener import KafkaListener, ListenerThread
-from bridge.protocol import ANONYMOUS, KafkaPrincipal
-from bridge.shim.security import SaslConfig
-from bridge.shim.security_tls import server_ssl_context, subject_name
+from bridge.kafka.client import ConnectionClosedError, KafkaConnection
+from bridge.kafka.listener import KafkaListener, ListenerThread
+from bridge.kafka.protocol import ANONYMOUS, KafkaPrincipal
+from bridge.kafka.sasl import SaslConfig
+from bridge.kafka.tls import server_ssl_context, subject_name
 from migrate.errors import Zk2KraftError
 
 HOST = "127.0.0.1"

@@ -27,13 +27,14 @@ from shim_harness import (
     start_controller,
 )
 
-from bridge import protocol
 from bridge.api import DriverState
-from bridge.client import send_request_sync
-from bridge.controller import EXIT_OK, BridgeController
+from bridge.controller import BridgeController
 from bridge.handlers import alter_partition_legacy as legacy
 from bridge.handlers._common import nested
+from bridge.kafka import protocol
+from bridge.kafka.client import send_request_sync
 from bridge.shim.server import ShimServer
+from migrate.errors import EXIT_OK
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree

@@ -1,4 +1,4 @@
-"""bridge.zk_client / bridge.leadership against a real ZooKeeper: Kafka's ZkMigrationClient scenarios.
+"""bridge.zk.migration_client / bridge.zk.leadership against a real ZooKeeper: Kafka's ZkMigrationClient scenarios.
 
 Each test gets its own chroot (`zk_client` is rooted there), so `/` below is private to the test. Expected
 bytes are either literal Kafka output (zk-layout.md examples, Kafka's own tests) or the project encoders'.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from bridge.leadership import (
+from bridge.zk.leadership import (
     EMPTY_STATE,
     NODEEXISTS,
     OK,
@@ -26,7 +26,8 @@ from bridge.leadership import (
     MigrationClientError,
     MigrationLeadershipState,
 )
-from bridge.operations import (
+from bridge.zk.migration_client import ZkMigrationClient
+from bridge.zk.operations import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     ClearPendingTopicDeletions,
@@ -47,7 +48,6 @@ from bridge.operations import (
     WriteResourceAcls,
     ZkOperation,
 )
-from bridge.zk_client import ZkMigrationClient
 from migrate.errors import InvalidRequestError
 from migrate.kraft.image import (
     MIGRATING_DIRECTORY,

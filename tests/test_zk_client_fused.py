@@ -1,4 +1,4 @@
-"""Fused, fenced dual writes (bridge.zk_client) against a real ZooKeeper.
+"""Fused, fenced dual writes (bridge.zk.migration_client) against a real ZooKeeper.
 
 Each operation goes out as one guarded multi carrying its change notifications; `apply_all` pipelines many,
 chained through `/migration`'s version. Checked here: the znodes (bytes, data versions, child counters, so
@@ -17,17 +17,17 @@ import pytest
 from bridge_harness import ZkReplyCutter, set_data_op_bytes
 from kazoo.client import KazooClient
 
-from bridge import zk_client
-from bridge import zk_client as zk_client_module
-from bridge.foreign_writes import OwnWriteLog
-from bridge.leadership import (
+from bridge.zk import migration_client as zk_client_module
+from bridge.zk.foreign_writes import OwnWriteLog
+from bridge.zk.leadership import (
     ControllerMovedError,
     FencedError,
     GuardedMulti,
     MigrationLeadershipState,
     MultiReply,
 )
-from bridge.operations import (
+from bridge.zk.migration_client import ZkBatchError, ZkMigrationClient
+from bridge.zk.operations import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     ClearPendingTopicDeletions,
@@ -48,7 +48,6 @@ from bridge.operations import (
     WriteResourceAcls,
     ZkOperation,
 )
-from bridge.zk_client import ZkBatchError, ZkMigrationClient
 from migrate.kraft.image import (
     MIGRATING_DIRECTORY,
     AclBinding,
@@ -322,7 +321,7 @@ def test_a_batch_of_a_hundred_operations_equals_them_one_by_one_in_one_round(con
 def test_an_operation_too_big_for_one_multi_takes_the_kafka_path_in_a_batch(
     connect: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(zk_client, "MAX_FUSED_BYTES", 2000)
+    monkeypatch.setattr(zk_client_module, "MAX_FUSED_BYTES", 2000)
     one, many = connect("one"), connect("many")
     big = CreateTopic(
         "CreateTopic",
@@ -727,7 +726,7 @@ class Relay:
         self.arrived.set()
 
 
-def send_and_wait(client: ZkMigrationClient, one: zk_client.OneMulti) -> Relay:
+def send_and_wait(client: ZkMigrationClient, one: zk_client_module.OneMulti) -> Relay:
     relay = Relay()
     client.send_one(one, relay)
     assert relay.arrived.wait(15), "no reply relayed"

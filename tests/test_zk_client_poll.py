@@ -1,4 +1,4 @@
-"""bridge.leadership.poll_select: kazoo's connection-thread select over poll(2), same answers as kazoo's own."""
+"""bridge.zk.leadership.poll_select: kazoo's connection-thread select over poll(2), same answers as kazoo's own."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.utils import selector_select
 
-from bridge.leadership import ZkLeadershipClient, poll_select
+from bridge.zk.leadership import ZkLeadershipClient, poll_select
 
 
 def test_answers_as_kazoos_selector_select() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bridge.operations import (
+from bridge.zk.operations import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     ClearPendingTopicDeletions,
@@ -36,7 +36,7 @@ from bridge.operations import (
     WriteResourceAcls,
     ZkOperation,
 )
-from bridge.zk_writer import (
+from bridge.zk.planner import (
     count_op_types,
     describe,
     format_op_counts,
@@ -925,7 +925,7 @@ def test_snapshot_recreated_topic_name_follows_kafkas_order() -> None:
     """ZooKeeper's `foo` has an old id, KRaft's `foo` a new one: Kafka creates before it deletes.
 
     Applied literally, the create hits NODEEXISTS (a no-op) and the delete then removes the topic, so ZooKeeper
-    ends without `foo`; we keep Kafka's order and say so in bridge.zk_writer's docstring.
+    ends without `foo`; we keep Kafka's order and say so in bridge.zk.planner's docstring.
     """
     image = image_of(
         topic("foo", BAZ), partition(BAZ, 0, [1], [1], leader=1, leader_epoch=0, partition_epoch=0)

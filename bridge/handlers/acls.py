@@ -21,7 +21,7 @@ from kio.static.primitive import i8
 
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.handlers.configs import NONE, ApiError
-from bridge.protocol import response_class
+from bridge.kafka.protocol import response_class
 from migrate.errors import InvalidRequestError
 from migrate.kraft import records as rec
 from migrate.kraft.image import AclBinding, MetadataImage

@@ -16,7 +16,6 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
-from bridge import protocol
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.brokers.partition_change import (
     RECOVERED,
@@ -30,6 +29,7 @@ from bridge.brokers.partition_change import (
 from bridge.handlers import alter_partition_legacy
 from bridge.handlers._common import NO_THROTTLE, ZERO_UUID, build, check_broker_epoch, nested
 from bridge.handlers.topic_configs import broker_default
+from bridge.kafka import protocol
 from migrate.kraft.image import (
     NO_LEADER_CHANGE,
     RESOURCE_TYPE_TOPIC,

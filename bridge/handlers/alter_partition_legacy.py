@@ -2,7 +2,7 @@
 
 Declared as kio-style entity classes from Kafka 3.9's AlterPartitionRequest/Response.json (flexible from
 v0, request header v2, response header v1; v1 adds LeaderRecoveryState) and registered with
-bridge.protocol on import so the listener decodes and encodes them like kio's own v2/v3 classes.
+bridge.kafka.protocol on import so the listener decodes and encodes them like kio's own v2/v3 classes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
-from bridge import protocol
+from bridge.kafka import protocol
 
 API_KEY = 56
 

@@ -21,7 +21,7 @@ from kio.static.primitive import i8
 
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.handlers import config_defs as defs
-from bridge.protocol import response_class
+from bridge.kafka.protocol import response_class
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 

@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.handlers.configs import NONE, ApiError
-from bridge.protocol import response_class
+from bridge.kafka.protocol import response_class
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage, QuotaEntity
 

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.handlers.configs import NONE, ApiError
 from bridge.handlers.quotas import java_hashmap_order
-from bridge.protocol import response_class
+from bridge.kafka.protocol import response_class
 from migrate.kraft import records as rec
 
 ALTER_USER_SCRAM_CREDENTIALS_KEY: Final = 51

@@ -17,7 +17,6 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
-from bridge import protocol
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.handlers import topic_configs
 from bridge.handlers._common import (
@@ -32,13 +31,14 @@ from bridge.handlers._common import (
     is_active,
     nested,
 )
-from bridge.placement import (
+from bridge.handlers.placement import (
     InvalidReplicationFactorError,
     JavaRandom,
     PlacementRandom,
     place_replicas,
     usable_brokers,
 )
+from bridge.kafka import protocol
 from migrate.kraft import records as rec
 from migrate.kraft.image import (
     MIGRATING_DIRECTORY,

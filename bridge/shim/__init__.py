@@ -1,1 +1,1 @@
-"""The redirect shim (issue 5): a Kafka-protocol front door that forwards metadata changes to the bridge controller."""
+"""The redirect shim: a Kafka-protocol front door that forwards metadata changes to the bridge controller."""

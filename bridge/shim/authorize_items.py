@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kio.schema.errors import ErrorCode
 
-from bridge.error_responses import error_response
-from bridge.protocol import KafkaPrincipal
+from bridge.handlers.reads import Caller
+from bridge.kafka.error_responses import error_response
+from bridge.kafka.protocol import KafkaPrincipal
 from bridge.shim.authorizer import CLUSTER_NAME, StandardAuthorizer, cluster_refusal
-from bridge.shim.reads import Caller
 from migrate.kraft.image import MetadataImage
 from migrate.zk.model import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from bridge.listener import RequestContext
+    from bridge.kafka.listener import RequestContext
     from bridge.shim.follower import MetadataFollower
 
 CREATE_TOPICS: Final = 19

@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
-from bridge.error_responses import error_response
-from bridge.protocol import KafkaPrincipal
+from bridge.kafka.error_responses import error_response
+from bridge.kafka.protocol import KafkaPrincipal
 from migrate.errors import Zk2KraftError
 from migrate.kraft.image import AclBinding, MetadataImage
 from migrate.zk.model import AclOperation, AclPermissionType, PatternType, ResourceType

@@ -27,9 +27,9 @@ from kio.schema.fetch_snapshot.v1 import request as snapshot_request
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
-from bridge.client import ConnectionClosedError, KafkaConnection
+from bridge.handlers.reads import ENDPOINT_CONTROLLERS
+from bridge.kafka.client import ConnectionClosedError, KafkaConnection
 from bridge.metadata_fetch import MAX_FETCH_SIZE_BYTES, METADATA_PARTITION, METADATA_TOPIC
-from bridge.shim.reads import ENDPOINT_CONTROLLERS
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.kraft.batch import iter_kraft_batches

@@ -22,8 +22,13 @@ from typing import Any, Final
 from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 
-from bridge.client import ConnectionClosedError, KafkaConnection, build_envelope, unwrap_envelope_response
-from bridge.protocol import KafkaPrincipal, describe_api, encode_request
+from bridge.kafka.client import (
+    ConnectionClosedError,
+    KafkaConnection,
+    build_envelope,
+    unwrap_envelope_response,
+)
+from bridge.kafka.protocol import KafkaPrincipal, describe_api, encode_request
 from bridge.shim.follower import Address, format_address
 from migrate.errors import CorruptDataError, Zk2KraftError
 

@@ -28,17 +28,21 @@ from typing import TYPE_CHECKING, Any, Final
 from kio.schema.errors import ErrorCode
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.error_responses import error_response
-from bridge.handlers import alter_partition_legacy  # noqa: F401  (registers AlterPartition v0/v1 with the codec)
-from bridge.listener import Handler, KafkaListener, RequestContext
-from bridge.protocol import MAX_REQUEST_BYTES, describe_api
-from bridge.shim import authorize_items, reads
+from bridge.handlers import (
+    alter_partition_legacy,  # noqa: F401  (registers AlterPartition v0/v1 with the codec)
+    reads,
+)
+from bridge.handlers.registry import load_handlers
+from bridge.kafka.error_responses import error_response
+from bridge.kafka.listener import Handler, KafkaListener, RequestContext
+from bridge.kafka.protocol import MAX_REQUEST_BYTES, describe_api
+from bridge.shim import authorize_items
 from bridge.shim.follower import Address, MetadataFollower, format_address
 from bridge.shim.forward import ControllerChannel, EnvelopeFailure, ForwardTimeoutError
 from migrate.errors import InvalidRequestError, UnsupportedVersionError, Zk2KraftError
 
 if TYPE_CHECKING:
-    from bridge.shim.security import SaslConfig
+    from bridge.kafka.sasl import SaslConfig
 
 log = logging.getLogger(__name__)
 
@@ -250,8 +254,6 @@ class ShimServer:
 
     def handler_table(self) -> tuple[dict[int, Handler], dict[int, tuple[int, int]]]:
         """Handlers and the version ranges ApiVersions advertises: exactly what the shim serves."""
-        from bridge.controller import load_handlers
-
         _controller_handlers, controller_versions = load_handlers()
         handlers: dict[int, Handler] = {
             reads.METADATA: self._metadata,

@@ -30,7 +30,7 @@ from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, 
 from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL, OPEN_ACL_UNSAFE
 
-from bridge.multi_codec import encode_multi
+from bridge.zk.multi_codec import encode_multi
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.zk import paths, znodes
 from migrate.zk.model import ControllerEpoch, ControllerRegistration, MigrationState

@@ -1,9 +1,10 @@
-"""The shim's read paths, answered from the followed image: Metadata, DescribeCluster, DescribeConfigs,
-DescribeAcls, DescribeClientQuotas, DescribeUserScramCredentials.
+"""Read answers from an image: Metadata, DescribeCluster, DescribeConfigs, DescribeAcls, DescribeClientQuotas,
+DescribeUserScramCredentials (Kafka's KafkaApis read paths over its MetadataCache).
 
-Each function is pure: (what the shim is, the image, the kio request, its version) -> the kio response of that
-version. The shim presents itself as the cluster's only broker and its controller, so clients send it every
-admin request; partitions keep the image's leaders and replicas (the ZooKeeper-mode brokers).
+Each function is pure: (who answers, the image, the kio request, its version) -> the kio response of that
+version. The shim serves all of them, presenting itself as the cluster's only broker and its controller, so
+clients send it every admin request; the controller answers Metadata and DescribeCluster with them.
+Partitions keep the image's leaders and replicas (the ZooKeeper-mode brokers).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from kio.static.primitive import i8, i32
 from bridge.handlers._common import build, default_message
 from bridge.handlers.acls import UNKNOWN, Binding, Filter, _UnsupportedPattern, filter_of
 from bridge.handlers.config_defs import TOPIC_CONFIGS, ConfigType
-from bridge.protocol import ANONYMOUS, KafkaPrincipal
+from bridge.kafka.protocol import ANONYMOUS, KafkaPrincipal
 from migrate.kraft.image import NO_LEADER, RESOURCE_TYPE_BROKER, RESOURCE_TYPE_TOPIC, MetadataImage
 
 METADATA: Final = 3

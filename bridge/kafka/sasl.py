@@ -20,9 +20,9 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
-from bridge.error_responses import error_response
 from bridge.handlers.quotas import java_hashmap_order
-from bridge.protocol import (
+from bridge.kafka.error_responses import error_response
+from bridge.kafka.protocol import (
     API_VERSIONS_KEY,
     DecodedRequest,
     KafkaPrincipal,
@@ -31,7 +31,7 @@ from bridge.protocol import (
     peek_api,
     response_class,
 )
-from bridge.shim.security_mechanisms import (
+from bridge.kafka.sasl_mechanisms import (
     PLAIN,
     SCRAM_MECHANISMS,
     PlainServer,

@@ -12,7 +12,7 @@ import ssl
 from pathlib import Path
 from typing import Final, Literal
 
-from bridge.protocol import ANONYMOUS, KafkaPrincipal
+from bridge.kafka.protocol import ANONYMOUS, KafkaPrincipal
 from migrate.errors import CorruptDataError, Zk2KraftError
 
 # Kafka's ssl.client.auth values.

@@ -1,7 +1,7 @@
 """The ZooKeeper operations a KRaft controller performs in dual-write, as plain data.
 
-`bridge.zk_writer` decides *which* operations a metadata delta or snapshot needs (Kafka's
-KRaftMigrationZkWriter); `bridge.zk_client` performs each one with Kafka's exact znodes inside fenced
+`bridge.zk.planner` decides *which* operations a metadata delta or snapshot needs (Kafka's
+KRaftMigrationZkWriter); `bridge.zk.migration_client` performs each one with Kafka's exact znodes inside fenced
 multi-ops (Kafka's ZkMigrationClient). Keeping them as data lets the planner be tested without ZooKeeper and
 lets `--dry-run` print the plan.
 """

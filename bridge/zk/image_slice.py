@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.operations import ResourcePatternKey
-from bridge.zk_writer import pattern_of
+from bridge.zk.operations import ResourcePatternKey
+from bridge.zk.planner import pattern_of
 from migrate.kraft import records as rec
 from migrate.kraft.image import RESOURCE_TYPE_TOPIC, ConfigResource, MetadataImage, QuotaEntity, TopicImage
 

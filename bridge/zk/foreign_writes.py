@@ -28,9 +28,9 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from bridge.api import RecordAndVersion
-from bridge.leadership import DeleteRequest, ZkRequest, ZkResult
 from bridge.metrics import BridgeMetrics
-from bridge.operations import (
+from bridge.zk.leadership import DeleteRequest, ZkRequest, ZkResult
+from bridge.zk.operations import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     CreateTopicPartitions,
@@ -38,7 +38,7 @@ from bridge.operations import (
     UpdateTopicPartitions,
     ZkOperation,
 )
-from bridge.zk_writer import SCRAM_MECHANISM_IDS, ace_key, pattern_of, plan_reconciliation
+from bridge.zk.planner import SCRAM_MECHANISM_IDS, ace_key, pattern_of, plan_reconciliation
 from migrate.errors import Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.kraft.image import (

@@ -18,7 +18,7 @@ from typing import Any, Final
 from kio.schema.envelope.v0 import EnvelopeRequest, EnvelopeResponse
 from kio.schema.errors import ErrorCode
 
-from bridge.protocol import (
+from bridge.kafka.protocol import (
     ANONYMOUS,
     KafkaPrincipal,
     decode_request_header,

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bridge.operations import (
+from bridge.zk.operations import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     ClearPendingTopicDeletions,

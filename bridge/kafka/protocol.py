@@ -39,7 +39,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 from kio.static.protocol import RequestHeader
 
-from bridge import memo_writer
+from bridge.kafka import memo_writer
 from migrate.errors import CorruptDataError, UnsupportedVersionError, Zk2KraftError
 
 # Kafka's socket.request.max.bytes default.
@@ -359,7 +359,7 @@ REMEMBERED_ENTITIES: Final = frozenset(
         create_topics_v7.CreatableTopicConfigs,
     }
 )
-"""Entities whose encoding is kept and reused (see bridge.memo_writer): a new topic's shared config entries."""
+"""Entities whose encoding is kept and reused (see bridge.kafka.memo_writer): a new topic's shared config entries."""
 
 
 def _writer(entity_type: type[Any]) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from bridge.protocol import response_class
+from bridge.kafka.protocol import response_class
 
 # Response list field → the request list field(s) whose items it answers, one result per item.
 _ITEM_LISTS: dict[int, tuple[str, tuple[str, ...]]] = {

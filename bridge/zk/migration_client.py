@@ -1,6 +1,6 @@
 """Kafka's ZkMigrationClient write side: each dual-write operation as Kafka's exact znodes, fenced.
 
-`ZkMigrationClient.apply(operation, state)` performs one `bridge.operations` operation with the znodes
+`ZkMigrationClient.apply(operation, state)` performs one `bridge.zk.operations` operation with the znodes
 Kafka 3.9's ZkTopicMigrationClient, ZkConfigMigrationClient, ZkAclMigrationClient,
 ZkDelegationTokenMigrationClient and ZkMigrationClient write (migration-protocol.md §7.2); every znode's bytes
 come from `migrate.zk.znodes`. `apply_all(operations, state, final_state=...)` performs many, pipelined.
@@ -34,7 +34,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.security import ACL
 
-from bridge.leadership import (
+from bridge.zk.leadership import (
     NODEEXISTS,
     NONODE,
     OK,
@@ -56,7 +56,7 @@ from bridge.leadership import (
     parse_reply,
     raise_for_results,
 )
-from bridge.operations import (
+from bridge.zk.operations import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     ClearPendingTopicDeletions,

@@ -3,7 +3,7 @@
 Per connection, requests are handled one at a time and answered in order (Kafka mutes a channel while its
 request is in flight). A connection that sends an oversized, malformed or unsupported request is logged
 and closed; other connections are not affected. Optionally TLS (an ssl.SSLContext; a client certificate
-makes the principal `User:<subject DN>`) and SASL (bridge.shim.security.SaslConfig: the connection must
+makes the principal `User:<subject DN>`) and SASL (bridge.kafka.sasl.SaslConfig: the connection must
 authenticate before any request reaches a handler; the principal is the SASL user).
 """
 
@@ -19,14 +19,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i64
 
-from bridge.protocol import (
+from bridge.kafka.protocol import (
     ANONYMOUS,
     API_VERSIONS_KEY,
     MAX_REQUEST_BYTES,
@@ -40,10 +40,9 @@ from bridge.protocol import (
     read_frame,
     unwrap_response,
 )
+from bridge.kafka.sasl import SaslConfig
+from bridge.kafka.tls import ssl_principal
 from migrate.errors import Zk2KraftError
-
-if TYPE_CHECKING:
-    from bridge.shim.security import SaslConfig
 
 log = logging.getLogger(__name__)
 
@@ -357,9 +356,6 @@ def _tls_principal(writer: asyncio.StreamWriter) -> KafkaPrincipal:
     ssl_object = writer.get_extra_info("ssl_object")
     if ssl_object is None:
         return ANONYMOUS
-    # Imported here: bridge.shim builds on this module.
-    from bridge.shim.security_tls import ssl_principal
-
     return ssl_principal(ssl_object)
 
 

@@ -1,0 +1,72 @@
+"""What `zk2kraft bridge run` is told (BridgeConfig), its exit codes, and the listener's TLS context from it.
+
+Kafka's counterpart is KafkaConfig's controller part (`process.roles=controller`, listeners, security).
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge.kafka.tls import server_ssl_context
+from migrate.errors import EXIT_BAD_INPUT, Zk2KraftError
+
+# A refused bridge exits with the table's bad-input code (migrate.errors holds the whole table).
+EXIT_REFUSED = EXIT_BAD_INPUT
+
+ForeignWrites = Literal["import", "revert", "report"]
+
+
+class BridgeConfig(BaseModel):
+    """Everything `zk2kraft bridge run` is told (the `--...` options)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    zk_connect: str = Field(description="Kafka's zookeeper.connect, chroot included")
+    metadata_dir: Path
+    node_id: int = Field(ge=0, le=2**31 - 1)
+    listen_host: str = "127.0.0.1"
+    listen_port: int = Field(0, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(0, ge=0, le=65535, description="None: no metrics/status server")
+    metadata_version: str | None = None
+    standby: bool = False
+    dry_run: bool = False
+    adopt_existing_migration: bool = False
+    foreign_zk_writes: ForeignWrites = "report"
+    fsync: bool = True
+    min_batch_size: int = Field(200, ge=1)
+    zk_session_timeout_s: float = 18.0
+    gil_switch_interval_s: float | None = Field(
+        0.0005,
+        gt=0,
+        description="sys.setswitchinterval for the process while it runs a controller (None: Python's 5 ms)",
+    )
+    # Listener security (`--listen-ssl-*`, `--envelope-principals`): see listener_ssl_context and _permitted.
+    listen_ssl_cert: Path | None = None
+    listen_ssl_key: Path | None = None
+    listen_ssl_ca: Path | None = Field(None, description="CA of client certificates; given: required")
+    envelope_principals: frozenset[str] | None = Field(
+        None, description="None: every caller is served; else only these principals' requests (User:<DN>)"
+    )
+
+
+def listener_ssl_context(config: BridgeConfig) -> ssl.SSLContext | None:
+    """The listener's TLS context (client certificates required when a CA is given); None: PLAINTEXT."""
+    if config.listen_ssl_cert is None:
+        if config.listen_ssl_key is not None or config.listen_ssl_ca is not None:
+            raise Zk2KraftError("--listen-ssl-key/--listen-ssl-ca need --listen-ssl-cert")
+        if config.envelope_principals is not None:
+            raise Zk2KraftError("--envelope-principals needs --listen-ssl-cert and --listen-ssl-ca")
+        return None
+    if config.envelope_principals is not None and config.listen_ssl_ca is None:
+        raise Zk2KraftError("--envelope-principals needs --listen-ssl-ca (certificates name callers)")
+    return server_ssl_context(
+        config.listen_ssl_cert,
+        config.listen_ssl_key,
+        cafile=config.listen_ssl_ca,
+        client_auth="none" if config.listen_ssl_ca is None else "required",
+    )
