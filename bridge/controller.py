@@ -1,18 +1,16 @@
-"""The bridge controller: listener, request pipeline, durable log, migration driver, metrics, in one object.
+"""The bridge controller: wiring, lifecycle and request intake (Kafka's ControllerServer and ControllerApis).
 
 `BridgeController(config).run()` is `zk2kraft bridge run`; tests and tools use `start()` / `stop()`, which
 run the same thing on a background thread. Requests are handled one at a time on the event loop against
-the log's image (Kafka's controller event thread); a handler's records are appended as one batch, the
-ZooKeeper operations they need are planned at once from a slice of the image before and after, and a
-single writer thread applies them in log order once the batch is durable, merging the batches queued
-meanwhile into one pipelined ZooKeeper write. The response goes out after ZooKeeper has the change, so a
-ZooKeeper-mode broker reading after the answer sees it.
+the log's image (Kafka's controller event thread); a handler's records go to the dual-write pipeline
+(`bridge.pipeline`), which appends them, writes what they change to ZooKeeper once durable, and only then
+lets the response go out, so a ZooKeeper-mode broker reading after the answer sees it. The migration
+driver (`bridge.driver`) leads the way to DUAL_WRITE; a standby waits in `bridge.standby`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import logging
@@ -21,8 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -37,7 +34,6 @@ from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context
 from bridge.driver import (
     ZK_MIGRATION_STATE_MIGRATION,
     FencedOut,
-    MetadataLogLike,
     MigrationDriver,
     MigrationMismatchError,
     bootstrap_refusal,
@@ -62,14 +58,11 @@ from bridge.kafka.protocol import (
     unwrap_response,
 )
 from bridge.metadata_log import MetadataLog, preview
-from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer, StuckWrite
+from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
+from bridge.pipeline import DualWritePipeline
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
-from bridge.zk.image_slice import cut, touched_keys
-from bridge.zk.leadership import MigrationClientError, code_name
-from bridge.zk.migration_client import OneMulti, ZkBatchError, ZkMigrationClient
-from bridge.zk.operations import ZkOperation
-from bridge.zk.planner import plan_delta
+from bridge.zk.migration_client import ZkMigrationClient
 from migrate.errors import (
     EXIT_FAILED,
     EXIT_FENCED,
@@ -95,10 +88,8 @@ FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 44, 49, 51})
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
 an expired session is set again then)."""
-REPAIR_FIRST_DELAY_S = 0.2
-REPAIR_MAX_DELAY_S = 30.0
-JUDGE_WAIT_S = 30.0
 SHUTDOWN_WRITES_WAIT_S = 60.0
+
 
 class BridgeController:
     """One bridge-mode KRaft controller; see the module docstring."""
@@ -109,7 +100,6 @@ class BridgeController:
         *,
         handlers: Mapping[int, ControllerHandler] | None = None,
         supported: Mapping[int, tuple[int, int]] | None = None,
-        open_log: Callable[[BridgeConfig, str], MetadataLogLike] | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
         self.config = config
@@ -119,11 +109,10 @@ class BridgeController:
             self.handlers: dict[int, ControllerHandler] = loaded
             self.supported: dict[int, tuple[int, int]] = dict(supported or loaded_supported)
             # Fetch/FetchSnapshot of __cluster_metadata for followers (shims), served from the live log.
-            metadata_fetch.register(self.handlers, self.supported, lambda: self.log)  # type: ignore[arg-type,return-value]
+            metadata_fetch.register(self.handlers, self.supported, lambda: self.log)
         else:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})
-        self._open_log_fn = open_log or _open_metadata_log
         self.new_uuid = new_uuid
         self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
         self.exit_code: int | None = None
@@ -131,7 +120,7 @@ class BridgeController:
         self.error: str | None = None
         self.kazoo: KazooClient | None = None
         self.zk: ZkMigrationClient | None = None
-        self.log: MetadataLogLike | None = None
+        self.log: MetadataLog | None = None
         self.driver: MigrationDriver | None = None
         self.listener: KafkaListener | None = None
         self.cluster_id: str | None = None  # ZooKeeper's /cluster/id, once read
@@ -141,28 +130,10 @@ class BridgeController:
         self.brokers: ZkBrokerRegistry | None = None
         self.watcher: ForeignWriteWatcher | None = None
         self.foreign_batches_handled = 0
-        self._zk_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zk-writer")
-        # Committed batches waiting for ZooKeeper, in log order; the writer thread takes them all at once.
-        self._queued_writes: list[_QueuedWrite] = []
-        self._queue_lock = threading.Lock()
-        self._drain_scheduled = False  # a drain job is queued that has not taken the queue yet
-        # A batch sent as one multi without waiting (its reply comes to the event loop): no other dual write
-        # goes out until it is settled, since each write is guarded by the `/migration` version it leaves.
-        self._one_in_flight = False
-        # Foreign-write judging needs ZooKeeper and the image to agree on our part: it waits until no dual
-        # write is in flight (appended, not yet in ZooKeeper) and holds new appends back (`_judging`).
-        self._inflight = 0
-        self._inflight_cond = threading.Condition()
-        self._gate = threading.Lock()
-        self._judging = False
-        self._judgment_over: asyncio.Future[None] | None = None  # one waiter for every held-back append
+        # Committed batches through the log to ZooKeeper (its writer thread also runs the driver's writes).
+        self.pipeline = DualWritePipeline(self.metrics, on_repaired=self._sync_metrics)
         self._log_closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        # Set when a dual write failed for another reason than fencing: ZooKeeper misses a committed change
-        # until a reconciliation repairs it (meanwhile /migration's offset stays behind, so the lag shows).
-        self.zk_out_of_sync: str | None = None
-        self._repairing = False
-        self._appends_open: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -180,6 +151,11 @@ class BridgeController:
         if driver.fenced_reason is not None and driver.state != DriverState.UNINITIALIZED:
             return DriverState.INACTIVE
         return driver.state
+
+    @property
+    def zk_out_of_sync(self) -> str | None:
+        """Why ZooKeeper misses a committed change until the pipeline's repair; None: in sync."""
+        return self.pipeline.zk_out_of_sync
 
     @property
     def fenced(self) -> bool:
@@ -250,8 +226,7 @@ class BridgeController:
     async def _main(self, *, install_signals: bool) -> int:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        self._appends_open = asyncio.Event()
-        self._appends_open.set()
+        self.pipeline.start(self._loop)
         if self.config.gil_switch_interval_s is not None:
             # A request crosses four threads (event loop, log writer, ZooKeeper writer, kazoo's connection):
             # each woken thread waits up to this long for the GIL while another one computes.
@@ -392,7 +367,7 @@ class BridgeController:
             self.kazoo, on_change=lambda brokers: self.metrics.set_migrating_zk_brokers(len(brokers))
         ).start()
 
-    async def _open_log(self, cluster_id: str) -> MetadataLogLike:
+    async def _open_log(self, cluster_id: str) -> MetadataLog:
         """Open the metadata log; a standby waits while another process holds its directory lock."""
         loop = asyncio.get_running_loop()
         assert self._stop is not None
@@ -400,14 +375,12 @@ class BridgeController:
             if self.config.standby:
                 await standby.wait_for_directory(self.config.metadata_dir, self._stop)
             try:
-                opened = await loop.run_in_executor(None, self._open_log_fn, self.config, cluster_id)
+                opened = await loop.run_in_executor(None, _open_metadata_log, self.config, cluster_id)
             except Zk2KraftError:
                 if self.config.standby and standby.directory_locked(self.config.metadata_dir):
                     continue  # another standby got there first
                 raise
             self._log_closed = False
-            if hasattr(opened, "on_writing"):
-                opened.on_writing = self._on_log_writing
             return opened
 
     async def _lead(self) -> int:
@@ -550,14 +523,15 @@ class BridgeController:
         self.metrics.set_last_error(None)
         self._notify()
 
-    def _new_driver(self, metadata_log: MetadataLogLike) -> MigrationDriver:
+    def _new_driver(self, metadata_log: MetadataLog) -> MigrationDriver:
+        """The driver of a new leadership over `metadata_log`; the pipeline writes its commits through it."""
         assert self.zk is not None
         mv = mvs.parse(self.config.metadata_version) if self.config.metadata_version else None
-        return MigrationDriver(
+        driver = MigrationDriver(
             self.zk,
             metadata_log,
             node_id=self.config.node_id,
-            zk_executor=self._zk_executor,
+            zk_executor=self.pipeline.writer,
             metadata_version=mv,
             adopt_existing_migration=self.config.adopt_existing_migration,
             min_batch_size=self.config.min_batch_size,
@@ -566,6 +540,8 @@ class BridgeController:
             on_fenced=self._on_fence_lost,
             before_dual_write=self._start_watcher,
         )
+        self.pipeline.attach(metadata_log, driver)
+        return driver
 
     def _zk_cluster_id(self) -> str:
         assert self.zk is not None
@@ -607,10 +583,7 @@ class BridgeController:
         await self._stop_watcher()
         for task in list(self._tasks):
             task.cancel()
-        # Let queued ZooKeeper writes finish (they belong to acknowledged or answered requests); a batch sent
-        # as one multi may still need the writer thread when its reply comes.
-        await loop.run_in_executor(None, self._wait_no_inflight, SHUTDOWN_WRITES_WAIT_S)
-        await loop.run_in_executor(None, self._zk_executor.shutdown, True)
+        await self.pipeline.close(SHUTDOWN_WRITES_WAIT_S)
         if self.brokers is not None:
             self.brokers.stop()
         with contextlib.suppress(Exception):
@@ -653,7 +626,7 @@ class BridgeController:
         self.metrics.set_leadership(metadata_log.leader_epoch, leadership.zk_controller_epoch)
         self.metrics.set_offsets(
             log_end_offset=metadata_log.end_offset - 1,
-            durable_offset=getattr(metadata_log, "durable_offset", metadata_log.end_offset - 1),
+            durable_offset=metadata_log.durable_offset,
             zk_offset=leadership.kraft_metadata_offset,
         )
 
@@ -816,7 +789,7 @@ class BridgeController:
             # Encoded on the event loop while ZooKeeper writes the change (when it goes out as one multi).
             encoded = EncodedResponse(result.response)
             try:
-                await self.commit(result.records, encoded)
+                await self.pipeline.commit(result.records, encoded)
             except FencedOut:
                 return error_response(api_key, api_version, body, ErrorCode.not_controller)
             except Exception:
@@ -824,443 +797,6 @@ class BridgeController:
                 return error_response(api_key, api_version, body, ErrorCode.unknown_server_error)
             return encoded
         return result.response
-
-    async def commit(self, records: list[RecordAndVersion], encoded: EncodedResponse | None = None) -> int:
-        """Append `records` as one batch, then (durable) write what they change to ZooKeeper; their last offset.
-
-        `encoded`: the response to the change, encoded ahead while ZooKeeper writes it (one multi only).
-        """
-        metadata_log, driver = self.log, self.driver
-        assert metadata_log is not None and driver is not None and self._appends_open is not None
-        while not self._appends_open.is_set():  # a repair of ZooKeeper is under way
-            await self._appends_open.wait()
-        await self._enter_append()
-        try:
-            # Cut now, on the event loop: the image moves on with the next request. The writer thread plans
-            # the slices beside the fsync, so the log writer need not wait for the plan to start it.
-            keys = touched_keys(records, metadata_log.image)
-            before = cut(metadata_log.image, keys)
-            appended = metadata_log.append(records)
-            after = cut(metadata_log.image, keys)
-            with self._inflight_cond:
-                self._inflight += 1
-        finally:
-            self._gate.release()
-        self.metrics.set_offsets(log_end_offset=appended.last_offset)
-        # Queued in log order: appends and this queue only move on the event loop, with no await between.
-        await self._queue_write(
-            _QueuedWrite(
-                appended, [], metadata_log.leader_epoch, self._new_future(), encoded, (before, after)
-            )
-        )
-        return int(appended.last_offset)
-
-    def _new_future(self) -> asyncio.Future[None]:
-        return asyncio.get_running_loop().create_future()
-
-    async def _queue_write(self, item: _QueuedWrite) -> None:
-        """Queue `item` for the writer thread (one drain job for all queued meanwhile); wait for its answer."""
-        metadata_log = self.log
-        with self._queue_lock:
-            self._queued_writes.append(item)
-            # Woken when the log's fsync starts (`_on_log_writing`): the writer thread's planning then runs
-            # beside the fsync instead of holding the GIL before it. Checked under the lock the hook takes.
-            ready = (
-                item.appended is None
-                or getattr(metadata_log, "on_writing", None) is None
-                or getattr(metadata_log, "writing_offset", -1) >= item.appended.last_offset
-            )
-            schedule = ready and not self._drain_scheduled and not self._one_in_flight
-            self._drain_scheduled |= schedule
-        if schedule:
-            self._zk_executor.submit(self._drain_writes)
-        elif not ready and item.appended is not None:
-            # A write that fails never starts its fsync: the writer thread must hear of the batch anyway.
-            item.appended.durable.add_done_callback(lambda _durable: self._on_log_writing())
-        await item.done
-
-    def _on_log_writing(self) -> None:
-        """Log writer thread, as a round's fsync starts (or its write failed): let the writer thread take
-        the queued batches."""
-        with self._queue_lock:
-            schedule = bool(self._queued_writes) and not self._drain_scheduled and not self._one_in_flight
-            self._drain_scheduled |= schedule
-        if schedule:
-            with contextlib.suppress(RuntimeError):  # shutting down
-                self._zk_executor.submit(self._drain_writes)
-
-    async def _enter_append(self) -> None:
-        """Take `_gate` for an append (released by the caller), first waiting out a foreign-write judgment."""
-        while True:
-            self._gate.acquire()
-            if not self._judging:
-                return
-            self._gate.release()
-            over = self._judgment_over
-            if over is None or over.done():
-                over = self._judgment_over = asyncio.ensure_future(
-                    asyncio.get_running_loop().run_in_executor(None, self._await_judgment)
-                )
-            await asyncio.shield(over)  # shared: a cancelled request must not cancel the others' wait
-
-    def _await_judgment(self) -> None:
-        """Worker thread: wait until the watcher finished judging, then let appends go on."""
-        watcher = self.watcher
-        if watcher is None:
-            with self._gate:
-                self._judging = False
-            return
-        with watcher.own_writes(), self._gate:  # the watcher holds own_writes for the whole judgment
-            self._judging = False
-
-    def _drain_writes(self) -> None:
-        """Writer thread: write every queued batch to ZooKeeper in one pipelined `apply_ops`, then answer them.
-
-        An empty queue means an earlier drain took this job's batch. The log fsyncs in order, so once the
-        last batch is durable so are those before it; each answer goes out only after ZooKeeper has the change.
-        """
-        with self._queue_lock:
-            self._drain_scheduled = False
-            if self._one_in_flight:  # settling it schedules the next drain
-                return
-            batch, self._queued_writes = self._queued_writes, []
-        if batch:
-            self._write_or_send(batch, one_multi=True)
-
-    def _write_or_send(
-        self,
-        batch: list[_QueuedWrite],
-        *,
-        one_multi: bool,
-        lost: tuple[OneMulti, MigrationDriver] | None = None,
-    ) -> None:
-        """Writer thread: write `batch`, answer it, unless it went out as one multi answered on the event loop.
-
-        `lost`: the batch's one multi whose reply was lost with the connection, and the driver that sent it
-        (it is sent again first, by that driver: a successor's must not judge its predecessor's fence).
-        """
-        errors: list[BaseException | None] = [None] * len(batch)
-        sent = False
-        try:
-            if lost is None or not self._resend_lost(batch, *lost, errors):
-                sent = self._write_batch(batch, errors, one_multi=one_multi)
-        except BaseException as exc:  # a defect: answer every request with it rather than leave them hanging
-            log.exception("dual write of %d batch(es) failed unexpectedly", len(batch))
-            errors = [exc] * len(batch)
-        finally:
-            if not sent:
-                for _ in batch:
-                    self._write_done()
-                self._answer_writes(batch, errors)
-                if not one_multi:  # this was the fallback of a batch sent as one multi
-                    self._one_settled()
-
-    def _write_batch(
-        self, batch: list[_QueuedWrite], errors: list[BaseException | None], *, one_multi: bool
-    ) -> bool:
-        """Writer thread: apply the durable batches' operations in log order; failures go into `errors`.
-
-        True: the batch went out as one multi (`one_multi` allows it) and is answered when its reply comes.
-        """
-        driver = self.driver
-        assert driver is not None
-        # Planned while the log fsyncs (the plans hold only if every batch turns out durable).
-        self._plan_deltas(batch, errors)
-        everything = [op for item in batch for op in item.ops]
-        prepared = driver.prepare_ops(everything)
-        one = None
-        last = batch[-1].appended
-        if (
-            one_multi
-            and last is not None
-            and self.zk_out_of_sync is None
-            and all(item.appended is not None for item in batch)
-        ):
-            # Built and encoded ready to send before the fsync returns.
-            one = driver.one_multi(prepared, last.last_offset, batch[-1].epoch)
-        if one is not None and last is not None:
-            with self._queue_lock:
-                self._one_in_flight = True
-            # Sent by the log writer as soon as the fsync returns (or here, if it has): no wake-up of this
-            # thread between the fsync and ZooKeeper. The log fsyncs in order, so the last durable means all.
-            last.durable.add_done_callback(
-                lambda durable: self._send_when_durable(batch, one, driver, durable)
-            )
-            return True
-        durable = _durable_count(batch, errors)
-        if durable == 0:
-            return False
-        written = batch[:durable]
-        commits = [item.appended for item in written if item.appended is not None]
-        ops = everything if durable == len(batch) else [op for item in written for op in item.ops]
-        state = driver.leadership
-        # A batch of reverts only leaves the offset; while ZooKeeper misses an earlier change, no offset is
-        # recorded until the repair.
-        record_offset = bool(commits) and self.zk_out_of_sync is None
-        offset, epoch = state.kraft_metadata_offset, state.kraft_metadata_epoch
-        if commits:
-            offset, epoch = commits[-1].last_offset, written[-1].epoch
-            self.metrics.set_offsets(durable_offset=offset)
-        try:
-            driver.apply_ops(ops, offset, epoch, "delta", record_offset=record_offset, prepared=prepared)
-        except FencedOut as exc:
-            errors[:durable] = [exc] * durable
-        except (Zk2KraftError, KazooException) as exc:
-            # Committed changes are answered as such; ZooKeeper gets them (and the reverts) by reconciliation.
-            what = f"offsets {commits[0].base_offset}..{offset}" if commits else "foreign-write reverts"
-            first = commits[0].base_offset if commits else -1
-            self._zk_write_failed(
-                f"dual write of {what} failed: {exc}", stuck_write(exc, ops, first, offset if commits else -1)
-            )
-            for i, item in enumerate(written):
-                if item.appended is None:
-                    errors[i] = exc
-        self.metrics.set_offsets(zk_offset=driver.leadership.kraft_metadata_offset)
-        return False
-
-    def _plan_deltas(self, batch: list[_QueuedWrite], errors: list[BaseException | None]) -> None:
-        """Writer thread: the ZooKeeper operations of each change not planned yet (from its image slices)."""
-        for i, item in enumerate(batch):
-            if item.delta is None:
-                continue
-            before, after = item.delta
-            item.delta = None
-            try:
-                item.ops = plan_delta(before, after)
-            except Exception as exc:
-                # Committed, but ZooKeeper cannot be told the delta: a reconciliation repairs it. Marking
-                # ZooKeeper out of sync also keeps this batch off the one multi (which answers all alike).
-                offset = item.appended.last_offset if item.appended is not None else "?"
-                self._zk_write_failed(f"planning the dual write of offset {offset} failed: {exc}")
-                errors[i] = exc
-
-    def _send_when_durable(
-        self,
-        batch: list[_QueuedWrite],
-        one: OneMulti,
-        driver: MigrationDriver,
-        durable: concurrent.futures.Future[None],
-    ) -> None:
-        """Log writer thread (the durability callback of the batch's last append): send `one`, or, if the
-        log failed, have the writer thread answer the batch the usual way."""
-        try:
-            if durable.exception() is None:
-                self.metrics.set_offsets(durable_offset=one.final.kraft_metadata_offset)
-                self._send_one(batch, one, driver)
-                return
-        except BaseException:  # a defect: the writer thread answers the batch
-            log.exception("sending a dual write failed; it is written the usual way")
-        driver.zk.drop_one(one)
-        self._redo_on_writer(batch)
-
-    def _send_one(self, batch: list[_QueuedWrite], one: OneMulti, driver: MigrationDriver) -> None:
-        """Send `one` and return; its reply is judged on the event loop (`_one_answered`)."""
-        loop = self._loop
-        assert loop is not None
-        started = time.monotonic()
-
-        def answered(raw: Any, error: BaseException | None) -> None:
-            self._one_answered(batch, one, driver, started, raw, error)
-
-        def encode_ahead() -> None:
-            # The event loop is idle while ZooKeeper works: it encodes the answers then, once kazoo has
-            # the multi's bytes (so it does not take the GIL from the send). Encoded by the writer thread
-            # during the fsync instead, they held the GIL when the fsync returned.
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(_encode_ahead, batch)
-
-        assert driver.zk is not None
-        driver.zk.send_one(one, _LoopRelay(loop, answered), encode_ahead)
-
-    def _one_answered(
-        self,
-        batch: list[_QueuedWrite],
-        one: OneMulti,
-        driver: MigrationDriver,
-        started: float,
-        raw: Any,
-        error: BaseException | None,
-    ) -> None:
-        """Event loop: settle a batch sent as one multi; what did not simply land goes to the writer thread."""
-        if error is None:
-            try:
-                reply = driver.landed_one(one, raw)
-            except Exception:
-                log.exception("judging the reply of a dual write failed; it is redone")
-                reply = None
-            if reply is not None:
-                for item in batch:
-                    if not item.done.done():  # its request was not cancelled
-                        item.done.set_result(None)
-                # After the answers: the woken requests run first (and the next write waits for this).
-                seconds = time.monotonic() - started
-                asyncio.get_running_loop().call_soon(self._one_landed, batch, one, reply, driver, seconds)
-                return
-        # Not landed (nothing of it did: redone the Kafka way, which also judges a lost fence) or unanswered.
-        self._redo_on_writer(batch, (one, driver) if error is not None else None)
-
-    def _redo_on_writer(
-        self, batch: list[_QueuedWrite], lost: tuple[OneMulti, MigrationDriver] | None = None
-    ) -> None:
-        """Any thread: have the writer thread write a batch sent as one multi the usual way (see
-        `_write_or_send` for `lost`), or fail it if the writer thread is gone (shutting down)."""
-        try:
-            self._zk_executor.submit(self._write_or_send, batch, one_multi=False, lost=lost)
-        except RuntimeError:
-            self._abandon_batch(batch)
-
-    def _abandon_batch(self, batch: list[_QueuedWrite]) -> None:
-        """Shutting down with `batch` unwritten: its requests fail (any thread)."""
-        for _ in batch:
-            self._write_done()
-        self._answer_writes(
-            batch, [Zk2KraftError("the controller stopped before ZooKeeper answered")] * len(batch)
-        )
-        self._one_settled()
-
-    def _one_landed(
-        self, batch: list[_QueuedWrite], one: OneMulti, reply: Any, driver: MigrationDriver, seconds: float
-    ) -> None:
-        """Event loop: the bookkeeping of a landed one multi, then let the next dual write go."""
-        try:
-            driver.settle_one(one, reply, seconds)
-            self.metrics.set_offsets(zk_offset=driver.leadership.kraft_metadata_offset)
-        except Exception:
-            log.exception("bookkeeping after a dual write failed")
-        finally:
-            for _ in batch:
-                self._write_done()
-            self._one_settled()
-
-    def _resend_lost(
-        self,
-        batch: list[_QueuedWrite],
-        one: OneMulti,
-        driver: MigrationDriver,
-        errors: list[BaseException | None],
-    ) -> bool:
-        """Writer thread: `driver` sends again its one multi whose reply was lost; True when that settled
-        the batch."""
-        try:
-            return driver.resend_one(one)
-        except FencedOut as exc:
-            errors[:] = [exc] * len(batch)
-        except (Zk2KraftError, KazooException) as exc:
-            # Committed and answered as such; ZooKeeper gets them by reconciliation.
-            first, last = batch[0].appended, batch[-1].appended
-            assert first is not None and last is not None  # only batches of commits go out as one multi
-            self._zk_write_failed(
-                f"dual write of offsets {first.base_offset}..{last.last_offset} failed: {exc}",
-                stuck_write(exc, one.prepared.operations, first.base_offset, last.last_offset),
-            )
-        return True
-
-    def _one_settled(self) -> None:
-        """No one multi is in flight any more: let the writes queued meanwhile go."""
-        with self._queue_lock:
-            self._one_in_flight = False
-            schedule = bool(self._queued_writes) and not self._drain_scheduled
-            self._drain_scheduled |= schedule
-        if schedule:
-            with contextlib.suppress(RuntimeError):  # shutting down
-                self._zk_executor.submit(self._drain_writes)
-
-    def _answer_writes(self, batch: list[_QueuedWrite], errors: list[BaseException | None]) -> None:
-        """Writer thread: resolve the batch's waiters on the event loop, in one hand-off."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-
-        def resolve() -> None:
-            for item, error in zip(batch, errors, strict=True):
-                if item.done.done():  # its request was cancelled
-                    continue
-                if error is None:
-                    item.done.set_result(None)
-                else:
-                    item.done.set_exception(error)
-
-        with contextlib.suppress(RuntimeError):  # the loop is closing
-            loop.call_soon_threadsafe(resolve)
-
-    def _zk_write_failed(self, reason: str, stuck: StuckWrite | None = None) -> None:
-        """Writer thread: note that ZooKeeper misses a committed change and have it repaired.
-
-        `stuck` (the refused operation) goes to `/status`; an earlier one not repaired yet keeps its start.
-        """
-        self.zk_out_of_sync = reason
-        self.metrics.set_last_error(reason)
-        if stuck is not None:
-            self.metrics.set_stuck_write(_still_stuck(self.metrics.stuck_write, stuck))
-        log.error(
-            "event=zk_write_failed %s; ZooKeeper will be reconciled with the log%s",
-            reason, f" (znode {stuck.znode}, {stuck.request}: {stuck.error_code})" if stuck and stuck.znode else "",
-        )  # fmt: skip
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._spawn, self._repair_zookeeper)
-
-    async def _repair_zookeeper(self) -> None:
-        """Reconcile ZooKeeper with the log (SYNC_KRAFT_TO_ZK's writes), retrying with backoff.
-
-        Appends pause meanwhile and every earlier batch is durable and written first, so the image
-        reconciled is exactly the durable log and later dual writes follow it in order.
-        """
-        if self._repairing:
-            return
-        self._repairing = True
-        assert self._appends_open is not None
-        delay = REPAIR_FIRST_DELAY_S
-        try:
-            while self.zk_out_of_sync is not None and self._serving():
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, REPAIR_MAX_DELAY_S)
-                self._appends_open.clear()
-                try:
-                    await asyncio.get_running_loop().run_in_executor(None, self._wait_no_inflight)
-                    self.zk_out_of_sync = None
-                    assert self.driver is not None
-                    with self._inflight_cond:
-                        self._inflight += 1  # the foreign-write watcher waits for the repair too
-                    try:
-                        ops = await self.driver.reconcile()
-                    finally:
-                        self._write_done()
-                    stuck = self.metrics.stuck_write
-                    log.info(
-                        "event=zk_repaired ops=%d%s", len(ops),
-                        f" after {stuck.attempts} failed attempt(s) of {stuck.operation}" if stuck else "",
-                    )  # fmt: skip
-                    self.metrics.set_last_error(None)
-                    self.metrics.set_stuck_write(None)
-                except FencedOut:
-                    return
-                except (Zk2KraftError, KazooException) as exc:
-                    self.zk_out_of_sync = f"reconciliation failed: {exc}"
-                    self.metrics.set_last_error(self.zk_out_of_sync)
-                    assert self.log is not None and self.driver is not None
-                    failed = stuck_write(exc, self.driver.reconciliation_ops, -1, self.log.end_offset - 1)
-                    stuck = _still_stuck(self.metrics.stuck_write, failed).model_copy(
-                        update={"next_retry_in_s": delay}
-                    )
-                    self.metrics.set_stuck_write(stuck)
-                    # One line per attempt, with the znode and the code: a stuck write is never silent.
-                    log.error("event=zk_repair_failed %s; retrying in %.1f s; %s", stuck.line(), delay, exc)
-                finally:
-                    self._appends_open.set()
-        finally:
-            self._repairing = False
-            self._sync_metrics()
-
-    def _wait_no_inflight(self, timeout: float | None = None) -> bool:
-        with self._inflight_cond:
-            return self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout)
-
-    def _write_done(self) -> None:
-        with self._inflight_cond:
-            self._inflight -= 1
-            self._inflight_cond.notify_all()
 
     # ------------------------------------------------------------------ foreign ZooKeeper writes
 
@@ -1271,12 +807,13 @@ class BridgeController:
         mode = ForeignWriteMode(self.config.foreign_zk_writes)
         watcher = ForeignWriteWatcher(
             self.kazoo,
-            self._expected_image,
+            self.pipeline.hold_appends,
             None if mode is ForeignWriteMode.REPORT else self._on_foreign_writes,
             mode=mode,
             metrics=self.metrics,
         )
         self.watcher = watcher
+        self.pipeline.judged_by(watcher.own_writes)
         if self.zk is not None:  # our own writes' watch events need no judgment (no appends held)
             self.zk.observer = watcher.written
         # Armed before DUAL_WRITE; the first scan catches what changed since the reconciliation read.
@@ -1284,29 +821,12 @@ class BridgeController:
 
     async def _stop_watcher(self) -> None:
         watcher, self.watcher = self.watcher, None
+        self.pipeline.judged_by(None)
         if self.zk is not None:
             self.zk.observer = None
         if watcher is not None:
             await asyncio.get_running_loop().run_in_executor(None, watcher.stop)
-        with self._gate:
-            self._judging = False
-
-    def _expected_image(self) -> MetadataImage:
-        """Watcher thread (holding its own-writes lock): the image, once ZooKeeper holds all of it.
-
-        New appends wait (`_judging`) and the dual writes in flight are let finish, so ZooKeeper reflects
-        exactly this image while the watcher reads it; the image does not change meanwhile.
-        """
-        with self._gate:
-            self._judging = True
-        with self._inflight_cond:
-            if not self._inflight_cond.wait_for(lambda: self._inflight == 0, JUDGE_WAIT_S):
-                raise Zk2KraftError(
-                    f"dual writes to ZooKeeper still in flight after {JUDGE_WAIT_S:.0f} s; foreign-write "
-                    f"check postponed"
-                )
-        assert self.log is not None
-        return self.log.image
+        self.pipeline.release_appends()
 
     def _on_foreign_writes(self, batch: ForeignWriteBatch) -> None:
         """Watcher thread, right after judging (ZooKeeper and the image agree but for `batch`)."""
@@ -1338,7 +858,7 @@ class BridgeController:
             return
         try:
             if records:
-                offset = await self.commit(records)
+                offset = await self.pipeline.commit(records)
                 log.info(
                     "event=foreign_import records=%d last_offset=%d paths=%s",
                     len(records), offset, ",".join(w.path for w in batch.writes),
@@ -1359,10 +879,7 @@ class BridgeController:
             # Planned on the event loop against the current image: it is what ZooKeeper must say.
             ops = batch.revert_operations(self.log.image)
             if ops:
-                with self._inflight_cond:
-                    self._inflight += 1
-                # In the dual writes' queue: after every change appended before it, before any after it.
-                await self._queue_write(_QueuedWrite(None, ops, self.log.leader_epoch, self._new_future()))
+                await self.pipeline.queue_revert(ops)
                 log.info(
                     "event=foreign_revert ops=%d paths=%s", len(ops), ",".join(w.path for w in batch.writes)
                 )
@@ -1373,116 +890,8 @@ class BridgeController:
             self._notify()
 
 
-def stuck_write(exc: BaseException, ops: Sequence[ZkOperation], first: int, last: int) -> StuckWrite:
-    """What `/status` shows of a dual write that did not land: the operation, its failing request and code."""
-    operation = "ZooKeeper write"
-    if isinstance(exc, ZkBatchError) and exc.failed_index < len(ops):
-        op = ops[exc.failed_index]
-        operation = f"{op.op_type} ({op.description})" if op.description else op.op_type
-    request = znode = code = None
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, MigrationClientError) and cause.failures:
-            request, number = cause.failures[0]  # the first: a missing parent's refusal explains the rest
-            znode, code = request.partition(" ")[2] or None, code_name(number)
-            break
-        cause = cause.__cause__
-    return StuckWrite(
-        operation=operation, request=request, znode=znode, error_code=code, first_offset=first,
-        last_offset=last, since_ms=time.time_ns() // 1_000_000, attempts=1, next_retry_in_s=None,
-        error=str(exc),
-    )  # fmt: skip
-
-
-def _still_stuck(earlier: StuckWrite | None, now: StuckWrite) -> StuckWrite:
-    """`now`, counted as one more attempt of `earlier` (its start and first offset kept) when there was one."""
-    if earlier is None:
-        return now
-    first = earlier.first_offset if earlier.first_offset >= 0 else now.first_offset
-    return now.model_copy(
-        update={"since_ms": earlier.since_ms, "attempts": earlier.attempts + 1, "first_offset": first}
-    )
-
-
-class _LoopRelay:
-    """Passes one ZooKeeper reply from kazoo's connection thread straight to the event loop (first outcome only)."""
-
-    __slots__ = ("_deliver", "_fired", "_lock", "_loop")
-
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Any, BaseException | None], None]
-    ) -> None:
-        self._loop = loop
-        self._deliver = deliver
-        self._fired = False
-        # kazoo may report from the sending thread (a closed connection) and later from its own.
-        self._lock = threading.Lock()
-
-    def set(self, value: Any) -> None:
-        self._post(value, None)
-
-    def set_exception(self, exception: BaseException) -> None:
-        self._post(None, exception)
-
-    def _post(self, value: Any, error: BaseException | None) -> None:
-        with self._lock:
-            if self._fired:
-                return
-            self._fired = True
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            self._loop.call_soon_threadsafe(self._deliver, value, error)
-
-
-@dataclass(slots=True)
-class _QueuedWrite:
-    """A committed batch waiting for ZooKeeper: its append, its operations, its epoch and its waiter.
-
-    `appended` is None for a revert of foreign writes (operations only, nothing in the log).
-    """
-
-    appended: Any | None
-    ops: list[ZkOperation]
-    epoch: int
-    done: asyncio.Future[None]
-    encoded: EncodedResponse | None = None
-    delta: tuple[MetadataImage, MetadataImage] | None = None
-    """The image slices before and after the change, until the writer thread plans them into `ops`."""
-
-
-def _encode_ahead(batch: list[_QueuedWrite]) -> None:
-    """Encode the answers of `batch` before ZooKeeper's reply comes (those not already answered)."""
-    for item in batch:
-        if item.encoded is not None and item.encoded.body is None and not item.done.done():
-            with contextlib.suppress(Zk2KraftError):  # encoded (and reported) again when sent
-                item.encoded.encode()
-
-
-def _durable_count(batch: list[_QueuedWrite], errors: list[BaseException | None]) -> int:
-    """How many batches (from the first) are durable; the others' errors go into `errors`.
-
-    The log fsyncs in order and a failed write fails every append behind it, so the durable ones are a prefix.
-    """
-    last = next((item.appended for item in reversed(batch) if item.appended is not None), None)
-    try:
-        if last is not None:
-            last.durable.result()
-        return len(batch)
-    except Exception:
-        pass
-    count = 0
-    first: BaseException | None = None
-    for i, item in enumerate(batch):
-        error = item.appended.durable.exception() if item.appended is not None else None
-        first = first or error
-        if first is None:
-            count += 1
-        else:  # not written: a revert behind a lost append waits for the repair too
-            errors[i] = error or first
-    return count
-
-
-def _open_metadata_log(config: BridgeConfig, cluster_id: str) -> MetadataLogLike:
-    return MetadataLog.open(  # type: ignore[return-value]
+def _open_metadata_log(config: BridgeConfig, cluster_id: str) -> MetadataLog:
+    return MetadataLog.open(
         config.metadata_dir,
         node_id=config.node_id,
         cluster_id=cluster_id or None,

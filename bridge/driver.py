@@ -28,6 +28,7 @@ from bridge.zk.leadership import (
     FencedError,
     MigrationLeadershipState,
     MultiReply,
+    ReplyRelay,
 )
 from bridge.zk.migration_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
 from bridge.zk.operations import ZkOperation
@@ -603,6 +604,15 @@ class MigrationDriver:
             return None
         final = self.leadership.with_kraft_metadata_offset_and_epoch(offset, epoch)
         return self.zk.one_multi(prepared, final)
+
+    def send_one(self, one: OneMulti, relay: ReplyRelay, on_send: Callable[[], None] | None = None) -> None:
+        """Send `one` without waiting: `relay` hears its reply and `on_send` runs as it goes out (both on
+        kazoo's connection thread); the reply goes to `landed_one`."""
+        self.zk.send_one(one, relay, on_send)
+
+    def drop_one(self, one: OneMulti) -> None:
+        """`one` will not be sent (its batch is written the usual way)."""
+        self.zk.drop_one(one)
 
     def landed_one(self, one: OneMulti, raw: Any) -> MultiReply | None:
         """`one`'s reply if it landed (any thread, never blocks): the leadership has moved on, and

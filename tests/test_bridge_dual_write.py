@@ -318,9 +318,9 @@ def test_a_change_whose_dual_write_cannot_be_planned_is_refused_and_zookeeper_is
 ) -> None:
     """The writer thread plans the change beside the fsync; a planning defect fails that request only, and
     the committed change reaches ZooKeeper through a reconciliation."""
-    import bridge.controller as controller_module
+    import bridge.pipeline as pipeline_module
 
-    planned = controller_module.plan_delta
+    planned = pipeline_module.plan_delta
     failures = 0
 
     def defect_once(before: MetadataImage, after: MetadataImage) -> list[Any]:
@@ -330,7 +330,7 @@ def test_a_change_whose_dual_write_cannot_be_planned_is_refused_and_zookeeper_is
             raise RuntimeError("a planning defect")
         return planned(before, after)
 
-    monkeypatch.setattr(controller_module, "plan_delta", defect_once)
+    monkeypatch.setattr(pipeline_module, "plan_delta", defect_once)
     port = bridge.listen_port
     refused = send_request_sync(
         "127.0.0.1", port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "4321"))
