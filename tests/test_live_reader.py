@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, Id, make_acl, make_digest_acl
 
 from migrate.errors import CorruptDataError, Zk2KraftError
@@ -104,6 +105,15 @@ def test_kazoo_client_as_source(zk_client: KazooClient, zk_connect: str) -> None
 
 
 def test_missing_root_is_a_clear_error(zk_connect: str) -> None:
+    with pytest.raises(Zk2KraftError, match=r"znode .*/does-not-exist does not exist"):
+        read_tree(zk_connect, "/does-not-exist")
+
+
+def test_missing_root_error_survives_a_znode_nobody_may_list(zk_client: KazooClient, zk_connect: str) -> None:
+    # The "did you mean" search walks the ensemble; a znode it may not read must not hide the real error.
+    zk_client.create("/locked", b"", acl=[make_digest_acl("someone", "secret", all=True)])
+    with pytest.raises(NoAuthError):
+        zk_client.get_children("/locked")
     with pytest.raises(Zk2KraftError, match=r"znode .*/does-not-exist does not exist"):
         read_tree(zk_connect, "/does-not-exist")
 

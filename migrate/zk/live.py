@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.hosts import collect_hosts
 
@@ -247,8 +247,8 @@ class ZkConnectOptions:
             def children_of(path: str) -> list[str]:
                 try:
                     return list(client.get_children(path))
-                except NoNodeError:
-                    return []
+                except (NoNodeError, NoAuthError):
+                    return []  # the hint is best effort: a znode we may not list is not searched
 
             found = [c for c in find_kafka_chroots(children_of, near=self.chroot or "/") if c != (self.chroot or "/")]
         finally:
