@@ -83,8 +83,10 @@ from migrate.errors import (
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.reader import load_image
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.live import ZkConnectOptions
+from migrate.zk.znodes.controller import decode_migration
+from migrate.zk.znodes.singletons import decode_cluster_id
 
 log = logging.getLogger(__name__)
 
@@ -485,7 +487,7 @@ class BridgeController:
                 )
             if migration is not None:
                 data, stat = kazoo.get(paths.MIGRATION)
-                znode = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version)
+                znode = decode_migration(paths.MIGRATION, data, zk_version=stat.version)
                 if (znode.kraft_controller_id, znode.kraft_controller_epoch) != (
                     state.kraft_controller_id,
                     state.kraft_controller_epoch,
@@ -576,7 +578,7 @@ class BridgeController:
                 f"there, so there is no cluster to migrate"
                 + ZkConnectOptions(connect=self.config.zk_connect).kafka_chroot_hint()
             )
-        return znodes.decode_cluster_id(paths.CLUSTER_ID, found[0])
+        return decode_cluster_id(paths.CLUSTER_ID, found[0])
 
     async def _dry_run(self) -> int:
         """Print the ZooKeeper writes a reconciliation of the existing log would make; write nothing."""

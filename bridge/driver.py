@@ -47,10 +47,11 @@ from migrate.migration import (
     coalesce,
 )
 from migrate.translate import RecordAndVersion, translate
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import ZkConnectOptions, read_tree
 from migrate.zk.model import ZkClusterModel
+from migrate.zk.znodes.controller import decode_migration
 
 log = logging.getLogger(__name__)
 
@@ -667,7 +668,7 @@ class MigrationDriver:
             return
         data, stat = found
         try:
-            znode = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
+            znode = decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
         except Zk2KraftError:
             return
         state = self.leadership
@@ -716,5 +717,5 @@ def read_migration_znode(zk: ZkMigrationClient) -> MigrationLeadershipState | No
         return None
     data, stat = found
     return MigrationLeadershipState.from_znode(
-        znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
+        decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
     )
