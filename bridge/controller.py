@@ -35,7 +35,6 @@ from bridge import metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
 from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context
 from bridge.driver import (
-    ZK_MIGRATION_STATE_MIGRATION,
     FencedOut,
     MetadataLogLike,
     MigrationDriver,
@@ -82,6 +81,7 @@ from migrate.errors import (
 )
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
+from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import load_image
 from migrate.zk import paths
 from migrate.zk.live import ZkConnectOptions
@@ -352,7 +352,7 @@ class BridgeController:
             if problem is not None:
                 holder = await loop.run_in_executor(None, self.zk.controller_holder)
                 raise MigrationMismatchError(mismatch_refusal(problem, holder, config.node_id))
-        if found.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
+        if found.image.features.zk_migration_state != ZkMigrationState.MIGRATION:
             try:
                 await loop.run_in_executor(None, read_zookeeper_for_migration, self.kazoo)
             except ZnodeFormatError as exc:
@@ -588,7 +588,7 @@ class BridgeController:
         image = MetadataImage()
         if pdir.is_dir():
             image, _report = await loop.run_in_executor(None, load_image, self.config.metadata_dir)
-        if image.features.zk_migration_state != 1:
+        if image.features.zk_migration_state != ZkMigrationState.MIGRATION:
             self.dry_run_lines = [
                 f"# {self.config.metadata_dir} holds no completed migration: a real run would first migrate "
                 f"ZooKeeper into the log; reconciling the empty image would plan these writes:"
