@@ -14,7 +14,6 @@ import binascii
 import contextlib
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -34,7 +33,6 @@ from migrate.zk.znodes.acls import decode_acls, resource_type_from_name
 from migrate.zk.znodes.brokers import decode_broker
 from migrate.zk.znodes.configs import decode_client_quota_config, decode_entity_config
 from migrate.zk.znodes.controller import decode_migration
-from migrate.zk.znodes.jackson import INT32_MAX, INT32_MIN
 from migrate.zk.znodes.singletons import decode_cluster_id, decode_features, decode_producer_id_block
 from migrate.zk.znodes.tokens import decode_delegation_token
 from migrate.zk.znodes.topics import decode_partition_state, decode_topic
@@ -61,17 +59,6 @@ from validators.tables import (
     zk_topic_row,
 )
 
-_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
-
-
-def _canonical_int(text: str) -> int | None:
-    """`text` as an int when it is exactly how Java prints one (other names are not Kafka's)."""
-    if not _CANONICAL_INT.fullmatch(text):
-        return None
-    value = int(text)
-    return value if INT32_MIN <= value <= INT32_MAX else None
-
-
 # ---------------------------------------------------------------------------------------------- znodes
 
 
@@ -91,7 +78,7 @@ def znode_rows(path: str, data: bytes | None, version: int, czxid: int) -> list[
 def _brokers(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
     n = len(parts)
     if n == 4 and parts[2] == "ids":
-        if _canonical_int(parts[3]) is None:
+        if paths.canonical_int(parts[3]) is None:
             return []
         return [wide("brokers", zk_broker_row(decode_broker(path, data, czxid=czxid)))]
     if n < 4 or parts[2] != "topics":
@@ -104,7 +91,7 @@ def _brokers(path: str, parts: list[str], data: bytes | None, version: int, czxi
         rows.extend(wide("zk_assignments", row) for row in zk_assignment_rows(topic))
         return rows
     if n == 7 and parts[4] == "partitions" and parts[6] == "state":
-        partition = _canonical_int(parts[5])
+        partition = paths.canonical_int(parts[5])
         if partition is None:
             return []
         state = decode_partition_state(path, data, zk_version=version)

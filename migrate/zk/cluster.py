@@ -7,7 +7,6 @@ topics so orphans can be recognised. Everything the model does not interpret is 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -50,7 +49,6 @@ from migrate.zk.znodes.controller import (
     encode_controller_epoch,
     encode_migration,
 )
-from migrate.zk.znodes.jackson import INT32_MAX, INT32_MIN
 from migrate.zk.znodes.singletons import (
     decode_cluster_id,
     decode_features,
@@ -73,22 +71,6 @@ from migrate.zk.znodes.topics import (
 )
 
 T = TypeVar("T")
-
-_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
-
-
-_SMALL_INTS = {str(i): i for i in range(1 << 14)}  # partition ids: the common case, without a regex
-
-
-def _canonical_int(name: str) -> int | None:
-    """`name` as an int when it is exactly how Java prints that int (so the path can be rebuilt)."""
-    value = _SMALL_INTS.get(name)
-    if value is not None:
-        return value
-    if _CANONICAL_INT.fullmatch(name) and INT32_MIN <= (value := int(name)) <= INT32_MAX:
-        return value
-    return None
-
 
 def from_tree(tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
     """The model of a chroot-relative tree (`/brokers/...`); see `from_tree_at` for a tree with a chroot.
@@ -196,7 +178,7 @@ class _TreeReader:
                 return node.data is None  # data (Kafka writes b"") stays raw
             return False
         if parts[2] == "ids" and n == 4:
-            broker_id = _canonical_int(parts[3])
+            broker_id = paths.canonical_int(parts[3])
             if broker_id is None:
                 self.model.warnings.append(f"znode {path}: broker id is not a number; kept as raw data")
                 return False
@@ -413,7 +395,7 @@ class _TreeReader:
         decode = decode_partition_state
         for p_name, node in self.state_nodes.get(name, {}).items():
             path = f"{prefix}/{p_name}/state"
-            p = _canonical_int(p_name)
+            p = paths.canonical_int(p_name)
             if topic is None or p is None:
                 other[path] = node.data
                 continue
@@ -427,7 +409,7 @@ class _TreeReader:
                 other[path] = node.data
         states = {} if topic is None else topic.states
         for p_name, data in self.partition_dirs.get(name, {}).items():
-            p = _canonical_int(p_name)
+            p = paths.canonical_int(p_name)
             if data is not None or p is None or p not in states:
                 other[f"{paths.partitions_path(name)}/{p_name}"] = data
         if name in self.partition_containers:
