@@ -34,7 +34,6 @@ from bridge.zk.operations import ZkOperation
 from bridge.zk.planner import count_op_types, describe, format_op_counts, plan_reconciliation
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
-from migrate.kraft import records as rec
 from migrate.kraft.activation import bootstrap_records, bootstrap_transaction
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
@@ -42,8 +41,10 @@ from migrate.manifest import ManifestBuilder, MigrationManifest
 from migrate.migration import (
     DEFAULT_MIN_BATCH_SIZE,
     MAX_RECORDS_PER_APPEND,
-    MIGRATION_TRANSACTION_NAME,
     coalesce,
+    migration_begin_records,
+    migration_completed_message,
+    migration_completion_records,
 )
 from migrate.translate import RecordAndVersion, translate
 from migrate.zk import paths
@@ -118,12 +119,7 @@ class MigrationOutcome:
 
     def completion_message(self) -> str:
         """Kafka's success log line (KRaftMigrationDriver.MigrateMetadataEvent)."""
-        ids = ", ".join(str(b) for b in self.broker_ids)
-        return (
-            f"Completed migration of metadata from ZooKeeper to KRaft. {self.manifest}. "
-            f"The current metadata offset is now {self.last_offset} with an epoch of {self.last_epoch}. "
-            f"Saw {len(self.broker_ids)} brokers in the migrated metadata [{ids}]."
-        )
+        return migration_completed_message(self.manifest, self.last_offset, self.last_epoch, self.broker_ids)
 
 
 TransitionListener = Callable[[DriverState, DriverState], None]
@@ -476,14 +472,10 @@ class MigrationDriver:
         transactional = mv.is_metadata_transaction_supported()
         writes: list[list[RecordAndVersion]] = []
         if transactional:
-            writes.append([(rec.BeginTransactionRecord(name=MIGRATION_TRANSACTION_NAME), 0)])
+            writes.append(migration_begin_records())
         batches = coalesce(translation.record_lists, self.min_batch_size)
-        completion: list[RecordAndVersion] = [
-            (rec.ZkMigrationStateRecord(zk_migration_state=ZkMigrationState.MIGRATION.value), 0)
-        ]
-        if transactional:
-            completion.append((rec.EndTransactionRecord(), 0))
-        else:
+        completion = migration_completion_records(mv)
+        if not transactional:
             log.warning("metadata.version %s has no metadata transactions: the migration is not atomic", mv)
         last = None
         for records in writes:

@@ -141,18 +141,39 @@ def plan_writes(
     activation = bootstrap_transaction(bootstrap_records(mv), mv, ZkMigrationState.PRE_MIGRATION)
     writes = [ControllerWrite("bootstrap", activation)]
     if transactional:
-        writes.append(
-            ControllerWrite("begin", [(rec.BeginTransactionRecord(name=MIGRATION_TRANSACTION_NAME), 0)])
-        )
+        writes.append(ControllerWrite("begin", migration_begin_records()))
     for batch in coalesce(translation.record_lists, min_batch_size):
         writes.append(ControllerWrite("migration", batch))
-    completion: list[RecordAndVersion] = [
+    writes.append(ControllerWrite("complete", migration_completion_records(mv)))
+    return writes
+
+
+def migration_begin_records() -> list[RecordAndVersion]:
+    """The write that opens the "ZK Migration" metadata transaction (KRaftMigrationDriver.MigrateMetadataEvent)."""
+    return [(rec.BeginTransactionRecord(name=MIGRATION_TRANSACTION_NAME), 0)]
+
+
+def migration_completion_records(metadata_version: MetadataVersion) -> list[RecordAndVersion]:
+    """The write that ends the migration: ZkMigrationState MIGRATION, and EndTransaction when the
+    metadata.version has transactions (below 3.6-IV1 the migration is not atomic)."""
+    records: list[RecordAndVersion] = [
         (rec.ZkMigrationStateRecord(zk_migration_state=ZkMigrationState.MIGRATION.value), 0)
     ]
-    if transactional:
-        completion.append((rec.EndTransactionRecord(), 0))
-    writes.append(ControllerWrite("complete", completion))
-    return writes
+    if metadata_version.is_metadata_transaction_supported():
+        records.append((rec.EndTransactionRecord(), 0))
+    return records
+
+
+def migration_completed_message(
+    manifest: MigrationManifest, last_offset: int, last_epoch: int, broker_ids: Sequence[int]
+) -> str:
+    """Kafka's success log line for the migration (KRaftMigrationDriver.MigrateMetadataEvent)."""
+    ids = ", ".join(str(b) for b in broker_ids)
+    return (
+        f"Completed migration of metadata from ZooKeeper to KRaft. {manifest}. "
+        f"The current metadata offset is now {last_offset} with an epoch of {last_epoch}. "
+        f"Saw {len(broker_ids)} brokers in the migrated metadata [{ids}]."
+    )
 
 
 
@@ -320,11 +341,8 @@ class MigrationResult:
     def completion_message(self) -> str:
         """Kafka's success log line for the migration."""
         assert self.translation is not None
-        brokers = ", ".join(str(b) for b in sorted(self.translation.broker_ids))
-        return (
-            f"Completed migration of metadata from ZooKeeper to KRaft. {self.manifest}. "
-            f"The current metadata offset is now {self.last_offset} with an epoch of {self.last_epoch}. "
-            f"Saw {len(self.translation.broker_ids)} brokers in the migrated metadata [{brokers}]."
+        return migration_completed_message(
+            self.manifest, self.last_offset, self.last_epoch, sorted(self.translation.broker_ids)
         )
 
 
