@@ -73,9 +73,10 @@ from bridge.zk.leadership import encoded_transaction
 from bridge.zk.multi_codec import encode_multi
 from migrate.errors import Zk2KraftError
 from migrate.kraft import records as rec
-from migrate.zk import znodes
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import EntityConfig, PartitionState, Topic
+from migrate.zk.znodes.configs import encode_entity_config
+from migrate.zk.znodes.topics import encode_partition_state, encode_topic
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_ID = 3000
@@ -363,21 +364,21 @@ def _create_topic_writes(transaction: TransactionRequest, i: int) -> None:
     """The znodes the bridge creates for a 3-partition topic (bridge/zk/migration_client.py), under FLOOR_PATH."""
     name = f"ct-{i}"
     topic = f"{FLOOR_PATH}/topics/{name}"
-    transaction.create(topic, znodes.encode_topic(Topic(name, _FLOOR_TOPIC_ID, _REPLICAS)))
+    transaction.create(topic, encode_topic(Topic(name, _FLOOR_TOPIC_ID, _REPLICAS)))
     transaction.create(
-        f"{FLOOR_PATH}/configs/{name}", znodes.encode_entity_config(EntityConfig("topics", name, {}))
+        f"{FLOOR_PATH}/configs/{name}", encode_entity_config(EntityConfig("topics", name, {}))
     )
     transaction.create(f"{topic}/partitions")
     for p, replicas in _REPLICAS.items():
         transaction.create(f"{topic}/partitions/{p}")
         state = PartitionState(leader=replicas[0], leader_epoch=0, isr=replicas, controller_epoch=1)
-        transaction.create(f"{topic}/partitions/{p}/state", znodes.encode_partition_state(state))
+        transaction.create(f"{topic}/partitions/{p}/state", encode_partition_state(state))
 
 
 def _config_writes(transaction: TransactionRequest, i: int) -> None:
     """A topic config change as the bridge writes it: the config znode, then the change notification."""
     config = EntityConfig("topics", "floor", {"retention.ms": str(3_600_000 + i)})
-    transaction.set_data(FLOOR_CONFIG, znodes.encode_entity_config(config))
+    transaction.set_data(FLOOR_CONFIG, encode_entity_config(config))
     note = b'{"version":2,"entity_path":"topics/floor"}'
     transaction.create(f"{FLOOR_PATH}/changes/config_change_", note, sequence=True)
 

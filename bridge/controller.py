@@ -32,7 +32,6 @@ from bridge import metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
 from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context
 from bridge.driver import (
-    ZK_MIGRATION_STATE_MIGRATION,
     FencedOut,
     MigrationDriver,
     MigrationMismatchError,
@@ -75,9 +74,12 @@ from migrate.errors import (
 )
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
+from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import load_image
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.live import ZkConnectOptions
+from migrate.zk.znodes.controller import decode_migration
+from migrate.zk.znodes.singletons import decode_cluster_id
 
 log = logging.getLogger(__name__)
 
@@ -325,7 +327,7 @@ class BridgeController:
             if problem is not None:
                 holder = await loop.run_in_executor(None, self.zk.controller_holder)
                 raise MigrationMismatchError(mismatch_refusal(problem, holder, config.node_id))
-        if found.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
+        if found.image.features.zk_migration_state != ZkMigrationState.MIGRATION:
             try:
                 await loop.run_in_executor(None, read_zookeeper_for_migration, self.kazoo)
             except ZnodeFormatError as exc:
@@ -458,7 +460,7 @@ class BridgeController:
                 )
             if migration is not None:
                 data, stat = kazoo.get(paths.MIGRATION)
-                znode = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version)
+                znode = decode_migration(paths.MIGRATION, data, zk_version=stat.version)
                 if (znode.kraft_controller_id, znode.kraft_controller_epoch) != (
                     state.kraft_controller_id,
                     state.kraft_controller_epoch,
@@ -552,7 +554,7 @@ class BridgeController:
                 f"there, so there is no cluster to migrate"
                 + ZkConnectOptions(connect=self.config.zk_connect).kafka_chroot_hint()
             )
-        return znodes.decode_cluster_id(paths.CLUSTER_ID, found[0])
+        return decode_cluster_id(paths.CLUSTER_ID, found[0])
 
     async def _dry_run(self) -> int:
         """Print the ZooKeeper writes a reconciliation of the existing log would make; write nothing."""
@@ -562,7 +564,7 @@ class BridgeController:
         image = MetadataImage()
         if pdir.is_dir():
             image, _report = await loop.run_in_executor(None, load_image, self.config.metadata_dir)
-        if image.features.zk_migration_state != 1:
+        if image.features.zk_migration_state != ZkMigrationState.MIGRATION:
             self.dry_run_lines = [
                 f"# {self.config.metadata_dir} holds no completed migration: a real run would first migrate "
                 f"ZooKeeper into the log; reconciling the empty image would plan these writes:"

@@ -35,30 +35,29 @@ from bridge.zk.operations import ZkOperation
 from bridge.zk.planner import count_op_types, describe, format_op_counts, plan_reconciliation
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
-from migrate.kraft import records as rec
+from migrate.kraft.activation import bootstrap_records, bootstrap_transaction
 from migrate.kraft.image import MetadataImage
+from migrate.kraft.migration_state import ZkMigrationState
 from migrate.manifest import ManifestBuilder, MigrationManifest
 from migrate.migration import (
-    BOOTSTRAP_TRANSACTION_NAME,
     DEFAULT_MIN_BATCH_SIZE,
     MAX_RECORDS_PER_APPEND,
-    MIGRATION_TRANSACTION_NAME,
-    ZK_MIGRATION_STATE_MIGRATION,
-    ZK_MIGRATION_STATE_PRE_MIGRATION,
     coalesce,
+    migration_begin_records,
+    migration_completed_message,
+    migration_completion_records,
 )
 from migrate.translate import RecordAndVersion, translate
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import ZkConnectOptions, read_tree
 from migrate.zk.model import ZkClusterModel
+from migrate.zk.znodes.controller import decode_migration
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-ZK_MIGRATION_STATE_NONE = 0
-ZK_MIGRATION_STATE_POST_MIGRATION = 3
 
 # Kafka's isValidStateChange (migration-protocol.md §5.1); anything may also "move" to itself.
 VALID_TRANSITIONS: dict[DriverState, frozenset[DriverState]] = {
@@ -121,12 +120,7 @@ class MigrationOutcome:
 
     def completion_message(self) -> str:
         """Kafka's success log line (KRaftMigrationDriver.MigrateMetadataEvent)."""
-        ids = ", ".join(str(b) for b in self.broker_ids)
-        return (
-            f"Completed migration of metadata from ZooKeeper to KRaft. {self.manifest}. "
-            f"The current metadata offset is now {self.last_offset} with an epoch of {self.last_epoch}. "
-            f"Saw {len(self.broker_ids)} brokers in the migrated metadata [{ids}]."
-        )
+        return migration_completed_message(self.manifest, self.last_offset, self.last_epoch, self.broker_ids)
 
 
 TransitionListener = Callable[[DriverState, DriverState], None]
@@ -142,7 +136,7 @@ def check_log_matches_migration(
     to start (log migrated, `/migration` empty); each is reported instead.
     """
     zk_offset = znode.kraft_metadata_offset
-    log_migrated = image.features.zk_migration_state == ZK_MIGRATION_STATE_MIGRATION
+    log_migrated = image.features.zk_migration_state == ZkMigrationState.MIGRATION
     who = f"KRaft controller {znode.kraft_controller_id} (epoch {znode.kraft_controller_epoch})"
     if zk_offset > 0 and not log_migrated:
         return (
@@ -174,9 +168,9 @@ def check_log_matches_migration(
 def bootstrap_refusal(image: MetadataImage, mv: mvs.MetadataVersion) -> str | None:
     """Why a log in this state cannot start (or bootstrap) a ZooKeeper migration, or None when it can."""
     state = image.features.zk_migration_state
-    if state in (ZK_MIGRATION_STATE_PRE_MIGRATION, ZK_MIGRATION_STATE_MIGRATION):
+    if state in (ZkMigrationState.PRE_MIGRATION, ZkMigrationState.MIGRATION):
         return None
-    if state == ZK_MIGRATION_STATE_POST_MIGRATION:
+    if state == ZkMigrationState.POST_MIGRATION:
         return (
             "this metadata log says the migration was finalised (ZkMigrationState POST_MIGRATION); a "
             "finalised cluster is not written to ZooKeeper any more"
@@ -324,7 +318,7 @@ class MigrationDriver:
         self.transition(DriverState.BECOME_CONTROLLER, leader_epoch=self.log.leader_epoch)
         try:
             await self.become_controller()
-            if self.log.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
+            if self.log.image.features.zk_migration_state != ZkMigrationState.MIGRATION:
                 self.transition(DriverState.ZK_MIGRATION)
                 await self.migrate()
             self.transition(
@@ -405,7 +399,7 @@ class MigrationDriver:
             f"{paths.CONTROLLER_EPOCH} is {epoch_text} (this bridge's claim moved it on by one; that only "
             f"fences the controller before it, nothing to restore)."
         )
-        if self.log.image.features.zk_migration_state == ZK_MIGRATION_STATE_MIGRATION and restored:
+        if self.log.image.features.zk_migration_state == ZkMigrationState.MIGRATION and restored:
             parts.append(
                 "The metadata log holds a completed copy ZooKeeper no longer follows: move --metadata-dir "
                 "aside before starting again (a fresh copy is made)."
@@ -418,21 +412,14 @@ class MigrationDriver:
         """An empty log gets Kafka's bootstrap transaction (metadata.version, PRE_MIGRATION) first."""
         image = self.log.image
         state = image.features.zk_migration_state
-        if state in (ZK_MIGRATION_STATE_PRE_MIGRATION, ZK_MIGRATION_STATE_MIGRATION):
+        if state in (ZkMigrationState.PRE_MIGRATION, ZkMigrationState.MIGRATION):
             return
         mv = self.metadata_version or mvs.LATEST_PRODUCTION
         problem = bootstrap_refusal(image, mv)
         if problem is not None:
             raise MigrationMismatchError(problem)
-        records: list[RecordAndVersion] = []
-        transactional = mv.is_metadata_transaction_supported()
-        if transactional:
-            records.append((rec.BeginTransactionRecord(name=BOOTSTRAP_TRANSACTION_NAME), 0))
-        if image.features.metadata_version != mv.feature_level:
-            records.append((rec.FeatureLevelRecord(name=mvs.FEATURE_NAME, feature_level=mv.feature_level), 0))
-        records.append((rec.ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_STATE_PRE_MIGRATION), 0))
-        if transactional:
-            records.append((rec.EndTransactionRecord(), 0))
+        bootstrap = [] if image.features.metadata_version == mv.feature_level else bootstrap_records(mv)
+        records = bootstrap_transaction(bootstrap, mv, ZkMigrationState.PRE_MIGRATION)
         await self._append_durably([records])
         log.info("event=bootstrap metadata_version=%s log_end_offset=%d", mv.name, self.log.end_offset)
 
@@ -447,7 +434,7 @@ class MigrationDriver:
             holder = await self.run_zk(self.zk.controller_holder)
             raise MigrationMismatchError(mismatch_refusal(problem, holder, self.node_id))
         log.warning("event=adopt_existing_migration problem=%r", problem)
-        if self.log.image.features.zk_migration_state != ZK_MIGRATION_STATE_MIGRATION:
+        if self.log.image.features.zk_migration_state != ZkMigrationState.MIGRATION:
             # Adopting means: migrate ZooKeeper's current state into our log as if /migration were empty.
             self.leadership = self.leadership.with_kraft_metadata_offset_and_epoch(-1, -1)
 
@@ -486,14 +473,10 @@ class MigrationDriver:
         transactional = mv.is_metadata_transaction_supported()
         writes: list[list[RecordAndVersion]] = []
         if transactional:
-            writes.append([(rec.BeginTransactionRecord(name=MIGRATION_TRANSACTION_NAME), 0)])
+            writes.append(migration_begin_records())
         batches = coalesce(translation.record_lists, self.min_batch_size)
-        completion: list[RecordAndVersion] = [
-            (rec.ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_STATE_MIGRATION), 0)
-        ]
-        if transactional:
-            completion.append((rec.EndTransactionRecord(), 0))
-        else:
+        completion = migration_completion_records(mv)
+        if not transactional:
             log.warning("metadata.version %s has no metadata transactions: the migration is not atomic", mv)
         last = None
         for records in writes:
@@ -677,7 +660,7 @@ class MigrationDriver:
             return
         data, stat = found
         try:
-            znode = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
+            znode = decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
         except Zk2KraftError:
             return
         state = self.leadership
@@ -726,5 +709,5 @@ def read_migration_znode(zk: ZkMigrationClient) -> MigrationLeadershipState | No
         return None
     data, stat = found
     return MigrationLeadershipState.from_znode(
-        znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
+        decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
     )

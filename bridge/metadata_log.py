@@ -36,9 +36,9 @@ from migrate.atomic import atomic_write_bytes, fsync_directory
 from migrate.errors import CorruptDataError, InvalidRequestError, UnsupportedVersionError, Zk2KraftError
 from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
-from migrate.kraft import records as rec
+from migrate.kraft.activation import activation_records, bootstrap_records, encode_leader_change_batch
 from migrate.kraft.batch import CRC_START, HEADER_SIZE, MAGIC, encode_kraft_batch
-from migrate.kraft.framing import encode_control_record, encode_metadata_record
+from migrate.kraft.framing import encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
     BOOTSTRAP_CHECKPOINT,
@@ -78,11 +78,6 @@ from migrate.kraft.reader import (
 )
 from migrate.kraft.replay import MetadataReplayer
 from migrate.kraft.snapshot import write_bootstrap_checkpoint
-from migrate.migration import (
-    BOOTSTRAP_TRANSACTION_NAME,
-    ZK_MIGRATION_STATE_PRE_MIGRATION,
-    bootstrap_records,
-)
 
 __all__ = [
     "DEFAULT_SEGMENT_BYTES",
@@ -91,7 +86,6 @@ __all__ = [
     "LogPreview",
     "MetadataLog",
     "encode_data_batch",
-    "encode_leader_change_batch",
     "preview",
 ]
 
@@ -101,11 +95,8 @@ DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 """`metadata.log.segment.bytes` default (1 GiB)."""
 MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
 """KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the largest batch the Raft leader writes."""
-ABORT_REASON = "Controller failover"
-"""AbortTransactionRecord reason written by ActivationRecordsGenerator."""
 LOCK_FILE = ".lock"
 """Kafka locks every log directory with this file."""
-ZK_MIGRATION_STATE_NONE = 0
 
 _INT32_MAX = 2**31 - 1
 _LOG_OVERHEAD = 12
@@ -131,18 +122,6 @@ def encode_data_batch(
     """One data batch as Kafka's controller appends it (KRaft BatchBuilder: no compression, one timestamp)."""
     values = [(None, encode_metadata_record(r, v)) for r, v in records]
     return encode_kraft_batch(base_offset, leader_epoch, timestamp_ms, values, False)
-
-
-def encode_leader_change_batch(offset: int, leader_epoch: int, timestamp_ms: int, leader_id: int) -> bytes:
-    """The control batch a single-voter leader appends first in its epoch (LeaderState, kraft.version 0)."""
-    message = rec.LeaderChangeMessage(
-        version=0,
-        leader_id=leader_id,
-        voters=[rec.LeaderChangeMessage.Voter(voter_id=leader_id)],
-        granting_voters=[rec.LeaderChangeMessage.Voter(voter_id=leader_id)],
-    )
-    key, value = encode_control_record(message)
-    return encode_kraft_batch(offset, leader_epoch, timestamp_ms, [(key, value)], True)
 
 
 # ---------------------------------------------------------------------------------------------- recovery scan
@@ -441,13 +420,6 @@ def _activation_bootstrap(directory: Path, mv: MetadataVersion) -> list[RecordAn
     if path.exists():
         return read_bootstrap_records(path)
     return bootstrap_records(mv)
-
-
-def _bootstrap_version(records: Sequence[RecordAndVersion]) -> MetadataVersion:
-    for record, _version in records:
-        if isinstance(record, rec.FeatureLevelRecord) and record.name == mvs.FEATURE_NAME:
-            return mvs.from_feature_level(record.feature_level)
-    return mvs.MINIMUM_KRAFT_VERSION
 
 
 # ---------------------------------------------------------------------------------------------- the log
@@ -1022,37 +994,19 @@ def _load(pdir: Path, recovered: _Recovered) -> tuple[_Loaded, int]:
 def _activation_records(
     root: Path, loaded: _Loaded, requested: MetadataVersion, zk_migration_enabled: bool
 ) -> list[RecordAndVersion]:
-    """ActivationRecordsGenerator: bootstrap records on an empty log, an abort for an open transaction."""
+    """The activation records for this log: bootstrap records on an empty log, an abort for an open transaction."""
     replayer = loaded.replayer
     txn_offset = replayer.pending_transaction_offset
-    if loaded.data_records and not (txn_offset is not None and replayer.image.is_empty()):
-        if txn_offset is None:
-            return []
-        log.warning("%s: aborting in-progress metadata transaction at offset %d", root, txn_offset)
-        return [(rec.AbortTransactionRecord(reason=ABORT_REASON), 0)]
-    # An empty log, or one whose only data is an unfinished bootstrap transaction.
-    bootstrap = _activation_bootstrap(root, requested)
-    mv = _bootstrap_version(bootstrap)
-    transactional = mv.is_metadata_transaction_supported()
-    records: list[RecordAndVersion] = []
+    # Empty: no data at all, or only an unfinished bootstrap transaction.
+    empty = not loaded.data_records or (txn_offset is not None and replayer.image.is_empty())
+    records = activation_records(
+        _activation_bootstrap(root, requested) if empty else [],
+        log_empty=empty,
+        transaction_start_offset=txn_offset,
+        zk_migration_enabled=zk_migration_enabled,
+        source=str(root),
+    )
     if txn_offset is not None:
-        if not transactional:
-            raise UnsupportedVersionError(
-                f"{root}: partial bootstrap transaction at offset {txn_offset}, but metadata.version "
-                f"{mv.name} does not support transactions"
-            )
-        log.warning("%s: aborting partial bootstrap records transaction at offset %d", root, txn_offset)
-        records.append((rec.AbortTransactionRecord(reason=ABORT_REASON), 0))
-    if transactional:
-        records.append((rec.BeginTransactionRecord(name=BOOTSTRAP_TRANSACTION_NAME), 0))
-    records.extend(bootstrap)
-    if transactional:
-        state = ZK_MIGRATION_STATE_PRE_MIGRATION if zk_migration_enabled else ZK_MIGRATION_STATE_NONE
-        records.append((rec.ZkMigrationStateRecord(zk_migration_state=state), 0))
-        records.append((rec.EndTransactionRecord(), 0))
-    elif zk_migration_enabled:
-        raise UnsupportedVersionError(
-            f"the bootstrap metadata.version {mv.name} does not support ZK migrations "
-            f"(an empty log needs {mvs.IBP_3_6_IV1.name} or later)"
-        )
+        what = "partial bootstrap records" if empty else "in-progress metadata"
+        log.warning("%s: aborting %s transaction at offset %d", root, what, txn_offset)
     return records

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bridge.api import DriverState
 from bridge.kafka.protocol import api_name
 from migrate.errors import InvalidRequestError
-from migrate.kraft.migration_state import ZK_MIGRATION_STATES
+from migrate.kraft.migration_state import ZkMigrationState, zk_migration_state_name
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,6 @@ def error_name(error_code: int) -> str:
         return ErrorCode(error_code).name.upper()
     except ValueError:
         return f"ERROR_{error_code}"
-
-
-def zk_migration_state_name(value: int) -> str:
-    return ZK_MIGRATION_STATES.get(value, str(value))
 
 
 class StuckWrite(BaseModel):
@@ -120,7 +116,7 @@ class BridgeMetrics:
         self.foreign_writes_mode = foreign_writes_mode
         self._lock = threading.Lock()
         self._state = DriverState.UNINITIALIZED
-        self._zk_migration_state = 0
+        self._zk_migration_state = ZkMigrationState.NONE.value
         self._leader_epoch = -1
         self._zk_controller_epoch = -1
         self._log_end_offset = -1
@@ -213,7 +209,7 @@ class BridgeMetrics:
         for kind in FOREIGN_WRITE_KINDS:
             self.foreign_zk_writes.labels(mode=foreign_writes_mode, kind=kind)
         self.set_state(DriverState.UNINITIALIZED)
-        self.set_zk_migration_state(0)
+        self.set_zk_migration_state(ZkMigrationState.NONE.value)
         self.set_offsets(log_end_offset=-1, durable_offset=-1, zk_offset=-1)
         self.leader_epoch.set(-1)
 

@@ -20,7 +20,8 @@ from kazoo.exceptions import NoNodeError
 
 from bridge.metadata_log import LOCK_FILE
 from migrate.errors import Zk2KraftError
-from migrate.zk import paths, znodes
+from migrate.zk import paths
+from migrate.zk.znodes.controller import decode_controller
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,6 @@ async def wait_for_takeover(kazoo: KazooClient, node_id: int, directory: Path) -
 def controller_holder(data: bytes | None) -> int | None:
     """The `brokerid` of a `/controller` znode, or None when unreadable."""
     try:
-        return znodes.decode_controller(paths.CONTROLLER, data).broker_id
+        return decode_controller(paths.CONTROLLER, data).broker_id
     except Zk2KraftError:
         return None

@@ -12,6 +12,7 @@ from cli.common import EXIT_BAD_INPUT, fail, handles_errors, zk_session
 from cli.status_cmd import bridge_view, kraft_views
 from migrate.atomic import atomic_write_text
 from migrate.errors import UnreachableError
+from migrate.kraft.migration_state import ZkMigrationState
 from migrate.plan.properties import read_properties_file
 from migrate.plan.rollback import (
     backup_text,
@@ -94,7 +95,7 @@ def rollback_cmd(
             click.echo(f"note: {exc}: taken as a stopped bridge", err=True)
     views = ([bridge] if bridge else []) + kraft_views(None, metadata_dir)
     states = [v.migration_state for v in views if v.migration_state]
-    finalized = (states[0] == "POST_MIGRATION") if states else None
+    finalized = (states[0] == ZkMigrationState.POST_MIGRATION.name) if states else None
     with zk_session(zk_connect, chroot) as client:
         state = read_rollback_state(client)
         plan = plan_rollback(state, finalized=finalized, force=force, bridge=bridge)

@@ -12,7 +12,7 @@ import click
 from bridge.metrics import BridgeStatus
 from cli.common import handles_errors, zk_session
 from migrate.errors import UnreachableError, Zk2KraftError
-from migrate.kraft.migration_state import ZK_MIGRATION_STATES
+from migrate.kraft.migration_state import zk_migration_state_name
 from migrate.kraft.reader import load_image
 from migrate.plan.status import KraftView, Status, read_status
 
@@ -45,7 +45,7 @@ def metadata_view(metadata_dir: Path) -> KraftView:
     brokers = image.cluster.brokers
     return KraftView(
         source=str(metadata_dir),
-        migration_state=ZK_MIGRATION_STATES.get(image.features.zk_migration_state),
+        migration_state=zk_migration_state_name(image.features.zk_migration_state),
         committed_offset=image.provenance.last_contained_offset,
         kraft_brokers=sorted(i for i, b in brokers.items() if not b.is_migrating_zk_broker),
         migrating_zk_brokers=sorted(i for i, b in brokers.items() if b.is_migrating_zk_broker),

@@ -25,8 +25,14 @@ from migrate.errors import InvalidRequestError, UnsupportedVersionError, Zk2Kraf
 from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
+from migrate.kraft.activation import (
+    bootstrap_records,
+    bootstrap_transaction,
+    encode_leader_change_batch,
+    leader_change_message,
+)
 from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch, kraft_data_record_size
-from migrate.kraft.framing import encode_control_record, encode_metadata_record
+from migrate.kraft.framing import encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
     LEADER_EPOCH_CHECKPOINT,
@@ -43,6 +49,7 @@ from migrate.kraft.logdir import (
     write_segment,
 )
 from migrate.kraft.metadata_version import MetadataVersion
+from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import METADATA_PARTITION_DIR
 from migrate.kraft.replay import MetadataReplayer
 from migrate.kraft.snapshot import write_bootstrap_checkpoint, write_snapshot
@@ -66,10 +73,7 @@ LEADER_EPOCH = 1
 DEFAULT_CONTROLLER_ID = 3000
 """The controller node id Kafka's migration documentation and tests use."""
 
-BOOTSTRAP_TRANSACTION_NAME = "Bootstrap records"
 MIGRATION_TRANSACTION_NAME = "ZK Migration"
-ZK_MIGRATION_STATE_MIGRATION = 1
-ZK_MIGRATION_STATE_PRE_MIGRATION = 2
 MIN_MIGRATION_VERSION = mvs.IBP_3_4_IV0
 
 
@@ -127,39 +131,49 @@ class ControllerWrite:
     records: list[RecordAndVersion]
 
 
-def bootstrap_records(metadata_version: MetadataVersion) -> list[RecordAndVersion]:
-    """What `kafka-storage format` puts in bootstrap.checkpoint: the metadata.version feature level."""
-    return [(rec.FeatureLevelRecord(name=mvs.FEATURE_NAME, feature_level=metadata_version.feature_level), 0)]
-
-
 def plan_writes(
     translation: TranslationResult, *, min_batch_size: int = DEFAULT_MIN_BATCH_SIZE
 ) -> list[ControllerWrite]:
     """Controller writes in log order: activation (bootstrap), begin, migrated batches, completion."""
     mv = translation.metadata_version
     transactional = mv.is_metadata_transaction_supported()
-    activation: list[RecordAndVersion] = []
-    if transactional:
-        activation.append((rec.BeginTransactionRecord(name=BOOTSTRAP_TRANSACTION_NAME), 0))
-    activation.extend(bootstrap_records(mv))
-    activation.append((rec.ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_STATE_PRE_MIGRATION), 0))
-    if transactional:
-        activation.append((rec.EndTransactionRecord(), 0))
-
+    # Kafka 3.4/3.5 activated a migrating controller at these levels too: PRE_MIGRATION without a transaction.
+    activation = bootstrap_transaction(bootstrap_records(mv), mv, ZkMigrationState.PRE_MIGRATION)
     writes = [ControllerWrite("bootstrap", activation)]
     if transactional:
-        writes.append(
-            ControllerWrite("begin", [(rec.BeginTransactionRecord(name=MIGRATION_TRANSACTION_NAME), 0)])
-        )
+        writes.append(ControllerWrite("begin", migration_begin_records()))
     for batch in coalesce(translation.record_lists, min_batch_size):
         writes.append(ControllerWrite("migration", batch))
-    completion: list[RecordAndVersion] = [
-        (rec.ZkMigrationStateRecord(zk_migration_state=ZK_MIGRATION_STATE_MIGRATION), 0)
-    ]
-    if transactional:
-        completion.append((rec.EndTransactionRecord(), 0))
-    writes.append(ControllerWrite("complete", completion))
+    writes.append(ControllerWrite("complete", migration_completion_records(mv)))
     return writes
+
+
+def migration_begin_records() -> list[RecordAndVersion]:
+    """The write that opens the "ZK Migration" metadata transaction (KRaftMigrationDriver.MigrateMetadataEvent)."""
+    return [(rec.BeginTransactionRecord(name=MIGRATION_TRANSACTION_NAME), 0)]
+
+
+def migration_completion_records(metadata_version: MetadataVersion) -> list[RecordAndVersion]:
+    """The write that ends the migration: ZkMigrationState MIGRATION, and EndTransaction when the
+    metadata.version has transactions (below 3.6-IV1 the migration is not atomic)."""
+    records: list[RecordAndVersion] = [
+        (rec.ZkMigrationStateRecord(zk_migration_state=ZkMigrationState.MIGRATION.value), 0)
+    ]
+    if metadata_version.is_metadata_transaction_supported():
+        records.append((rec.EndTransactionRecord(), 0))
+    return records
+
+
+def migration_completed_message(
+    manifest: MigrationManifest, last_offset: int, last_epoch: int, broker_ids: Sequence[int]
+) -> str:
+    """Kafka's success log line for the migration (KRaftMigrationDriver.MigrateMetadataEvent)."""
+    ids = ", ".join(str(b) for b in broker_ids)
+    return (
+        f"Completed migration of metadata from ZooKeeper to KRaft. {manifest}. "
+        f"The current metadata offset is now {last_offset} with an epoch of {last_epoch}. "
+        f"Saw {len(broker_ids)} brokers in the migrated metadata [{ids}]."
+    )
 
 
 
@@ -210,13 +224,10 @@ class _RaftAppender:
         self._pending_entries: list[LogEntry] = []
         self._used = HEADER_SIZE
 
-    def control(self, record: Any) -> None:
+    def leader_change(self, leader_id: int) -> None:
         self.flush()
-        key, value = encode_control_record(record)
-        self.batches.append(
-            encode_kraft_batch(self.next_offset, self.epoch, self.timestamp_ms, [(key, value)], True)
-        )
-        self.entries.append(LogEntry(self.next_offset, record, 0, True))
+        self.batches.append(encode_leader_change_batch(self.next_offset, self.epoch, self.timestamp_ms, leader_id))
+        self.entries.append(LogEntry(self.next_offset, leader_change_message(leader_id), 0, True))
         self.next_offset += 1
 
     def write(self, records: Sequence[RecordAndVersion]) -> int:
@@ -269,15 +280,7 @@ def encode_log(
     stamp = time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
     manifest = ManifestBuilder(clock_ns)
     appender = _RaftAppender(epoch, stamp, max_batch_bytes)
-    voter = rec.LeaderChangeMessage.Voter(voter_id=controller_id)
-    appender.control(
-        rec.LeaderChangeMessage(
-            version=0,
-            leader_id=controller_id,
-            voters=[voter],
-            granting_voters=[rec.LeaderChangeMessage.Voter(voter_id=controller_id)],
-        )
-    )
+    appender.leader_change(controller_id)
     migration_first_offset = -1
     with gc_paused():
         for write in writes:
@@ -338,11 +341,8 @@ class MigrationResult:
     def completion_message(self) -> str:
         """Kafka's success log line for the migration."""
         assert self.translation is not None
-        brokers = ", ".join(str(b) for b in sorted(self.translation.broker_ids))
-        return (
-            f"Completed migration of metadata from ZooKeeper to KRaft. {self.manifest}. "
-            f"The current metadata offset is now {self.last_offset} with an epoch of {self.last_epoch}. "
-            f"Saw {len(self.translation.broker_ids)} brokers in the migrated metadata [{brokers}]."
+        return migration_completed_message(
+            self.manifest, self.last_offset, self.last_epoch, sorted(self.translation.broker_ids)
         )
 
 

@@ -26,7 +26,7 @@ from migrate.zk.dump import write_dump
 from migrate.zk.model import MigrationState, ZkClusterModel
 from migrate.zk.sources import ZkSource, read_source
 from migrate.zk.tree import Stat, ZNode, ZTree
-from migrate.zk.znodes import encode_migration
+from migrate.zk.znodes.controller import encode_migration
 from validators.spark import build_session
 from validators.tables import quota_entity_text
 

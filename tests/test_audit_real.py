@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from cli.main import cli
 from migrate.zk.load import load_tree
 from migrate.zk.model import MigrationState
-from migrate.zk.znodes import encode_migration
+from migrate.zk.znodes.controller import encode_migration
 
 pytestmark = pytest.mark.spark
 

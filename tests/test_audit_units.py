@@ -22,7 +22,7 @@ from migrate.kraft.framing import encode_metadata_record
 from migrate.kraft.reader import load_image
 from migrate.kraft.replay import replay_records
 from migrate.kraft.snapshot import write_snapshot
-from migrate.zk.znodes import format_uuid
+from migrate.zk.znodes.topics import format_uuid
 from validators.kraft_state import fold, merge_events, record_event, state_row
 from validators.kraft_tasks import excluded_intervals, parse_range, plan_kraft, scan_markers
 from validators.tables import KINDS, zk_model_rows

@@ -19,12 +19,13 @@ from bridge.controller import BridgeController
 from bridge.kafka.client import send_request_sync
 from migrate.kraft import records as rec
 from migrate.kraft.reader import iter_log_dir
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
 from migrate.zk.model import ConfigChangeNotification, EntityConfig
 from migrate.zk.tree import ZTree
+from migrate.zk.znodes.configs import encode_config_change, encode_entity_config
 
 pytestmark = pytest.mark.zookeeper
 
@@ -59,11 +60,11 @@ def kafka_configs_alter(client: KazooClient, topic: str, config: dict[str, str])
     """What `kafka-configs --zookeeper ... --alter --entity-type topics` does: entity znode, then notification."""
     client.set(
         paths.config_path(f"topics/{topic}"),
-        znodes.encode_entity_config(EntityConfig("topics", topic, config)),
+        encode_entity_config(EntityConfig("topics", topic, config)),
     )
     client.create(
         f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
-        znodes.encode_config_change(ConfigChangeNotification(f"topics/{topic}")),
+        encode_config_change(ConfigChangeNotification(f"topics/{topic}")),
         sequence=True,
         makepath=True,
     )

@@ -39,9 +39,10 @@ from bridge.controller import BridgeController
 from bridge.kafka.client import send_request_sync
 from bridge.zk.leadership import CreateRequest
 from bridge.zk.migration_client import ZkMigrationClient
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
 from migrate.zk.model import ConfigChangeNotification, EntityConfig
+from migrate.zk.znodes.configs import encode_config_change, encode_entity_config
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -304,11 +305,11 @@ def kafka_configs_alter(zk_connect: str, topic: str, config: dict[str, str]) -> 
     client.start(timeout=30)
     try:
         client.set(
-            paths.config_path(f"topics/{topic}"), znodes.encode_entity_config(EntityConfig("topics", topic, config))
+            paths.config_path(f"topics/{topic}"), encode_entity_config(EntityConfig("topics", topic, config))
         )
         client.create(
             f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
-            znodes.encode_config_change(ConfigChangeNotification(f"topics/{topic}")),
+            encode_config_change(ConfigChangeNotification(f"topics/{topic}")),
             sequence=True,
         )
     finally:

@@ -11,16 +11,16 @@ from kazoo.client import KazooClient
 
 from bridge.zk.broker_registry import ZkBrokerRegistry, merge_brokers
 from migrate.kraft.image import BrokerRegistration, MetadataImage
-from migrate.zk import znodes
 from migrate.zk.model import BrokerEndpoint
 from migrate.zk.model import BrokerRegistration as ZkBroker
+from migrate.zk.znodes.brokers import encode_broker
 
 pytestmark = pytest.mark.zookeeper
 
 
 def register(client: KazooClient, broker_id: int, rack: str | None = None, *, ephemeral: bool = True) -> int:
     """What a ZooKeeper-mode broker does at start-up; returns the znode's czxid (its broker epoch)."""
-    data = znodes.encode_broker(
+    data = encode_broker(
         ZkBroker(
             broker_id,
             [
@@ -64,7 +64,7 @@ def test_brokers_appear_as_registered_unfenced_migrating_brokers_with_the_czxid_
         assert registry.brokers[2].epoch == epoch2
         zk_client.set(
             "/brokers/ids/1",
-            znodes.encode_broker(
+            encode_broker(
                 ZkBroker(1, [BrokerEndpoint("PLAINTEXT", "kafka1", 9092, "PLAINTEXT")], rack="r9")
             ),
         )

@@ -45,7 +45,7 @@ from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.replay import replay_records
 from migrate.translate import translate
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.cluster import from_tree, to_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
@@ -66,6 +66,10 @@ from migrate.zk.model import (
     Topic,
     ZkClusterModel,
 )
+from migrate.zk.znodes.acls import encode_acls
+from migrate.zk.znodes.configs import encode_client_quota_config, encode_config_change, encode_entity_config
+from migrate.zk.znodes.singletons import encode_producer_id_block
+from migrate.zk.znodes.topics import encode_topic
 
 FOO_ID = uuid.UUID("6c1f7b0e-3c9a-4d55-9f0e-2a1b3c4d5e6f")
 FOO_ACL = ResourcePattern(ResourceType.TOPIC, "foo", PatternType.LITERAL)
@@ -109,11 +113,11 @@ def set_topic_config(client: KazooClient, topic: str, config: dict[str, str]) ->
     """What `kafka-configs --zookeeper --alter --entity-type topics` does: entity znode, then notification."""
     client.set(
         paths.config_path(f"topics/{topic}"),
-        znodes.encode_entity_config(EntityConfig("topics", topic, config)),
+        encode_entity_config(EntityConfig("topics", topic, config)),
     )
     client.create(
         f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
-        znodes.encode_config_change(ConfigChangeNotification(f"topics/{topic}")),
+        encode_config_change(ConfigChangeNotification(f"topics/{topic}")),
         sequence=True,
         makepath=True,
     )
@@ -333,15 +337,15 @@ def test_new_entities_under_watched_containers_are_seen(
 ) -> None:
     client, driver, watcher = watched
     bob = ClientQuotaConfig("users/bob", quotas={"consumer_byte_rate": 5.0})
-    client.create("/config/users/bob", znodes.encode_client_quota_config(bob))
+    client.create("/config/users/bob", encode_client_quota_config(bob))
     settle(watcher)
     app = ClientQuotaConfig("users/bob/clients/app", quotas={"request_percentage": 20.0})
-    client.create("/config/users/bob/clients/app", znodes.encode_client_quota_config(app), makepath=True)
+    client.create("/config/users/bob/clients/app", encode_client_quota_config(app), makepath=True)
     prefixed = AclResource(
         ResourcePattern(ResourceType.GROUP, "g-", PatternType.PREFIXED),
         [AclEntry("User:bob", "*", AclOperation.READ, AclPermissionType.ALLOW)],
     )
-    client.create("/kafka-acl-extended/prefixed/Group/g-", znodes.encode_acls(prefixed), makepath=True)
+    client.create("/kafka-acl-extended/prefixed/Group/g-", encode_acls(prefixed), makepath=True)
     client.create("/admin/delete_topics/foo", b"", makepath=True)
     settle(watcher)
     assert sorted(driver.writes()) == [
@@ -383,7 +387,7 @@ def test_import_mode_turns_an_acl_change_into_records(
                 AclEntry("User:bob", "*", AclOperation.WRITE, AclPermissionType.ALLOW),
             ],
         )
-        client.set("/kafka-acl/Topic/foo", znodes.encode_acls(resource))
+        client.set("/kafka-acl/Topic/foo", encode_acls(resource))
         client.create("/kafka-acl-changes/acl_changes_", b"Topic:LITERAL:foo", sequence=True, makepath=True)
         set_topic_config(client, "foo", {"retention.ms": "1000", "min.insync.replicas": "2"})
         settle(watcher)
@@ -425,7 +429,7 @@ def test_revert_mode_restores_the_images_znodes(
         set_topic_config(client, "foo", {"retention.ms": "1"})
         client.set(
             "/brokers/topics/foo",
-            znodes.encode_topic(Topic("foo", FOO_ID, {0: [1, 2], 1: [2, 1], 2: [1, 2]})),
+            encode_topic(Topic("foo", FOO_ID, {0: [1, 2], 1: [2, 1], 2: [1, 2]})),
         )
         settle(watcher)
         assert sorted(driver.writes()) == [("/brokers/topics/foo", CHANGED), ("/config/topics/foo", CHANGED)]
@@ -539,7 +543,7 @@ def test_scan_finds_what_happened_while_nobody_watched(seeded: tuple[KazooClient
     driver = Driver(image_of(model))
     client.delete("/kafka-acl/Topic/foo")
     client.set(
-        paths.LATEST_PRODUCER_ID_BLOCK, znodes.encode_producer_id_block(ProducerIdBlock(1, 5000, 5999))
+        paths.LATEST_PRODUCER_ID_BLOCK, encode_producer_id_block(ProducerIdBlock(1, 5000, 5999))
     )
     watcher = start_watcher(client, driver)
     try:

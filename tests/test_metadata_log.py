@@ -20,16 +20,10 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from bridge.metadata_log import (
-    ABORT_REASON,
-    LOCK_FILE,
-    AppendResult,
-    MetadataLog,
-    encode_data_batch,
-    encode_leader_change_batch,
-)
+from bridge.metadata_log import LOCK_FILE, AppendResult, MetadataLog, encode_data_batch
 from migrate.errors import CorruptDataError, InvalidRequestError, UnsupportedVersionError, Zk2KraftError
 from migrate.kraft import records as rec
+from migrate.kraft.activation import ABORT_REASON, encode_leader_change_batch
 from migrate.kraft.batch import iter_kraft_batches
 from migrate.kraft.image import MetadataImage, Provenance
 from migrate.kraft.logdir import (

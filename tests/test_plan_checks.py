@@ -20,11 +20,11 @@ from migrate.plan.checks import CATALOG, blockers, run_checks
 from migrate.plan.checks.registry import REGISTERED, Check, CheckSpec, check
 from migrate.plan.inputs import PlanInputs, parse_controllers
 from migrate.plan.load import load_inputs
-from migrate.zk import znodes
 from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import LegacyReassignment, MigrationState, ReplicaReassignment, ZkClusterModel
 from migrate.zk.sources import ZkSource, read_source
+from migrate.zk.znodes.topics import format_uuid
 
 pytestmark = pytest.mark.zookeeper
 
@@ -361,7 +361,7 @@ def test_real_kafka_35_server_properties_gets_the_blockers_it_deserves() -> None
 def test_topic_id_factory_is_stable() -> None:
     # The harness's ids are deterministic, so evidence in failures is reproducible.
     assert healthy_model().topics["orders"].topic_id == uuid.uuid5(uuid.NAMESPACE_DNS, "orders")
-    assert znodes.format_uuid(uuid.UUID(int=1))
+    assert format_uuid(uuid.UUID(int=1))
 
 
 def test_docs_list_every_check_id() -> None:

@@ -56,7 +56,7 @@ from migrate.kraft.image import (
     PartitionRegistration,
     ScramCredential,
 )
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.cluster import from_tree, to_znodes
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
@@ -76,6 +76,16 @@ from migrate.zk.model import (
     ZkClusterModel,
 )
 from migrate.zk.model import DelegationToken as ZkDelegationToken
+from migrate.zk.znodes.acls import encode_acls
+from migrate.zk.znodes.configs import decode_config_change, encode_config_map
+from migrate.zk.znodes.controller import (
+    decode_controller,
+    decode_migration,
+    encode_controller,
+    encode_migration,
+)
+from migrate.zk.znodes.tokens import encode_delegation_token
+from migrate.zk.znodes.topics import encode_partition_state, encode_topic
 
 pytestmark = pytest.mark.zookeeper
 
@@ -144,7 +154,7 @@ def register_zk_controller(client: KazooClient, broker_id: int) -> tuple[int, in
     epoch = int(raw) + 1
     transaction = client.transaction()
     registration = ControllerRegistration(broker_id, timestamp=NOW_MS, kraft_controller_epoch=-1)
-    transaction.create(paths.CONTROLLER, znodes.encode_controller(registration), ephemeral=True)
+    transaction.create(paths.CONTROLLER, encode_controller(registration), ephemeral=True)
     transaction.set_data(paths.CONTROLLER_EPOCH, str(epoch).encode(), stat.version)
     results = transaction.commit()
     if any(isinstance(r, Exception) for r in results):
@@ -207,7 +217,7 @@ def test_first_read_creates_base_paths_and_empty_migration_znode(zk_client: Kazo
     # A 5-entry Scala Map: Jackson writes it in hash order (zk-layout.md §4.20 lists the keys by meaning).
     assert (
         data(zk_client, paths.MIGRATION)
-        == znodes.encode_migration(MigrationState())
+        == encode_migration(MigrationState())
         == (
             b'{"version":0,"kraft_metadata_offset":-1,"kraft_controller_id":-1,"kraft_metadata_epoch":-1,'
             b'"kraft_controller_epoch":-1}'
@@ -216,7 +226,7 @@ def test_first_read_creates_base_paths_and_empty_migration_znode(zk_client: Kazo
     for path in paths.PERSISTENT_PATHS:
         assert zk_client.get(path)[0] is None, path  # containers carry null data, as Kafka's createRecursive
 
-    zk_client.set(paths.MIGRATION, znodes.encode_migration(MigrationState(3000, 7, 18452, 7)))
+    zk_client.set(paths.MIGRATION, encode_migration(MigrationState(3000, 7, 18452, 7)))
     read = client.get_or_create_migration_state(MigrationLeadershipState(1, 1, 1, 1))
     stat = zk_client.get(paths.MIGRATION)[1]
     assert read == MigrationLeadershipState(3000, 7, 18452, 7, stat.mtime, 1)  # ZK controller unknown
@@ -229,7 +239,7 @@ def test_set_migration_state_follows_the_znode_version(
     moved = client.set_migration_state(state.with_kraft_metadata_offset_and_epoch(200, 3))
     assert moved.migration_zk_version == 1
     assert (
-        znodes.decode_migration(paths.MIGRATION, data(kafka_zk, paths.MIGRATION)).kraft_metadata_offset == 200
+        decode_migration(paths.MIGRATION, data(kafka_zk, paths.MIGRATION)).kraft_metadata_offset == 200
     )
 
     with pytest.raises(FencedError, match=r"/migration expected version 0 but found version 1"):
@@ -269,7 +279,7 @@ def test_failed_last_request_leaves_migration_unbumped_and_a_replay_succeeds(
     assert [r.code for r in outcome.results] == [NODEEXISTS, NODEEXISTS, NODEEXISTS, OK]
     assert outcome.state.migration_zk_version == 1 == version(kafka_zk, paths.MIGRATION)
     # The last multi wrote the state as passed in to /migration.
-    assert data(kafka_zk, paths.MIGRATION) == znodes.encode_migration(state.to_znode())
+    assert data(kafka_zk, paths.MIGRATION) == encode_migration(state.to_znode())
 
 
 def test_fenced_write_needs_a_claimed_controller_epoch(
@@ -336,7 +346,7 @@ def test_zk_and_kraft_controllers_take_turns_with_kafkas_numbers(
     assert register_zk_controller(kafka_zk, 100) == (3, 2)
     kraft = client.claim_controller_leadership(kraft, 3000, KRAFT_EPOCH + 1)
     assert (kraft.zk_controller_epoch, kraft.zk_controller_epoch_zk_version) == (4, 3)
-    assert znodes.decode_controller(paths.CONTROLLER, data(kafka_zk, paths.CONTROLLER)).broker_id == 3000
+    assert decode_controller(paths.CONTROLLER, data(kafka_zk, paths.CONTROLLER)).broker_id == 3000
 
 
 def test_claim_over_zk_controller_then_release(
@@ -347,7 +357,7 @@ def test_claim_over_zk_controller_then_release(
     state = client.claim_controller_leadership(state)
     assert state.zk_controller_epoch_zk_version == 2
     assert data(kafka_zk, paths.CONTROLLER_EPOCH) == b"3"
-    assert znodes.decode_controller(paths.CONTROLLER, data(kafka_zk, paths.CONTROLLER)).broker_id == 3000
+    assert decode_controller(paths.CONTROLLER, data(kafka_zk, paths.CONTROLLER)).broker_id == 3000
     assert register_zk_controller(kafka_zk, 100) is None
     released = client.release_controller_leadership(state)
     assert not released.holds_zk_controller
@@ -377,7 +387,7 @@ def test_claim_that_loses_a_race_reports_failed_registration(
     result = RacedClient(kafka_zk).claim_controller_leadership(EMPTY_STATE, 3000, 1)
     assert not result.holds_zk_controller
     assert (result.zk_controller_epoch, result.zk_controller_epoch_zk_version) == (-1, -2)
-    assert znodes.decode_controller(paths.CONTROLLER, data(kafka_zk, paths.CONTROLLER)).broker_id == 5
+    assert decode_controller(paths.CONTROLLER, data(kafka_zk, paths.CONTROLLER)).broker_id == 5
 
 
 def test_concurrent_claims_get_distinct_zk_epochs(zk_connect: str, kafka_zk: KazooClient) -> None:
@@ -501,7 +511,7 @@ def test_update_topic_then_add_partition(
     )
     assert state.migration_zk_version == 2
     expected = Topic("test", topic_id, {0: [1, 2, 3], 1: [0, 1, 2]}, {0: [3]}, {0: [0]})
-    assert data(kafka_zk, "/brokers/topics/test") == znodes.encode_topic(expected)
+    assert data(kafka_zk, "/brokers/topics/test") == encode_topic(expected)
 
     new = {"test": {2: partition([2, 3, 4], leader=1)}}
     state = client.apply(CreateTopicPartitions("UpdatePartition", "", partitions=new), state)
@@ -520,10 +530,10 @@ def test_update_partitions_of_a_zk_created_topic_then_delete_it(
 ) -> None:
     # ZkMigrationClientTest.testUpdateExistingPartitions: the topic as a ZK controller wrote it.
     kafka_zk.create(
-        "/brokers/topics/test", znodes.encode_topic(Topic("test", uuid.uuid4(), {0: [0, 1, 2], 1: [1, 2, 3]}))
+        "/brokers/topics/test", encode_topic(Topic("test", uuid.uuid4(), {0: [0, 1, 2], 1: [1, 2, 3]}))
     )
     for p, replicas in ((0, [0, 1, 2]), (1, [1, 2, 3])):
-        raw = znodes.encode_partition_state(PartitionState(replicas[0], 5, replicas, 1))
+        raw = encode_partition_state(PartitionState(replicas[0], 5, replicas, 1))
         kafka_zk.create(f"/brokers/topics/test/partitions/{p}/state", raw, makepath=True)
     kafka_zk.create("/config/topics/test", b'{"version":1,"config":{}}')
 
@@ -620,7 +630,7 @@ def test_broker_configs_write_delete_and_notifications(
     )
     assert state.migration_zk_version == 1
     path = "/config/brokers/1"
-    assert data(kafka_zk, path) == znodes.encode_config_map(path, configs, java8=False)
+    assert data(kafka_zk, path) == encode_config_map(path, configs, java8=False)
     state = client.apply(
         WriteConfigs(
             "UpdateBrokerConfig",
@@ -733,13 +743,13 @@ def test_new_quota_entities_match_kafkas_dual_write(
     assert data(kafka_zk, "/config/users/user%401") == b'{"version":1,"config":{"consumer_byte_rate":"1000"}}'
     two = {"consumer_byte_rate": "800", "producer_byte_rate": "100"}
     path = "/config/users/user%401/clients/clientA"
-    assert data(kafka_zk, path) == znodes.encode_config_map(path, two, java8=False)
+    assert data(kafka_zk, path) == encode_config_map(path, two, java8=False)
     assert (
         data(kafka_zk, path)
         == b'{"version":1,"config":{"producer_byte_rate":"100","consumer_byte_rate":"800"}}'
     )
     path = "/config/users/<default>"
-    assert data(kafka_zk, path) == znodes.encode_config_map(
+    assert data(kafka_zk, path) == encode_config_map(
         path, {**two, "consumer_byte_rate": "900"}, java8=False
     )
     assert (
@@ -754,7 +764,7 @@ def test_new_quota_entities_match_kafkas_dual_write(
     )
     assert data(kafka_zk, "/config/users/user%401/clients") is None  # created by createRecursive
     entity_paths = [
-        znodes.decode_config_change("", raw).entity_path
+        decode_config_change("", raw).entity_path
         for raw in notifications(kafka_zk, paths.CONFIG_CHANGES).values()
     ]
     assert entity_paths == [
@@ -856,13 +866,13 @@ def test_literal_and_prefixed_acls(
             AclEntry("User:alice", "192.168.0.1", AclOperation.WRITE, AclPermissionType.ALLOW),
         ],
     )
-    assert data(kafka_zk, "/kafka-acl/Topic/orders") == znodes.encode_acls(expected)
+    assert data(kafka_zk, "/kafka-acl/Topic/orders") == encode_acls(expected)
     assert model(kafka_zk).acls[_pattern(orders)].acls == expected.acls
     state = client.apply(
         WriteResourceAcls("UpdateAcl", "", pattern=bar, acls=(acl(bar, "User:*", 3),) * 2), state
     )
     once = AclResource(_pattern(bar), [AclEntry("User:*", "*", AclOperation.READ, AclPermissionType.ALLOW)])
-    assert data(kafka_zk, "/kafka-acl-extended/prefixed/Topic/bar-") == znodes.encode_acls(once)  # a set
+    assert data(kafka_zk, "/kafka-acl-extended/prefixed/Topic/bar-") == encode_acls(once)  # a set
     state = client.apply(
         WriteResourceAcls("UpdateAcl", "", pattern=orders, acls=(acl(orders, "User:bob", 2),)), state
     )
@@ -910,7 +920,7 @@ def test_delegation_tokens(
         1718604800000,
         1718086400000,
     )
-    assert data(kafka_zk, path) == znodes.encode_delegation_token(expected)
+    assert data(kafka_zk, path) == encode_delegation_token(expected)
     assert b'"owner":"User%3Aalice"' in (data(kafka_zk, path) or b"")  # principals sanitised inside the JSON
     assert model(kafka_zk).delegation_tokens[TOKEN.token_id] == expected
     renewed = DelegationToken(

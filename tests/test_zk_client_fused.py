@@ -55,9 +55,10 @@ from migrate.kraft.image import (
     PartitionRegistration,
     ScramCredential,
 )
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
+from migrate.zk.znodes.controller import decode_migration
 
 pytestmark = pytest.mark.zookeeper
 
@@ -211,7 +212,7 @@ def without_migration_version(nodes: Tree) -> Tree:
 
 def migration_offset(session: KazooClient) -> tuple[int, int, int]:
     raw, stat = session.get(paths.MIGRATION)
-    znode = znodes.decode_migration(paths.MIGRATION, raw)
+    znode = decode_migration(paths.MIGRATION, raw)
     return znode.kraft_metadata_offset, znode.kraft_metadata_epoch, stat.version
 
 

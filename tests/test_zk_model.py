@@ -48,7 +48,7 @@ from migrate.zk.model import (
 )
 from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import Stat, ZNode, ZTree
-from migrate.zk.znodes import format_uuid
+from migrate.zk.znodes.topics import format_uuid
 
 FIXTURE = Path(__file__).parent / "fixtures" / "zk-real-kafka-3.5"
 CHROOT = "/de-4-3-kafka-cluster"

@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 
 from migrate import jvm
 from migrate.errors import InvalidRequestError, ZnodeFormatError
-from migrate.zk import znodes as Z
 from migrate.zk.model import (
     SCRAM_MECHANISMS,
     SECURITY_PROTOCOLS,
@@ -60,9 +59,66 @@ from migrate.zk.model import (
     pascal_case,
 )
 from migrate.zk.paths import desanitize, sanitize
+from migrate.zk.znodes.acls import (
+    decode_acl_change,
+    decode_acls,
+    decode_extended_acl_change,
+    encode_acl_change,
+    encode_acls,
+    encode_extended_acl_change,
+)
+from migrate.zk.znodes.admin import (
+    decode_log_dir_event,
+    decode_partition_list,
+    decode_reassignment,
+    encode_log_dir_event,
+    encode_partition_list,
+    encode_reassignment,
+)
+from migrate.zk.znodes.brokers import decode_broker, encode_broker
+from migrate.zk.znodes.configs import (
+    QUOTA_KEY_TYPES,
+    decode_client_quota_config,
+    decode_config_change,
+    decode_entity_config,
+    encode_client_quota_config,
+    encode_config_change,
+    encode_entity_config,
+    kafka_quota_text,
+)
+from migrate.zk.znodes.controller import (
+    decode_controller,
+    decode_controller_epoch,
+    decode_migration,
+    encode_controller,
+    encode_controller_epoch,
+    encode_migration,
+)
+from migrate.zk.znodes.jackson import INT16_MAX, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, json_string
+from migrate.zk.znodes.singletons import (
+    decode_cluster_id,
+    decode_features,
+    decode_producer_id_block,
+    encode_cluster_id,
+    encode_features,
+    encode_producer_id_block,
+)
+from migrate.zk.znodes.tokens import (
+    decode_delegation_token,
+    decode_token_change,
+    encode_delegation_token,
+    encode_token_change,
+)
+from migrate.zk.znodes.topics import (
+    decode_partition_state,
+    decode_topic,
+    encode_partition_state,
+    encode_topic,
+    format_uuid,
+)
 
-INT32 = st.integers(Z.INT32_MIN, Z.INT32_MAX)
-INT64 = st.integers(Z.INT64_MIN, Z.INT64_MAX)
+INT32 = st.integers(INT32_MIN, INT32_MAX)
+INT64 = st.integers(INT64_MIN, INT64_MAX)
 NAME = st.text(min_size=1, max_size=12).filter(lambda s: "/" not in s)
 PRINCIPAL = st.builds(lambda t, n: f"{t}:{n}", st.sampled_from(["User", "Group", "X"]), st.text(max_size=10))
 
@@ -77,49 +133,49 @@ FIXTURE_CASES = [
     (
         "/controller",
         b'{"version":2,"brokerid":3,"timestamp":"1709177855275","kraftControllerEpoch":-1}',
-        Z.decode_controller,
-        Z.encode_controller,
+        decode_controller,
+        encode_controller,
     ),
-    ("/controller_epoch", b"2", Z.decode_controller_epoch, Z.encode_controller_epoch),
+    ("/controller_epoch", b"2", decode_controller_epoch, encode_controller_epoch),
     (
         "/brokers/ids/1",
         b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},"endpoints":["PLAINTEXT://kafka01:9092"],'
         b'"jmx_port":-1,"port":9092,"host":"kafka01","version":5,"timestamp":"1709177854981"}',
-        Z.decode_broker,
-        Z.encode_broker,
+        decode_broker,
+        encode_broker,
     ),
     (
         "/brokers/topics/current_stock",
         b'{"partitions":{"0":[2,1],"1":[3,2],"2":[1,3]},"topic_id":"bWYLvkNSQeWdKhhr3n0vNw","adding_replicas":{},'
         b'"removing_replicas":{},"version":3}',
-        Z.decode_topic,
-        Z.encode_topic,
+        decode_topic,
+        encode_topic,
     ),
     (
         "/brokers/topics/current_stock/partitions/0/state",
         b'{"controller_epoch":2,"leader":1,"version":1,"leader_epoch":2,"isr":[1,2]}',
-        Z.decode_partition_state,
-        Z.encode_partition_state,
+        decode_partition_state,
+        encode_partition_state,
     ),
     (
         "/config/topics/current_stock",
         b'{"version":1,"config":{"retention.ms":"3600000"}}',
-        Z.decode_entity_config,
-        Z.encode_entity_config,
+        decode_entity_config,
+        encode_entity_config,
     ),
     (
         "/config/topics/__consumer_offsets",
         b'{"version":1,"config":{"segment.bytes":"104857600","cleanup.policy":"compact","compression.type":"producer"}}',
-        Z.decode_entity_config,
-        Z.encode_entity_config,
+        decode_entity_config,
+        encode_entity_config,
     ),
     (
         "/cluster/id",
         b'{"version":"1","id":"esQVtsr4Sh6LSPhdkKjbNw"}',
-        Z.decode_cluster_id,
-        Z.encode_cluster_id,
+        decode_cluster_id,
+        encode_cluster_id,
     ),
-    ("/feature", b'{"features":{},"version":2,"status":1}', Z.decode_features, Z.encode_features),
+    ("/feature", b'{"features":{},"version":2,"status":1}', decode_features, encode_features),
 ]
 
 
@@ -134,7 +190,7 @@ def test_real_kafka_bytes_re_encode_exactly(
 
 def test_real_broker_registration_fields() -> None:
     data = FIXTURE_CASES[2][1]
-    b = Z.decode_broker("/brokers/ids/1", data, czxid=8589934647, zk_version=1, ephemeral_owner=7)
+    b = decode_broker("/brokers/ids/1", data, czxid=8589934647, zk_version=1, ephemeral_owner=7)
     assert b.broker_id == 1 and b.version == 5 and b.jmx_port == -1 and b.rack is None
     assert b.endpoints == [BrokerEndpoint("PLAINTEXT", "kafka01", 9092, "PLAINTEXT")]
     assert b.timestamp == 1709177854981 and b.features == {}
@@ -142,13 +198,13 @@ def test_real_broker_registration_fields() -> None:
 
 
 def test_real_topic_and_state_fields() -> None:
-    t = Z.decode_topic("/brokers/topics/current_stock", FIXTURE_CASES[3][1])
+    t = decode_topic("/brokers/topics/current_stock", FIXTURE_CASES[3][1])
     assert t.name == "current_stock" and t.version == 3
-    assert Z.format_uuid(t.topic_id) == "bWYLvkNSQeWdKhhr3n0vNw"  # type: ignore[arg-type]
+    assert format_uuid(t.topic_id) == "bWYLvkNSQeWdKhhr3n0vNw"  # type: ignore[arg-type]
     assert (
         t.partitions == {0: [2, 1], 1: [3, 2], 2: [1, 3]} and t.adding_replicas == {} == t.removing_replicas
     )
-    s = Z.decode_partition_state(
+    s = decode_partition_state(
         "/brokers/topics/current_stock/partitions/0/state", FIXTURE_CASES[4][1], zk_version=3
     )
     assert s == PartitionState(leader=1, leader_epoch=2, isr=[1, 2], controller_epoch=2, zk_version=3)
@@ -158,7 +214,7 @@ def test_real_topic_and_state_fields() -> None:
 def test_fifty_partition_topic_keeps_kafkas_hash_order() -> None:
     # The real __consumer_offsets znode lists partitions in Scala mutable.HashMap order: "44".."49" first.
     t = Topic("__consumer_offsets", uuid.UUID(int=7), {p: [p % 3 + 1] for p in range(50)})
-    keys = list(json.loads(Z.encode_topic(t))["partitions"])
+    keys = list(json.loads(encode_topic(t))["partitions"])
     assert keys[:8] == ["44", "45", "46", "47", "48", "49", "10", "11"]
     assert keys[16:26] == [str(p) for p in range(10)]
 
@@ -168,7 +224,7 @@ def test_partition_keys_follow_scalas_map_order_for_small_and_large_topics(count
     # Topics of up to 64 partitions take a cached order; larger ones are ordered each time.
     t = Topic("t", uuid.UUID(int=7), {p: [1] for p in range(count)})
     for _ in range(2):
-        keys = list(json.loads(Z.encode_topic(t))["partitions"])
+        keys = list(json.loads(encode_topic(t))["partitions"])
         assert keys == jvm.scala_mutable_map_order([str(p) for p in range(count)])
 
 
@@ -176,8 +232,8 @@ def test_java8_and_java9_properties_orders_differ_and_both_are_kept() -> None:
     cfg = EntityConfig(
         "topics", "t", {"cleanup.policy": "compact", "segment.bytes": "1", "compression.type": "x"}
     )
-    modern = json.loads(Z.encode_entity_config(cfg, java8=False), object_pairs_hook=list)[1][1]
-    legacy = json.loads(Z.encode_entity_config(cfg, java8=True), object_pairs_hook=list)[1][1]
+    modern = json.loads(encode_entity_config(cfg, java8=False), object_pairs_hook=list)[1][1]
+    legacy = json.loads(encode_entity_config(cfg, java8=True), object_pairs_hook=list)[1][1]
     assert [k for k, _ in modern] == ["compression.type", "cleanup.policy", "segment.bytes"]
     assert next(k for k, _ in legacy) == "segment.bytes"
 
@@ -186,13 +242,13 @@ def test_java8_and_java9_properties_orders_differ_and_both_are_kept() -> None:
 
 
 def test_controller_kraft_and_version_1() -> None:
-    c = Z.decode_controller(
+    c = decode_controller(
         "/controller", b'{"version":2,"brokerid":3000,"timestamp":"1718000000000","kraftControllerEpoch":7}'
     )
     assert c.is_kraft_controller and c.broker_id == 3000 and c.kraft_controller_epoch == 7
-    old = Z.decode_controller("/controller", b'{"version":1,"brokerid":2,"timestamp":"1"}')
+    old = decode_controller("/controller", b'{"version":1,"brokerid":2,"timestamp":"1"}')
     assert old.kraft_controller_epoch is None and not old.is_kraft_controller
-    assert Z.encode_controller(old) == b'{"version":1,"brokerid":2,"timestamp":"1"}'
+    assert encode_controller(old) == b'{"version":1,"brokerid":2,"timestamp":"1"}'
 
 
 def test_broker_without_plaintext_listener_has_null_host() -> None:
@@ -201,23 +257,23 @@ def test_broker_without_plaintext_listener_has_null_host() -> None:
         b'"EXTERNAL://b1.example:9094"],"rack":"eu-west-1a","listener_security_protocol_map":{"INTERNAL":"SSL","EXTERNAL":"SASL_SSL"},'
         b'"features":{}}'
     )
-    b = Z.decode_broker("/brokers/ids/1", data)
+    b = decode_broker("/brokers/ids/1", data)
     assert b.endpoints == [
         BrokerEndpoint("INTERNAL", "b1.example", 9093, "SSL"),
         BrokerEndpoint("EXTERNAL", "b1.example", 9094, "SASL_SSL"),
     ]
     assert b.rack == "eu-west-1a" and b.plaintext_endpoint is None
-    again = Z.encode_broker(b)
+    again = encode_broker(b)
     assert semantic(again) == semantic(data)
     assert b'"host":null' in again and b'"port":-1' in again
 
 
 def test_broker_versions_1_to_4() -> None:
-    v1 = Z.decode_broker(
+    v1 = decode_broker(
         "/brokers/ids/7", b'{"version":1,"host":"h","port":9092,"jmx_port":9999,"timestamp":"5"}'
     )
     assert v1.endpoints == [BrokerEndpoint("PLAINTEXT", "h", 9092, "PLAINTEXT")] and v1.jmx_port == 9999
-    assert semantic(Z.encode_broker(v1)) == {
+    assert semantic(encode_broker(v1)) == {
         "version": 1,
         "host": "h",
         "port": 9092,
@@ -225,13 +281,13 @@ def test_broker_versions_1_to_4() -> None:
         "timestamp": "5",
     }
     # v2/v3 have no protocol map: listener names must be security protocol names.
-    v3 = Z.decode_broker(
+    v3 = decode_broker(
         "/brokers/ids/7",
         b'{"version":3,"host":"h","port":1,"jmx_port":-1,"timestamp":"5","endpoints":["PLAINTEXT://h:1","SSL://[::1]:2"],"rack":"r"}',
     )
     assert v3.endpoints[1] == BrokerEndpoint("SSL", "::1", 2, "SSL") and v3.rack == "r"
-    assert "SSL://[::1]:2" in semantic(Z.encode_broker(v3))["endpoints"]
-    v4 = Z.decode_broker(
+    assert "SSL://[::1]:2" in semantic(encode_broker(v3))["endpoints"]
+    v4 = decode_broker(
         "/brokers/ids/7",
         b'{"version":4,"jmx_port":-1,"endpoints":["CLIENT://:9"],"listener_security_protocol_map":{"CLIENT":"sasl_ssl"}}',
     )
@@ -240,9 +296,9 @@ def test_broker_versions_1_to_4() -> None:
 
 def test_broker_supported_features() -> None:
     data = b'{"version":5,"jmx_port":-1,"endpoints":[],"features":{"f":{"min_version":1,"first_active_version":2,"max_version":3}}}'
-    b = Z.decode_broker("/brokers/ids/1", data)
+    b = decode_broker("/brokers/ids/1", data)
     assert b.features == {"f": FeatureRange(1, 3)}
-    assert semantic(Z.encode_broker(b))["features"] == {"f": {"min_version": 1, "max_version": 3}}
+    assert semantic(encode_broker(b))["features"] == {"f": {"min_version": 1, "max_version": 3}}
 
 
 def test_topic_with_reassignment_in_flight() -> None:
@@ -250,32 +306,32 @@ def test_topic_with_reassignment_in_flight() -> None:
         b'{"version":3,"topic_id":"q3W2l7m5Q8yq1o0c2mQy7A","partitions":{"0":[1,2,3,4]},'
         b'"adding_replicas":{"0":[4]},"removing_replicas":{"0":[1]}}'
     )
-    t = Z.decode_topic("/brokers/topics/orders", data)
+    t = decode_topic("/brokers/topics/orders", data)
     assert t.adding_replicas == {0: [4]} and t.removing_replicas == {0: [1]}
-    assert semantic(Z.encode_topic(t)) == semantic(data)
+    assert semantic(encode_topic(t)) == semantic(data)
 
 
 def test_topic_without_id_and_old_versions() -> None:
-    t = Z.decode_topic(
+    t = decode_topic(
         "/brokers/topics/x",
         b'{"version":2,"partitions":{"1":[1]},"adding_replicas":{"1":[]},"removing_replicas":{}}',
     )
     assert t.topic_id is None and t.adding_replicas == {}
-    assert "topic_id" not in semantic(Z.encode_topic(t))
-    v1 = Z.decode_topic("/brokers/topics/x", b'{"version":1,"partitions":{"0":[1,2]}}')
-    assert Z.encode_topic(v1) == b'{"version":1,"partitions":{"0":[1,2]}}'
+    assert "topic_id" not in semantic(encode_topic(t))
+    v1 = decode_topic("/brokers/topics/x", b'{"version":1,"partitions":{"0":[1,2]}}')
+    assert encode_topic(v1) == b'{"version":1,"partitions":{"0":[1,2]}}'
 
 
 def test_leader_recovery_state_written_only_when_recovering() -> None:
     data = (
         b'{"version":1,"leader":3,"leader_epoch":9,"isr":[3],"controller_epoch":5,"leader_recovery_state":1}'
     )
-    s = Z.decode_partition_state("/s", data)
+    s = decode_partition_state("/s", data)
     assert s.leader_recovery_state == 1
-    again = Z.encode_partition_state(s)
+    again = encode_partition_state(s)
     assert semantic(again) == semantic(data)
     s.leader_recovery_state = 0
-    assert b"leader_recovery_state" not in Z.encode_partition_state(s)
+    assert b"leader_recovery_state" not in encode_partition_state(s)
 
 
 CLIENT_QUOTA_EXAMPLES = [
@@ -301,10 +357,10 @@ CLIENT_QUOTA_EXAMPLES = [
 
 @pytest.mark.parametrize(("path", "data", "entity"), CLIENT_QUOTA_EXAMPLES)
 def test_client_quota_examples(path: str, data: bytes, entity: dict[str, str | None]) -> None:
-    q = Z.decode_client_quota_config(path, data)
+    q = decode_client_quota_config(path, data)
     assert q.entity == entity and not q.scram and not q.quota_text
     assert all(isinstance(v, float) for v in q.quotas.values())
-    assert semantic(Z.encode_client_quota_config(q)) == semantic(data)
+    assert semantic(encode_client_quota_config(q)) == semantic(data)
 
 
 SCRAM_EXAMPLE = (
@@ -314,7 +370,7 @@ SCRAM_EXAMPLE = (
 
 
 def test_scram_credential_is_split_from_quotas_and_matches_the_password() -> None:
-    q = Z.decode_client_quota_config("/config/users/alice", SCRAM_EXAMPLE)
+    q = decode_client_quota_config("/config/users/alice", SCRAM_EXAMPLE)
     assert q.quotas == {"producer_byte_rate": 1048576.0}
     cred = q.scram["SCRAM-SHA-256"]
     assert cred.iterations == 8192 and cred.salt == b"1rbpkdtg0fo7hhaa9fssjb9vk1"
@@ -323,33 +379,33 @@ def test_scram_credential_is_split_from_quotas_and_matches_the_password() -> Non
     client_key = hmac.new(salted, b"Client Key", "sha256").digest()
     assert cred.stored_key == hashlib.sha256(client_key).digest()
     assert cred.server_key == hmac.new(salted, b"Server Key", "sha256").digest()
-    assert semantic(Z.encode_client_quota_config(q)) == semantic(SCRAM_EXAMPLE)
+    assert semantic(encode_client_quota_config(q)) == semantic(SCRAM_EXAMPLE)
 
 
 def test_scram_keys_are_quotas_outside_users() -> None:
     with pytest.raises(ZnodeFormatError, match="non-numeric"):
-        Z.decode_client_quota_config(
+        decode_client_quota_config(
             "/config/clients/c", b'{"version":1,"config":{"SCRAM-SHA-256":"salt=AA==,x"}}'
         )
 
 
 def test_quota_text_kafka_would_print_differently_is_kept() -> None:
     data = b'{"version":1,"config":{"request_percentage":"50","producer_byte_rate":"1024.0"}}'
-    q = Z.decode_client_quota_config("/config/clients/c", data)
+    q = decode_client_quota_config("/config/clients/c", data)
     assert q.quotas == {"request_percentage": 50.0, "producer_byte_rate": 1024.0}
     assert q.quota_text == {"request_percentage": "50", "producer_byte_rate": "1024.0"}
-    assert semantic(Z.encode_client_quota_config(q)) == semantic(data)
+    assert semantic(encode_client_quota_config(q)) == semantic(data)
     q.quotas["request_percentage"] = 58.58  # a changed value is printed the way Kafka prints it
-    assert semantic(Z.encode_client_quota_config(q))["config"]["request_percentage"] == "58.58"
+    assert semantic(encode_client_quota_config(q))["config"]["request_percentage"] == "58.58"
 
 
 def test_quota_values_as_kafka_prints_them() -> None:
-    assert Z.kafka_quota_text("producer_byte_rate", 1048576.0) == "1048576"
-    assert Z.kafka_quota_text("connection_creation_rate", 10.0000000001) == "10"
-    assert Z.kafka_quota_text("request_percentage", 50.0) == "50.0"
-    assert Z.kafka_quota_text("controller_mutation_rate", 10.0) == "10.0"
+    assert kafka_quota_text("producer_byte_rate", 1048576.0) == "1048576"
+    assert kafka_quota_text("connection_creation_rate", 10.0000000001) == "10"
+    assert kafka_quota_text("request_percentage", 50.0) == "50.0"
+    assert kafka_quota_text("controller_mutation_rate", 10.0) == "10.0"
     with pytest.raises(InvalidRequestError, match="whole number"):
-        Z.kafka_quota_text("consumer_byte_rate", 1.5)
+        kafka_quota_text("consumer_byte_rate", 1.5)
 
 
 @pytest.mark.parametrize(
@@ -396,53 +452,53 @@ def test_parse_java_double_rejects_what_java_rejects(text: str) -> None:
 
 
 def test_config_changes() -> None:
-    assert Z.decode_config_change(
+    assert decode_config_change(
         "/c", b'{"version":2,"entity_path":"brokers/1"}'
     ) == ConfigChangeNotification("brokers/1")
     assert (
-        Z.encode_config_change(ConfigChangeNotification("brokers/1"))
+        encode_config_change(ConfigChangeNotification("brokers/1"))
         == b'{"version":2,"entity_path":"brokers/1"}'
     )
-    v1 = Z.decode_config_change("/c", b'{"version":1,"entity_type":"topics","entity_name":"t"}')
+    v1 = decode_config_change("/c", b'{"version":1,"entity_type":"topics","entity_name":"t"}')
     assert v1 == ConfigChangeNotification("topics/t", 1)
-    assert semantic(Z.encode_config_change(v1)) == {"version": 1, "entity_type": "topics", "entity_name": "t"}
+    assert semantic(encode_config_change(v1)) == {"version": 1, "entity_type": "topics", "entity_name": "t"}
     with pytest.raises(ZnodeFormatError, match="only topics, clients"):
-        Z.decode_config_change("/c", b'{"version":1,"entity_type":"users","entity_name":"u"}')
+        decode_config_change("/c", b'{"version":1,"entity_type":"users","entity_name":"u"}')
 
 
 def test_admin_requests_and_notifications() -> None:
     r = b'{"version":1,"partitions":[{"topic":"orders","partition":3,"replicas":[4,5,6]}]}'
-    assert Z.decode_reassignment("/r", r) == LegacyReassignment([ReplicaReassignment("orders", 3, [4, 5, 6])])
-    assert Z.encode_reassignment(Z.decode_reassignment("/r", r)) == r
+    assert decode_reassignment("/r", r) == LegacyReassignment([ReplicaReassignment("orders", 3, [4, 5, 6])])
+    assert encode_reassignment(decode_reassignment("/r", r)) == r
     e = b'{"version":1,"partitions":[{"topic":"orders","partition":0},{"topic":"orders","partition":1}]}'
-    assert Z.decode_partition_list("/e", e).partitions == [
+    assert decode_partition_list("/e", e).partitions == [
         TopicPartition("orders", 0),
         TopicPartition("orders", 1),
     ]
-    assert Z.encode_partition_list(Z.decode_partition_list("/e", e)) == e
+    assert encode_partition_list(decode_partition_list("/e", e)) == e
     d = b'{"version":1,"broker":2,"event":1}'
-    assert Z.decode_log_dir_event("/d", d) == LogDirEvent(2) and Z.encode_log_dir_event(LogDirEvent(2)) == d
+    assert decode_log_dir_event("/d", d) == LogDirEvent(2) and encode_log_dir_event(LogDirEvent(2)) == d
 
 
 def test_producer_id_block() -> None:
     data = b'{"version":1,"broker":2,"block_start":"3000","block_end":"3999"}'
-    b = Z.decode_producer_id_block("/latest_producer_id_block", data)
+    b = decode_producer_id_block("/latest_producer_id_block", data)
     assert b == ProducerIdBlock(2, 3000, 3999) and b.next_producer_id == 4000
-    assert Z.encode_producer_id_block(b) == data
+    assert encode_producer_id_block(b) == data
     with pytest.raises(ZnodeFormatError, match="does not fit an int"):
-        Z.decode_producer_id_block(
+        decode_producer_id_block(
             "/p", b'{"version":1,"broker":2,"block_start":"0","block_end":"99999999999"}'
         )
 
 
 def test_feature_versions() -> None:
     v1 = b'{"version":1,"status":1,"features":{"my.feature":{"min_version_level":1,"max_version_level":1}}}'
-    f = Z.decode_features("/feature", v1, zk_version=4)
+    f = decode_features("/feature", v1, zk_version=4)
     assert f == FinalizedFeatures(FeatureStatus.ENABLED, {"my.feature": 1}, 1, {}, 4)
-    assert semantic(Z.encode_features(f)) == semantic(v1)
+    assert semantic(encode_features(f)) == semantic(v1)
     wide = b'{"version":1,"status":0,"features":{"f":{"min_version_level":1,"max_version_level":3}}}'
-    assert semantic(Z.encode_features(Z.decode_features("/feature", wide))) == semantic(wide)
-    v2 = Z.decode_features(
+    assert semantic(encode_features(decode_features("/feature", wide))) == semantic(wide)
+    v2 = decode_features(
         "/feature", b'{"version":2,"status":1,"features":{"metadata.version":{"max_version_level":14}}}'
     )
     assert v2.features == {"metadata.version": 14}
@@ -450,16 +506,16 @@ def test_feature_versions() -> None:
 
 def test_migration_state() -> None:
     empty = b'{"version":0,"kraft_controller_id":-1,"kraft_controller_epoch":-1,"kraft_metadata_offset":-1,"kraft_metadata_epoch":-1}'
-    m = Z.decode_migration("/migration", empty, zk_version=0, mtime=5)
+    m = decode_migration("/migration", empty, zk_version=0, mtime=5)
     assert m == MigrationState(last_updated_ms=5) and not m.initial_migration_complete
     mid = b'{"version":0,"kraft_controller_id":3000,"kraft_controller_epoch":7,"kraft_metadata_offset":18452,"kraft_metadata_epoch":7}'
-    state = Z.decode_migration("/migration", mid, zk_version=12)
+    state = decode_migration("/migration", mid, zk_version=12)
     assert (
         state.initial_migration_complete and state.kraft_metadata_offset == 18452 and state.zk_version == 12
     )
-    assert semantic(Z.encode_migration(state)) == semantic(mid)
+    assert semantic(encode_migration(state)) == semantic(mid)
     # Scala immutable Map of five entries: CHAMP order, not insertion order.
-    assert Z.encode_migration(state).startswith(b'{"version":0,"kraft_metadata_offset":18452,')
+    assert encode_migration(state).startswith(b'{"version":0,"kraft_metadata_offset":18452,')
 
 
 ACL_EXAMPLES = [
@@ -484,11 +540,11 @@ ACL_EXAMPLES = [
 
 @pytest.mark.parametrize(("path", "data", "pattern"), ACL_EXAMPLES)
 def test_acl_examples(path: str, data: bytes, pattern: ResourcePattern) -> None:
-    r = Z.decode_acls(path, data, zk_version=2)
+    r = decode_acls(path, data, zk_version=2)
     assert r.pattern == pattern and r.zk_version == 2
-    assert semantic(Z.encode_acls(r)) == semantic(data)
+    assert semantic(encode_acls(r)) == semantic(data)
     # Java HashMap order of the keys.
-    assert Z.encode_acls(r).startswith(b'{"acls":[{"principal":')
+    assert encode_acls(r).startswith(b'{"acls":[{"principal":')
 
 
 def test_acl_names_are_matched_like_kafka() -> None:
@@ -496,26 +552,26 @@ def test_acl_names_are_matched_like_kafka() -> None:
         b'{"version":1,"acls":[{"principal":"User:a","permissionType":"DENY","operation":"CLUSTERACTION","host":"*"},'
         b'{"principal":"User:a","permissionType":"allow","operation":"CLUSTER_ACTION","host":"*"}]}'
     )
-    r = Z.decode_acls("/kafka-acl/Cluster/kafka-cluster", data)
+    r = decode_acls("/kafka-acl/Cluster/kafka-cluster", data)
     assert r.acls == [
         AclEntry("User:a", "*", AclOperation.CLUSTER_ACTION, AclPermissionType.DENY),
         AclEntry("User:a", "*", AclOperation.UNKNOWN, AclPermissionType.ALLOW),
     ]
-    assert Z.decode_acls("/kafka-acl/TransactionalId/t", None).acls == []
+    assert decode_acls("/kafka-acl/TransactionalId/t", None).acls == []
     assert (
-        Z.decode_acls("/kafka-acl/TRANSACTIONALID/t", b"").pattern.resource_type
+        decode_acls("/kafka-acl/TRANSACTIONALID/t", b"").pattern.resource_type
         == ResourceType.TRANSACTIONAL_ID
     )
 
 
 def test_acl_change_notifications() -> None:
-    lit = Z.decode_acl_change("/kafka-acl-changes/acl_changes_0000000000", b"TOPIC:orders:x")
+    lit = decode_acl_change("/kafka-acl-changes/acl_changes_0000000000", b"TOPIC:orders:x")
     assert lit.pattern == ResourcePattern(ResourceType.TOPIC, "orders:x", PatternType.LITERAL)
-    assert Z.encode_acl_change(lit) == b"TOPIC:orders:x"
+    assert encode_acl_change(lit) == b"TOPIC:orders:x"
     data = b'{"version":1,"resourceType":"TOPIC","name":"bar-","patternType":"PREFIXED"}'
-    ext = Z.decode_extended_acl_change("/x", data)
+    ext = decode_extended_acl_change("/x", data)
     assert ext.pattern == ResourcePattern(ResourceType.TOPIC, "bar-", PatternType.PREFIXED)
-    assert Z.encode_extended_acl_change(ext) == data
+    assert encode_extended_acl_change(ext) == data
 
 
 def test_delegation_token_principals_are_url_encoded() -> None:
@@ -524,14 +580,14 @@ def test_delegation_token_principals_are_url_encoded() -> None:
         b'"issueTimestamp":1718000000000,"maxTimestamp":1718604800000,"expiryTimestamp":1718086400000,'
         b'"tokenId":"Xkq7bZ2sS3qVwP0oOQ7zVw"}'
     )
-    t = Z.decode_delegation_token("/delegation_token/tokens/Xkq7bZ2sS3qVwP0oOQ7zVw", data)
+    t = decode_delegation_token("/delegation_token/tokens/Xkq7bZ2sS3qVwP0oOQ7zVw", data)
     assert t.owner == "User:alice" and t.renewers == ["User:bob"] and t.token_requester == "User:alice"
-    assert semantic(Z.encode_delegation_token(t)) == semantic(data)
-    v1 = Z.decode_delegation_token(
+    assert semantic(encode_delegation_token(t)) == semantic(data)
+    v1 = decode_delegation_token(
         "/t",
         b'{"version":1,"owner":"User%3Ao","renewers":[],"issueTimestamp":1,"maxTimestamp":2,"expiryTimestamp":3,"tokenId":"i"}',
     )
-    assert v1.token_requester == "User:o" and "tokenRequester" not in semantic(Z.encode_delegation_token(v1))
+    assert v1.token_requester == "User:o" and "tokenRequester" not in semantic(encode_delegation_token(v1))
 
 
 @pytest.mark.parametrize(
@@ -559,9 +615,9 @@ def test_desanitize_follows_url_decoder() -> None:
 
 
 def test_json_strings_are_escaped_like_jackson() -> None:
-    assert Z.json_string('a"b\\c/d') == '"a\\"b\\\\c/d"'
-    assert Z.json_string("\x00\x1f\x08\t\n\x0c\r\x7f") == '"\\u0000\\u001F\\b\\t\\n\\f\\r\x7f"'
-    assert Z.json_string("é€😀") == '"é€😀"'
+    assert json_string('a"b\\c/d') == '"a\\"b\\\\c/d"'
+    assert json_string("\x00\x1f\x08\t\n\x0c\r\x7f") == '"\\u0000\\u001F\\b\\t\\n\\f\\r\x7f"'
+    assert json_string("é€😀") == '"é€😀"'
 
 
 # ============================================================ errors name the znode
@@ -579,133 +635,133 @@ def _err(decode: Callable, path: str, data: bytes | None, *frags: str) -> None:
 @pytest.mark.parametrize(
     ("decode", "path", "data", "frags"),
     [
-        (Z.decode_controller, "/controller", b"{not json", ("invalid JSON",)),
-        (Z.decode_controller, "/controller", None, ("null",)),
-        (Z.decode_controller, "/controller", b"\xff\xfe", ("not UTF-8",)),
-        (Z.decode_controller, "/controller", b"[1]", ("expected a JSON object",)),
-        (Z.decode_controller, "/controller", b'{"version":3,"brokerid":1}', ("unknown version 3",)),
-        (Z.decode_controller, "/controller", b'{"version":2}', ("missing field 'brokerid'",)),
+        (decode_controller, "/controller", b"{not json", ("invalid JSON",)),
+        (decode_controller, "/controller", None, ("null",)),
+        (decode_controller, "/controller", b"\xff\xfe", ("not UTF-8",)),
+        (decode_controller, "/controller", b"[1]", ("expected a JSON object",)),
+        (decode_controller, "/controller", b'{"version":3,"brokerid":1}', ("unknown version 3",)),
+        (decode_controller, "/controller", b'{"version":2}', ("missing field 'brokerid'",)),
         (
-            Z.decode_controller,
+            decode_controller,
             "/controller",
             b'{"version":2,"brokerid":"1"}',
             ("'brokerid'", "32-bit integer"),
         ),
-        (Z.decode_controller, "/controller", b'{"version":2,"brokerid":1,"timestamp":12}', ("'timestamp'",)),
-        (Z.decode_controller, "/controller", b'{"version":2,"brokerid":NaN}', ("invalid JSON",)),
-        (Z.decode_controller, "/controller", b'{"version":2,"brokerid":2147483648}', ("32-bit",)),
-        (Z.decode_controller_epoch, "/controller_epoch", b" 2", ("decimal int",)),
-        (Z.decode_broker, "/brokers/ids/x", b"{}", ("broker id",)),
-        (Z.decode_broker, "/brokers/ids/1", b'{"version":0,"jmx_port":1}', ("unknown version 0",)),
+        (decode_controller, "/controller", b'{"version":2,"brokerid":1,"timestamp":12}', ("'timestamp'",)),
+        (decode_controller, "/controller", b'{"version":2,"brokerid":NaN}', ("invalid JSON",)),
+        (decode_controller, "/controller", b'{"version":2,"brokerid":2147483648}', ("32-bit",)),
+        (decode_controller_epoch, "/controller_epoch", b" 2", ("decimal int",)),
+        (decode_broker, "/brokers/ids/x", b"{}", ("broker id",)),
+        (decode_broker, "/brokers/ids/1", b'{"version":0,"jmx_port":1}', ("unknown version 0",)),
         (
-            Z.decode_broker,
+            decode_broker,
             "/brokers/ids/1",
             b'{"version":4,"jmx_port":1,"endpoints":["nope"]}',
             ("cannot parse endpoint",),
         ),
         (
-            Z.decode_broker,
+            decode_broker,
             "/brokers/ids/1",
             b'{"version":4,"jmx_port":1,"endpoints":["X://h:1"],"listener_security_protocol_map":{}}',
             ("no security protocol",),
         ),
         (
-            Z.decode_broker,
+            decode_broker,
             "/brokers/ids/1",
             b'{"version":4,"jmx_port":1,"endpoints":[],"listener_security_protocol_map":{"X":"TLS"}}',
             ("unknown security protocol",),
         ),
         (
-            Z.decode_broker,
+            decode_broker,
             "/brokers/ids/1",
             b'{"version":5,"jmx_port":1,"endpoints":[],"features":{"f":{"min_version":2,"max_version":1}}}',
             ("max_version",),
         ),
-        (Z.decode_topic, "/brokers/topics/t", b'{"version":3,"partitions":{"a":[1]}}', ("partition key",)),
+        (decode_topic, "/brokers/topics/t", b'{"version":3,"partitions":{"a":[1]}}', ("partition key",)),
         (
-            Z.decode_topic,
+            decode_topic,
             "/brokers/topics/t",
             b'{"version":3,"partitions":{"0":[true]}}',
             ("32-bit integers",),
         ),
         (
-            Z.decode_topic,
+            decode_topic,
             "/brokers/topics/t",
             b'{"version":3,"partitions":{},"topic_id":"c2hvcnQ"}',
             ("16 bytes",),
         ),
         (
-            Z.decode_topic,
+            decode_topic,
             "/brokers/topics/t",
             b'{"version":3,"partitions":{},"topic_id":"!!!!"}',
             ("base64url",),
         ),
         (
-            Z.decode_partition_state,
+            decode_partition_state,
             "/brokers/topics/t/partitions/0/state",
             b'{"version":1,"leader":1}',
             ("missing field",),
         ),
         (
-            Z.decode_partition_state,
+            decode_partition_state,
             "/brokers/topics/t/partitions/0/state",
             b'{"version":1,"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1,"leader_recovery_state":2}',
             ("leader_recovery_state",),
         ),
         (
-            Z.decode_partition_state,
+            decode_partition_state,
             "/brokers/topics/t/partitions/0/state",
             b'{"version":2,"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1}',
             ("unknown version 2",),
         ),
         (
-            Z.decode_entity_config,
+            decode_entity_config,
             "/config/topics/t",
             b'{"version":1,"config":{"a":1}}',
             ("config.a", "string"),
         ),
-        (Z.decode_entity_config, "/config/topics/t", b'{"version":1,"config":[]}', ("'config'",)),
+        (decode_entity_config, "/config/topics/t", b'{"version":1,"config":[]}', ("'config'",)),
         (
-            Z.decode_client_quota_config,
+            decode_client_quota_config,
             "/config/users/u",
             b'{"version":1,"config":{"SCRAM-SHA-512":"salt=a"}}',
             ("SCRAM-SHA-512",),
         ),
         (
-            Z.decode_client_quota_config,
+            decode_client_quota_config,
             "/config/users/u",
             b'{"version":1,"config":{"SCRAM-SHA-256":"salt=*,stored_key=AA==,server_key=AA==,iterations=1"}}',
             ("base64",),
         ),
-        (Z.decode_client_quota_config, "/config/topics/t", b"{}", ("not a client-quota config path",)),
+        (decode_client_quota_config, "/config/topics/t", b"{}", ("not a client-quota config path",)),
         (
-            Z.decode_features,
+            decode_features,
             "/feature",
             b'{"version":2,"status":1,"features":{"f":{"max_version_level":0}}}',
             ("max_version_level",),
         ),
-        (Z.decode_features, "/feature", b'{"version":2,"status":2,"features":{}}', ("unknown status",)),
+        (decode_features, "/feature", b'{"version":2,"status":2,"features":{}}', ("unknown status",)),
         (
-            Z.decode_features,
+            decode_features,
             "/feature",
             b'{"version":1,"status":1,"features":{"f":{"max_version_level":1}}}',
             ("min_version_level",),
         ),
-        (Z.decode_migration, "/migration", b'{"version":1}', ("unknown version 1",)),
-        (Z.decode_acls, "/kafka-acl/Topic/t", b'{"version":2,"acls":[]}', ("unknown version 2",)),
+        (decode_migration, "/migration", b'{"version":1}', ("unknown version 1",)),
+        (decode_acls, "/kafka-acl/Topic/t", b'{"version":2,"acls":[]}', ("unknown version 2",)),
         (
-            Z.decode_acls,
+            decode_acls,
             "/kafka-acl/Topic/t",
             b'{"version":1,"acls":[{"principal":"alice","permissionType":"Allow","operation":"Read","host":"*"}]}',
             ("principal",),
         ),
-        (Z.decode_acls, "/kafka-acl/Nope/t", b"", ("unknown ACL resource type",)),
-        (Z.decode_acls, "/kafka-acl-extended/match/Topic/t", b"", ("pattern type",)),
-        (Z.decode_acl_change, "/kafka-acl-changes/acl_changes_0000000001", b"TOPIC", ("ResourceType:name",)),
-        (Z.decode_delegation_token, "/delegation_token/tokens/t", b'{"version":4}', ("unknown version 4",)),
-        (Z.decode_cluster_id, "/cluster/id", b'{"version":1,"id":"x"}', ("unknown version",)),
+        (decode_acls, "/kafka-acl/Nope/t", b"", ("unknown ACL resource type",)),
+        (decode_acls, "/kafka-acl-extended/match/Topic/t", b"", ("pattern type",)),
+        (decode_acl_change, "/kafka-acl-changes/acl_changes_0000000001", b"TOPIC", ("ResourceType:name",)),
+        (decode_delegation_token, "/delegation_token/tokens/t", b'{"version":4}', ("unknown version 4",)),
+        (decode_cluster_id, "/cluster/id", b'{"version":1,"id":"x"}', ("unknown version",)),
         (
-            Z.decode_producer_id_block,
+            decode_producer_id_block,
             "/latest_producer_id_block",
             b'{"version":1,"broker":1,"block_start":1,"block_end":"2"}',
             ("block_start",),
@@ -719,7 +775,7 @@ def test_malformed_data_is_reported_with_the_path(
 
 
 def test_deeply_nested_json_is_a_format_error() -> None:
-    _err(Z.decode_controller, "/controller", b"[" * 100000, "invalid JSON")
+    _err(decode_controller, "/controller", b"[" * 100000, "invalid JSON")
 
 
 # ============================================================ hypothesis: round trips
@@ -750,8 +806,8 @@ def brokers(draw: st.DrawFn, broker_id: int | None = None) -> BrokerRegistration
     features: dict[str, FeatureRange] = {}
     if version == 5:
         for name in draw(st.lists(st.text(max_size=8), unique=True, max_size=5)):
-            lo = draw(st.integers(0, Z.INT16_MAX))
-            features[name] = FeatureRange(lo, draw(st.integers(lo, Z.INT16_MAX)))
+            lo = draw(st.integers(0, INT16_MAX))
+            features[name] = FeatureRange(lo, draw(st.integers(lo, INT16_MAX)))
     return BrokerRegistration(
         broker_id=draw(INT32) if broker_id is None else broker_id,
         endpoints=endpoints,
@@ -802,18 +858,18 @@ CONFIG_MAP = st.dictionaries(st.text(max_size=15), st.text(max_size=15), max_siz
 def quota_values(draw: st.DrawFn, keys: list[str]) -> dict[str, float]:
     out = {}
     for key in keys:
-        kind = Z.QUOTA_KEY_TYPES.get(key, "DOUBLE")
+        kind = QUOTA_KEY_TYPES.get(key, "DOUBLE")
         if kind == "LONG":  # Kafka's whole-number check only holds for quotas >= 0
             out[key] = float(draw(st.integers(0, 2**53)))
         elif kind == "INT":
-            out[key] = float(draw(st.integers(0, Z.INT32_MAX)))
+            out[key] = float(draw(st.integers(0, INT32_MAX)))
         else:
             out[key] = draw(st.floats(allow_nan=False))
     return out
 
 
 QUOTA_KEYS = st.lists(
-    st.sampled_from(sorted(Z.QUOTA_KEY_TYPES)) | st.text(min_size=1, max_size=8), unique=True, max_size=6
+    st.sampled_from(sorted(QUOTA_KEY_TYPES)) | st.text(min_size=1, max_size=8), unique=True, max_size=6
 )
 SANITIZED = st.text(min_size=1, max_size=8).map(sanitize)
 scram_credentials = st.builds(
@@ -881,7 +937,7 @@ def delegation_tokens(draw: st.DrawFn) -> DelegationToken:
 @st.composite
 def finalized_features(draw: st.DrawFn) -> FinalizedFeatures:
     version = draw(st.sampled_from([1, 2]))
-    features = draw(st.dictionaries(st.text(max_size=10), st.integers(1, Z.INT16_MAX), max_size=6))
+    features = draw(st.dictionaries(st.text(max_size=10), st.integers(1, INT16_MAX), max_size=6))
     min_levels = {}
     if version == 1:
         for name, top in features.items():
@@ -892,8 +948,8 @@ def finalized_features(draw: st.DrawFn) -> FinalizedFeatures:
 
 @st.composite
 def producer_blocks(draw: st.DrawFn) -> ProducerIdBlock:
-    start = draw(st.integers(Z.INT64_MIN, Z.INT64_MAX - Z.INT32_MAX))
-    return ProducerIdBlock(draw(INT32), start, start + draw(st.integers(0, Z.INT32_MAX - 1)))
+    start = draw(st.integers(INT64_MIN, INT64_MAX - INT32_MAX))
+    return ProducerIdBlock(draw(INT32), start, start + draw(st.integers(0, INT32_MAX - 1)))
 
 
 migration_states = st.builds(
@@ -946,20 +1002,20 @@ extended_acl_changes = st.builds(
 ROUND_TRIPS: dict[str, tuple[st.SearchStrategy[Any], Callable[[Any], bytes], Callable[[Any, bytes], Any]]] = {
     "controller": (
         controllers,
-        Z.encode_controller,
-        lambda m, d: Z.decode_controller(
+        encode_controller,
+        lambda m, d: decode_controller(
             "/controller", d, zk_version=m.zk_version, ephemeral_owner=m.ephemeral_owner
         ),
     ),
     "controller_epoch": (
         st.builds(ControllerEpoch, INT32, INT32),
-        Z.encode_controller_epoch,
-        lambda m, d: Z.decode_controller_epoch("/controller_epoch", d, zk_version=m.zk_version),
+        encode_controller_epoch,
+        lambda m, d: decode_controller_epoch("/controller_epoch", d, zk_version=m.zk_version),
     ),
     "broker": (
         brokers(),
-        Z.encode_broker,
-        lambda m, d: Z.decode_broker(
+        encode_broker,
+        lambda m, d: decode_broker(
             f"/brokers/ids/{m.broker_id}",
             d,
             czxid=m.czxid,
@@ -967,75 +1023,75 @@ ROUND_TRIPS: dict[str, tuple[st.SearchStrategy[Any], Callable[[Any], bytes], Cal
             ephemeral_owner=m.ephemeral_owner,
         ),
     ),
-    "topic": (topics(), Z.encode_topic, lambda m, d: Z.decode_topic(f"/brokers/topics/{m.name}", d)),
+    "topic": (topics(), encode_topic, lambda m, d: decode_topic(f"/brokers/topics/{m.name}", d)),
     "partition_state": (
         partition_states,
-        Z.encode_partition_state,
-        lambda m, d: Z.decode_partition_state("/s", d, zk_version=m.zk_version),
+        encode_partition_state,
+        lambda m, d: decode_partition_state("/s", d, zk_version=m.zk_version),
     ),
     "entity_config": (
         st.builds(EntityConfig, st.sampled_from(["topics", "brokers"]), NAME, CONFIG_MAP),
-        Z.encode_entity_config,
-        lambda m, d: Z.decode_entity_config(f"/config/{m.entity_type}/{m.name}", d),
+        encode_entity_config,
+        lambda m, d: decode_entity_config(f"/config/{m.entity_type}/{m.name}", d),
     ),
     "client_quotas": (
         client_quotas(),
-        Z.encode_client_quota_config,
-        lambda m, d: Z.decode_client_quota_config(f"/config/{m.entity_path}", d),
+        encode_client_quota_config,
+        lambda m, d: decode_client_quota_config(f"/config/{m.entity_path}", d),
     ),
-    "config_change": (config_changes, Z.encode_config_change, lambda m, d: Z.decode_config_change("/c", d)),
-    "reassignment": (reassignments, Z.encode_reassignment, lambda m, d: Z.decode_reassignment("/r", d)),
+    "config_change": (config_changes, encode_config_change, lambda m, d: decode_config_change("/c", d)),
+    "reassignment": (reassignments, encode_reassignment, lambda m, d: decode_reassignment("/r", d)),
     "partition_list": (
         partition_lists,
-        Z.encode_partition_list,
-        lambda m, d: Z.decode_partition_list("/p", d),
+        encode_partition_list,
+        lambda m, d: decode_partition_list("/p", d),
     ),
-    "log_dir_event": (log_dir_events, Z.encode_log_dir_event, lambda m, d: Z.decode_log_dir_event("/l", d)),
+    "log_dir_event": (log_dir_events, encode_log_dir_event, lambda m, d: decode_log_dir_event("/l", d)),
     "cluster_id": (
         st.text(max_size=30),
-        Z.encode_cluster_id,
-        lambda m, d: Z.decode_cluster_id("/cluster/id", d),
+        encode_cluster_id,
+        lambda m, d: decode_cluster_id("/cluster/id", d),
     ),
     "producer_id_block": (
         producer_blocks(),
-        Z.encode_producer_id_block,
-        lambda m, d: Z.decode_producer_id_block("/b", d),
+        encode_producer_id_block,
+        lambda m, d: decode_producer_id_block("/b", d),
     ),
     "features": (
         finalized_features(),
-        Z.encode_features,
-        lambda m, d: Z.decode_features("/feature", d, zk_version=m.zk_version),
+        encode_features,
+        lambda m, d: decode_features("/feature", d, zk_version=m.zk_version),
     ),
     "migration": (
         migration_states,
-        Z.encode_migration,
-        lambda m, d: Z.decode_migration("/migration", d, zk_version=m.zk_version, mtime=m.last_updated_ms),
+        encode_migration,
+        lambda m, d: decode_migration("/migration", d, zk_version=m.zk_version, mtime=m.last_updated_ms),
     ),
     "acls": (
         acl_resources(),
-        Z.encode_acls,
-        lambda m, d: Z.decode_acls(
+        encode_acls,
+        lambda m, d: decode_acls(
             f"/kafka-acl{'' if m.pattern.pattern_type == PatternType.LITERAL else '-extended/prefixed'}"
             f"/{m.pattern.resource_type.pascal_name}/{m.pattern.name}",
             d,
             zk_version=m.zk_version,
         ),
     ),
-    "acl_change": (literal_acl_changes, Z.encode_acl_change, lambda m, d: Z.decode_acl_change("/a", d)),
+    "acl_change": (literal_acl_changes, encode_acl_change, lambda m, d: decode_acl_change("/a", d)),
     "extended_acl_change": (
         extended_acl_changes,
-        Z.encode_extended_acl_change,
-        lambda m, d: Z.decode_extended_acl_change("/a", d),
+        encode_extended_acl_change,
+        lambda m, d: decode_extended_acl_change("/a", d),
     ),
     "delegation_token": (
         delegation_tokens(),
-        Z.encode_delegation_token,
-        lambda m, d: Z.decode_delegation_token("/t", d),
+        encode_delegation_token,
+        lambda m, d: decode_delegation_token("/t", d),
     ),
     "token_change": (
         st.text(max_size=30),
-        Z.encode_token_change,
-        lambda m, d: Z.decode_token_change("/t", d),
+        encode_token_change,
+        lambda m, d: decode_token_change("/t", d),
     ),
 }
 
@@ -1052,30 +1108,30 @@ def test_encode_decode_round_trip(kind: str, data: st.DataObject) -> None:
 
 
 DECODERS: dict[str, Callable[[bytes | None], Any]] = {
-    "controller": lambda d: Z.decode_controller("/controller", d),
-    "controller_epoch": lambda d: Z.decode_controller_epoch("/controller_epoch", d),
-    "broker": lambda d: Z.decode_broker("/brokers/ids/1", d),
-    "topic": lambda d: Z.decode_topic("/brokers/topics/t", d),
-    "partition_state": lambda d: Z.decode_partition_state("/brokers/topics/t/partitions/0/state", d),
-    "entity_config": lambda d: Z.decode_entity_config("/config/topics/t", d),
-    "client_quotas": lambda d: Z.decode_client_quota_config("/config/users/u", d),
-    "config_change": lambda d: Z.decode_config_change("/config/changes/config_change_0000000000", d),
-    "reassignment": lambda d: Z.decode_reassignment("/admin/reassign_partitions", d),
-    "partition_list": lambda d: Z.decode_partition_list("/admin/preferred_replica_election", d),
-    "log_dir_event": lambda d: Z.decode_log_dir_event(
+    "controller": lambda d: decode_controller("/controller", d),
+    "controller_epoch": lambda d: decode_controller_epoch("/controller_epoch", d),
+    "broker": lambda d: decode_broker("/brokers/ids/1", d),
+    "topic": lambda d: decode_topic("/brokers/topics/t", d),
+    "partition_state": lambda d: decode_partition_state("/brokers/topics/t/partitions/0/state", d),
+    "entity_config": lambda d: decode_entity_config("/config/topics/t", d),
+    "client_quotas": lambda d: decode_client_quota_config("/config/users/u", d),
+    "config_change": lambda d: decode_config_change("/config/changes/config_change_0000000000", d),
+    "reassignment": lambda d: decode_reassignment("/admin/reassign_partitions", d),
+    "partition_list": lambda d: decode_partition_list("/admin/preferred_replica_election", d),
+    "log_dir_event": lambda d: decode_log_dir_event(
         "/log_dir_event_notification/log_dir_event_0000000000", d
     ),
-    "cluster_id": lambda d: Z.decode_cluster_id("/cluster/id", d),
-    "producer_id_block": lambda d: Z.decode_producer_id_block("/latest_producer_id_block", d),
-    "features": lambda d: Z.decode_features("/feature", d),
-    "migration": lambda d: Z.decode_migration("/migration", d),
-    "acls": lambda d: Z.decode_acls("/kafka-acl/Topic/t", d),
-    "acl_change": lambda d: Z.decode_acl_change("/kafka-acl-changes/acl_changes_0000000000", d),
-    "extended_acl_change": lambda d: Z.decode_extended_acl_change(
+    "cluster_id": lambda d: decode_cluster_id("/cluster/id", d),
+    "producer_id_block": lambda d: decode_producer_id_block("/latest_producer_id_block", d),
+    "features": lambda d: decode_features("/feature", d),
+    "migration": lambda d: decode_migration("/migration", d),
+    "acls": lambda d: decode_acls("/kafka-acl/Topic/t", d),
+    "acl_change": lambda d: decode_acl_change("/kafka-acl-changes/acl_changes_0000000000", d),
+    "extended_acl_change": lambda d: decode_extended_acl_change(
         "/kafka-acl-extended-changes/acl_changes_0000000000", d
     ),
-    "delegation_token": lambda d: Z.decode_delegation_token("/delegation_token/tokens/t", d),
-    "token_change": lambda d: Z.decode_token_change(
+    "delegation_token": lambda d: decode_delegation_token("/delegation_token/tokens/t", d),
+    "token_change": lambda d: decode_token_change(
         "/delegation_token/token_changes/token_change_0000000000", d
     ),
 }
@@ -1381,7 +1437,7 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
         cases.append(
             (
                 {"k": "controller", "id": c.broker_id, "ts": c.timestamp, "epoch": c.kraft_controller_epoch},
-                Z.encode_controller(c),
+                encode_controller(c),
             )
         )
         cases.append(_oracle_broker(rng))
@@ -1403,7 +1459,7 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
                     "isr": s.isr,
                     "lrs": s.leader_recovery_state,
                 },
-                Z.encode_partition_state(s),
+                encode_partition_state(s),
             )
         )
         config = {
@@ -1411,7 +1467,7 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
         }
         cfg = EntityConfig("topics", "t", config)
         cases.append(
-            ({"k": "config", "config": list(config.items())}, Z.encode_entity_config(cfg, java8=False))
+            ({"k": "config", "config": list(config.items())}, encode_entity_config(cfg, java8=False))
         )
         feats = {
             rng.choice(words) + _random_text(rng, 3): rng.randint(1, 30) for _ in range(rng.randint(0, 7))
@@ -1425,7 +1481,7 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
                     "status": int(f.status),
                     "features": list(feats.items()),
                 },
-                Z.encode_features(f),
+                encode_features(f),
             )
         )
         m = MigrationState(
@@ -1440,7 +1496,7 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
                     "offset": m.kraft_metadata_offset,
                     "mepoch": m.kraft_metadata_epoch,
                 },
-                Z.encode_migration(m),
+                encode_migration(m),
             )
         )
         acls = [
@@ -1457,7 +1513,7 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
             [a.principal, pascal_case(a.permission_type.name), pascal_case(a.operation.name), a.host]
             for a in acls
         ]
-        cases.append(({"k": "acls", "acls": rows}, Z.encode_acls(resource)))
+        cases.append(({"k": "acls", "acls": rows}, encode_acls(resource)))
         t = DelegationToken(
             _random_text(rng),
             "User:" + _random_text(rng),
@@ -1479,38 +1535,38 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
                     "expiry": t.expiry_timestamp,
                     "id": t.token_id,
                 },
-                Z.encode_delegation_token(t),
+                encode_delegation_token(t),
             )
         )
         cid = _random_text(rng, 22)
-        cases.append(({"k": "cluster_id", "id": cid}, Z.encode_cluster_id(cid)))
+        cases.append(({"k": "cluster_id", "id": cid}, encode_cluster_id(cid)))
         start = rng.randint(0, 2**50)
         b = ProducerIdBlock(rng.randint(-1, 9), start, start + 999)
         cases.append(
             (
                 {"k": "producer_block", "broker": b.broker_id, "start": b.block_start, "end": b.block_end},
-                Z.encode_producer_id_block(b),
+                encode_producer_id_block(b),
             )
         )
         cases.append(
-            ({"k": "log_dir", "broker": b.broker_id}, Z.encode_log_dir_event(LogDirEvent(b.broker_id)))
+            ({"k": "log_dir", "broker": b.broker_id}, encode_log_dir_event(LogDirEvent(b.broker_id)))
         )
         entity = _random_text(rng, 12)
         cases.append(
-            ({"k": "config_change", "path": entity}, Z.encode_config_change(ConfigChangeNotification(entity)))
+            ({"k": "config_change", "path": entity}, encode_config_change(ConfigChangeNotification(entity)))
         )
         tps = [TopicPartition(_random_text(rng), rng.randint(0, 99)) for _ in range(rng.randint(0, 3))]
         cases.append(
             (
                 {"k": "partition_list", "partitions": [[tp.topic, tp.partition] for tp in tps]},
-                Z.encode_partition_list(PartitionList(tps)),
+                encode_partition_list(PartitionList(tps)),
             )
         )
         moves = [ReplicaReassignment(tp.topic, tp.partition, [rng.randint(0, 9)]) for tp in tps]
         cases.append(
             (
                 {"k": "reassign", "partitions": [[r.topic, r.partition, r.replicas] for r in moves]},
-                Z.encode_reassignment(LegacyReassignment(moves)),
+                encode_reassignment(LegacyReassignment(moves)),
             )
         )
         change = AclChangeNotification(
@@ -1525,14 +1581,14 @@ def _oracle_cases(rng: random.Random) -> list[tuple[dict[str, Any], bytes]]:
                     "name": p.name,
                     "pattern": p.pattern_type.name,
                 },
-                Z.encode_extended_acl_change(change),
+                encode_extended_acl_change(change),
             )
         )
     return cases
 
 
 def _keys_json(keys: list[str], value: Any) -> bytes:
-    return ("{" + ",".join(f"{Z.json_string(k)}:{json.dumps(value)}" for k in keys) + "}").encode()
+    return ("{" + ",".join(f"{json_string(k)}:{json.dumps(value)}" for k in keys) + "}").encode()
 
 
 def _oracle_broker(rng: random.Random) -> tuple[dict[str, Any], bytes]:
@@ -1579,7 +1635,7 @@ def _oracle_broker(rng: random.Random) -> tuple[dict[str, Any], bytes]:
         "lsp": [[e.listener, e.security_protocol] for e in endpoints],
         "features": [[n, r.min_version, r.max_version] for n, r in b.features.items()],
     }
-    return request, Z.encode_broker(b)
+    return request, encode_broker(b)
 
 
 def _oracle_topic(rng: random.Random) -> tuple[dict[str, Any], bytes]:
@@ -1602,9 +1658,9 @@ def _oracle_topic(rng: random.Random) -> tuple[dict[str, Any], bytes]:
         "k": "topic",
         "version": t.version,
         "partitions": rows,
-        "topic_id": None if t.topic_id is None else Z.format_uuid(t.topic_id),
+        "topic_id": None if t.topic_id is None else format_uuid(t.topic_id),
     }
-    return request, Z.encode_topic(t)
+    return request, encode_topic(t)
 
 
 @pytest.mark.slow
@@ -1622,8 +1678,8 @@ def test_encoders_match_scala_and_jackson(oracle: Callable[[list[dict[str, Any]]
 
 def test_uuid_text_round_trip() -> None:
     u = uuid.UUID("6d660bbe-4352-41e5-9d2a-186bde7d2f37")
-    assert Z.format_uuid(u) == "bWYLvkNSQeWdKhhr3n0vNw"
+    assert format_uuid(u) == "bWYLvkNSQeWdKhhr3n0vNw"
     padded = base64.urlsafe_b64encode(u.bytes).decode()
     assert (
-        Z.decode_topic("/brokers/topics/t", f'{{"version":3,"topic_id":"{padded}"}}'.encode()).topic_id == u
+        decode_topic("/brokers/topics/t", f'{{"version":3,"topic_id":"{padded}"}}'.encode()).topic_id == u
     )

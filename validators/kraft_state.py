@@ -15,7 +15,7 @@ from typing import Any
 from migrate.errors import CorruptDataError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
-from migrate.zk.znodes import format_uuid
+from migrate.zk.znodes.topics import format_uuid
 from validators.tables import (
     PRODUCER_IDS_SCOPE,
     SCRAM_MECHANISMS,

@@ -50,7 +50,7 @@ from migrate.zk.model import (
     Topic,
     ZkClusterModel,
 )
-from migrate.zk.znodes import format_uuid
+from migrate.zk.znodes.topics import format_uuid
 
 Row = tuple[Any, ...]
 

@@ -14,7 +14,6 @@ import binascii
 import contextlib
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,10 +25,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from migrate.errors import CorruptDataError, Zk2KraftError, ZnodeFormatError
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.dump import DUMP_FORMAT, DumpHeader, check_dump_count, read_dump, write_dump
 from migrate.zk.model import MigrationState
 from migrate.zk.sources import ZkSource, full_tree_chroot, normalize_chroot, read_source, tree_chroot_hint
+from migrate.zk.znodes.acls import decode_acls, resource_type_from_name
+from migrate.zk.znodes.brokers import decode_broker
+from migrate.zk.znodes.configs import decode_client_quota_config, decode_entity_config
+from migrate.zk.znodes.controller import decode_migration
+from migrate.zk.znodes.singletons import decode_cluster_id, decode_features, decode_producer_id_block
+from migrate.zk.znodes.tokens import decode_delegation_token
+from migrate.zk.znodes.topics import decode_partition_state, decode_topic
 from validators.tables import (
     ERROR_KIND,
     TABLES,
@@ -53,17 +59,6 @@ from validators.tables import (
     zk_topic_row,
 )
 
-_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
-
-
-def _canonical_int(text: str) -> int | None:
-    """`text` as an int when it is exactly how Java prints one (other names are not Kafka's)."""
-    if not _CANONICAL_INT.fullmatch(text):
-        return None
-    value = int(text)
-    return value if znodes.INT32_MIN <= value <= znodes.INT32_MAX else None
-
-
 # ---------------------------------------------------------------------------------------------- znodes
 
 
@@ -83,23 +78,23 @@ def znode_rows(path: str, data: bytes | None, version: int, czxid: int) -> list[
 def _brokers(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
     n = len(parts)
     if n == 4 and parts[2] == "ids":
-        if _canonical_int(parts[3]) is None:
+        if paths.canonical_int(parts[3]) is None:
             return []
-        return [wide("brokers", zk_broker_row(znodes.decode_broker(path, data, czxid=czxid)))]
+        return [wide("brokers", zk_broker_row(decode_broker(path, data, czxid=czxid)))]
     if n < 4 or parts[2] != "topics":
         return []
     if n == 4:
         if data is None:
             return []  # a topic znode without data: Kafka cannot read it either (kept raw by from_tree)
-        topic = znodes.decode_topic(path, data)
+        topic = decode_topic(path, data)
         rows = [wide("topics", zk_topic_row(topic))]
         rows.extend(wide("zk_assignments", row) for row in zk_assignment_rows(topic))
         return rows
     if n == 7 and parts[4] == "partitions" and parts[6] == "state":
-        partition = _canonical_int(parts[5])
+        partition = paths.canonical_int(parts[5])
         if partition is None:
             return []
-        state = znodes.decode_partition_state(path, data, zk_version=version)
+        state = decode_partition_state(path, data, zk_version=version)
         return [wide("zk_states", zk_state_row(parts[3], partition, state))]
     return []
 
@@ -111,12 +106,12 @@ def _config(path: str, parts: list[str], data: bytes | None, version: int, czxid
     if n == 4:
         kind = parts[2]
         if kind in (paths.CONFIG_TOPICS, paths.CONFIG_BROKERS):
-            return [wide("configs", row) for row in zk_config_rows(znodes.decode_entity_config(path, data))]
+            return [wide("configs", row) for row in zk_config_rows(decode_entity_config(path, data))]
         if kind not in (paths.CONFIG_USERS, paths.CONFIG_CLIENTS, paths.CONFIG_IPS):
             return []
     elif not (n == 6 and parts[2] == paths.CONFIG_USERS and parts[4] == paths.CONFIG_CLIENTS):
         return []
-    quotas = znodes.decode_client_quota_config(path, data)
+    quotas = decode_client_quota_config(path, data)
     rows = [wide("client_quotas", row) for row in zk_quota_rows(quotas)]
     rows.extend(wide("scram", row) for row in zk_scram_rows(quotas))
     return rows
@@ -131,25 +126,25 @@ def _admin(path: str, parts: list[str], data: bytes | None, version: int, czxid:
 def _producer_ids(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
     if len(parts) != 2 or data is None:
         return []
-    return [wide("producer_ids", zk_producer_ids_row(znodes.decode_producer_id_block(path, data)))]
+    return [wide("producer_ids", zk_producer_ids_row(decode_producer_id_block(path, data)))]
 
 
 def _feature(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
     if len(parts) != 2:
         return []
-    return [wide("features", row) for row in zk_feature_rows(znodes.decode_features(path, data))]
+    return [wide("features", row) for row in zk_feature_rows(decode_features(path, data))]
 
 
 def _migration(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
     if len(parts) != 2:
         return []
-    return [wide("zk_migration", zk_migration_row(znodes.decode_migration(path, data, zk_version=version)))]
+    return [wide("zk_migration", zk_migration_row(decode_migration(path, data, zk_version=version)))]
 
 
 def _cluster(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
     if parts[1:] != ["cluster", "id"]:
         return []
-    return [wide("cluster", zk_cluster_row(znodes.decode_cluster_id(path, data)))]
+    return [wide("cluster", zk_cluster_row(decode_cluster_id(path, data)))]
 
 
 def _acl(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
@@ -157,15 +152,15 @@ def _acl(path: str, parts: list[str], data: bytes | None, version: int, czxid: i
     if len(parts) != depth or not data or (depth == 5 and parts[2] != "prefixed"):
         return []
     type_name = parts[-2]
-    if znodes.resource_type_from_name(type_name).pascal_name != type_name:
+    if resource_type_from_name(type_name).pascal_name != type_name:
         return []  # Kafka never reads ACLs under anything but the concrete types' names
-    return [wide("acls", row) for row in zk_acl_rows(znodes.decode_acls(path, data))]
+    return [wide("acls", row) for row in zk_acl_rows(decode_acls(path, data))]
 
 
 def _delegation_token(path: str, parts: list[str], data: bytes | None, version: int, czxid: int) -> list[Row]:
     if len(parts) != 4 or parts[2] != "tokens":
         return []
-    return [wide("delegation_tokens", zk_token_row(znodes.decode_delegation_token(path, data)))]
+    return [wide("delegation_tokens", zk_token_row(decode_delegation_token(path, data)))]
 
 
 _Handler = Callable[[str, list[str], "bytes | None", int, int], list[Row]]

@@ -26,7 +26,8 @@ from kazoo.recipe.watchers import ChildrenWatch
 from migrate.errors import Zk2KraftError
 from migrate.kraft.image import BrokerRegistration, ClusterImage, Endpoint, MetadataImage
 from migrate.zk import model as zk_model
-from migrate.zk import paths, znodes
+from migrate.zk import paths
+from migrate.zk.znodes.brokers import decode_broker
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ class ZkBrokerRegistry:
             except NoNodeError:
                 continue  # gone since the listing; the children watch fires again
             try:
-                decoded = znodes.decode_broker(
+                decoded = decode_broker(
                     path, data, czxid=stat.czxid, zk_version=stat.version, ephemeral_owner=stat.ephemeralOwner
                 )
             except Zk2KraftError as exc:

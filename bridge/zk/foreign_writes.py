@@ -50,7 +50,7 @@ from migrate.kraft.image import (
     uuid_sort_key,
 )
 from migrate.translate import delegation_token_record, kafka_random_uuid
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.cluster import acl_path, from_tree
 from migrate.zk.model import (
     AclResource,
@@ -61,6 +61,7 @@ from migrate.zk.model import (
     ZkClusterModel,
 )
 from migrate.zk.tree import Stat, ZNode, ZTree
+from migrate.zk.znodes.acls import resource_type_from_name
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,7 @@ def _acl_znode(pattern: Any) -> str:
 def _acl_pattern(path: str) -> ResourcePattern | None:
     parts = path.split("/")
     pattern_type = PatternType.LITERAL if path.startswith(paths.KAFKA_ACL + "/") else PatternType.PREFIXED
-    resource_type = znodes.resource_type_from_name(parts[-2])
+    resource_type = resource_type_from_name(parts[-2])
     if resource_type.pascal_name != parts[-2]:
         return None  # Kafka never reads such a store
     return ResourcePattern(resource_type, parts[-1], pattern_type)

@@ -32,8 +32,16 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE
 
 from bridge.zk.multi_codec import encode_multi
 from migrate.errors import InvalidRequestError, Zk2KraftError
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.model import ControllerEpoch, ControllerRegistration, MigrationState
+from migrate.zk.znodes.controller import (
+    decode_controller,
+    decode_controller_epoch,
+    decode_migration,
+    encode_controller,
+    encode_controller_epoch,
+    encode_migration,
+)
 
 log = logging.getLogger(__name__)
 
@@ -617,11 +625,11 @@ class ZkLeadershipClient:
             found = self.get(paths.MIGRATION)
             if found is not None:
                 data, stat = found
-                znode = znodes.decode_migration(
+                znode = decode_migration(
                     paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime
                 )
                 return MigrationLeadershipState.from_znode(znode)
-            encoded = znodes.encode_migration(initial.to_znode())
+            encoded = encode_migration(initial.to_znode())
             result = self.request(CreateRequest(paths.MIGRATION, encoded))
             if result.ok:
                 return initial.with_migration_zk_version(0)
@@ -638,7 +646,7 @@ class ZkLeadershipClient:
                 f"SetData {paths.MIGRATION}: expected version {version} is unknown; pass -1 to overwrite "
                 f"whatever is there, once per leadership"
             )
-        data = znodes.encode_migration(state.to_znode())
+        data = encode_migration(state.to_znode())
         request = SetDataRequest(paths.MIGRATION, data, version)
         resent: set[int] = set()
         reply = self._multi([[self._op(request)]], describe(request), resent=resent)[0][0]
@@ -692,7 +700,7 @@ class ZkLeadershipClient:
         controller = None
         if controller_node is not None:
             data, stat = controller_node
-            controller = znodes.decode_controller(paths.CONTROLLER, data, zk_version=stat.version)
+            controller = decode_controller(paths.CONTROLLER, data, zk_version=stat.version)
             if controller.is_kraft_controller and (controller.kraft_controller_epoch or 0) >= kraft_epoch:
                 raise ControllerMovedError(
                     f"Cannot register KRaft controller {kraft_id} with epoch {kraft_epoch} as the current "
@@ -704,7 +712,7 @@ class ZkLeadershipClient:
                 f"ZK controller epoch present ({paths.CONTROLLER_EPOCH} is missing)."
             )
         data, stat = epoch_node
-        current = znodes.decode_controller_epoch(paths.CONTROLLER_EPOCH, data, zk_version=stat.version)
+        current = decode_controller_epoch(paths.CONTROLLER_EPOCH, data, zk_version=stat.version)
         new_epoch = current.epoch + 1
         registration = ControllerRegistration(
             broker_id=kraft_id, timestamp=self.clock(), kraft_controller_epoch=kraft_epoch, version=2
@@ -713,14 +721,14 @@ class ZkLeadershipClient:
             self._op(
                 SetDataRequest(
                     paths.CONTROLLER_EPOCH,
-                    znodes.encode_controller_epoch(ControllerEpoch(new_epoch)),
+                    encode_controller_epoch(ControllerEpoch(new_epoch)),
                     current.zk_version,
                 )
             )
         ]
         if controller is not None:
             ops.append(self._op(DeleteRequest(paths.CONTROLLER, controller.zk_version)))
-        ops.append(self._op(CreateRequest(paths.CONTROLLER, znodes.encode_controller(registration))))
+        ops.append(self._op(CreateRequest(paths.CONTROLLER, encode_controller(registration))))
         what = f"registering KRaft controller {kraft_id} with ZK epoch {new_epoch}"
         results = self._multi([ops], what)[0]
         code = _multi_code(results)
@@ -758,7 +766,7 @@ class ZkLeadershipClient:
             present=True, session=stat.ephemeralOwner, created_ms=stat.ctime, zk_version=stat.version
         )
         try:
-            controller = znodes.decode_controller(paths.CONTROLLER, data, zk_version=stat.version)
+            controller = decode_controller(paths.CONTROLLER, data, zk_version=stat.version)
         except Zk2KraftError as exc:
             return replace(base, unreadable=str(exc))
         epoch = controller.kraft_controller_epoch if controller.is_kraft_controller else None
@@ -915,7 +923,7 @@ class ZkLeadershipClient:
             return WriteOutcome(state, ())
         self.require_fence(state, describe(requests[0]))
         epoch_version, migration_version = state.zk_controller_epoch_zk_version, state.migration_zk_version
-        migration_data = znodes.encode_migration(state.to_znode())
+        migration_data = encode_migration(state.to_znode())
         last = len(requests) - 1
         multis = [
             GuardedMulti((request,), migration_version)
@@ -937,7 +945,7 @@ class ZkLeadershipClient:
         """SetData `/migration` to `state` in a multi guarded by `/controller_epoch` (and the version held)."""
         self.require_fence(state, f"SetData {paths.MIGRATION}")
         epoch_version = state.zk_controller_epoch_zk_version
-        multi = GuardedMulti((), state.migration_zk_version, znodes.encode_migration(state.to_znode()))
+        multi = GuardedMulti((), state.migration_zk_version, encode_migration(state.to_znode()))
         reply = self.send_guarded([multi], epoch_version, f"updating {paths.MIGRATION}")[0]
         self.raise_if_fenced(reply, epoch_version, f"SetData {paths.MIGRATION}")
         assert reply.migration_stat is not None  # the guards passed and there is nothing else to fail

@@ -79,7 +79,7 @@ from bridge.zk.operations import (
 )
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft.image import PartitionRegistration
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.model import (
     AclChangeNotification,
     AclEntry,
@@ -97,6 +97,17 @@ from migrate.zk.model import (
     ScramCredential,
     Topic,
 )
+from migrate.zk.znodes.acls import encode_acl_change, encode_acls, encode_extended_acl_change
+from migrate.zk.znodes.configs import (
+    encode_config_change,
+    encode_config_map,
+    encode_scram_credential,
+    kafka_quota_text,
+)
+from migrate.zk.znodes.controller import decode_migration, encode_migration
+from migrate.zk.znodes.singletons import encode_producer_id_block
+from migrate.zk.znodes.tokens import encode_delegation_token
+from migrate.zk.znodes.topics import encode_partition_state, encode_topic
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +372,7 @@ class ZkMigrationClient(ZkLeadershipClient):
         final = state.with_kraft_metadata_offset_and_epoch(
             final.kraft_metadata_offset, final.kraft_metadata_epoch
         )
-        multi = GuardedMulti(requests, state.migration_zk_version, znodes.encode_migration(final.to_znode()))
+        multi = GuardedMulti(requests, state.migration_zk_version, encode_migration(final.to_znode()))
         epoch_version = state.zk_controller_epoch_zk_version
         request = self.encoded_multi(multi, epoch_version)
         return OneMulti(prepared, multi, epoch_version, final, request)
@@ -446,7 +457,7 @@ class ZkMigrationClient(ZkLeadershipClient):
             if not segment:
                 continue
             epoch_version, version = current.zk_controller_epoch_zk_version, current.migration_zk_version
-            final_data = znodes.encode_migration(final.to_znode()) if end == n else None
+            final_data = encode_migration(final.to_znode()) if end == n else None
             if len(segment) > 1 and sum(plans[i].size for i in segment) <= MAX_FUSED_BYTES:
                 together = self._run_together(
                     plans, ops, segment, current, final, final_data, batch, n, state
@@ -621,7 +632,7 @@ class ZkMigrationClient(ZkLeadershipClient):
             return current
         data, stat = found
         try:
-            znode: MigrationState = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version)
+            znode: MigrationState = decode_migration(paths.MIGRATION, data, zk_version=stat.version)
         except Zk2KraftError:
             return current
         if (znode.kraft_controller_id, znode.kraft_controller_epoch) != (
@@ -672,7 +683,7 @@ class ZkMigrationClient(ZkLeadershipClient):
     # ------------------------------------------------------------------ notifications
 
     def _config_note(self, entity_path: str) -> _Note:
-        data = znodes.encode_config_change(ConfigChangeNotification(entity_path, 2))
+        data = encode_config_change(ConfigChangeNotification(entity_path, 2))
         prefix = f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}"
         return _Note(CreateRequest(prefix, data, sequential=True), entity_path)
 
@@ -681,10 +692,10 @@ class ZkMigrationClient(ZkLeadershipClient):
         """The literal or extended ACL change event ZK brokers' authorizers watch."""
         if pattern.pattern_type == PatternType.LITERAL:
             store = paths.KAFKA_ACL_CHANGES
-            data = znodes.encode_acl_change(AclChangeNotification(pattern))
+            data = encode_acl_change(AclChangeNotification(pattern))
         else:
             store = paths.KAFKA_ACL_EXTENDED_CHANGES
-            data = znodes.encode_extended_acl_change(AclChangeNotification(pattern, 1))
+            data = encode_extended_acl_change(AclChangeNotification(pattern, 1))
         return _Note(CreateRequest(f"{store}/{paths.ACL_CHANGE_PREFIX}", data, sequential=True))
 
     def create_config_change_notification(self, entity_path: str) -> str:
@@ -821,12 +832,12 @@ class ZkMigrationClient(ZkLeadershipClient):
             },
             version=3,
         )
-        return znodes.encode_topic(topic)
+        return encode_topic(topic)
 
     @staticmethod
     def _state_znode(registration: PartitionRegistration, state: MigrationLeadershipState) -> bytes:
         # Kafka writes the KRaft controller epoch here, not the ZK one (migration-protocol.md §13 #10).
-        return znodes.encode_partition_state(
+        return encode_partition_state(
             PartitionState(
                 leader=registration.leader,
                 leader_epoch=registration.leader_epoch,
@@ -852,7 +863,7 @@ class ZkMigrationClient(ZkLeadershipClient):
         config_path = paths.config_path(f"{paths.CONFIG_TOPICS}/{op.name}")
         requests: list[ZkRequest] = [
             CreateRequest(topic_path, self._topic_znode(op.name, op.topic_id, op.partitions)),
-            CreateRequest(config_path, znodes.encode_config_map(config_path, {}, self.java8)),
+            CreateRequest(config_path, encode_config_map(config_path, {}, self.java8)),
             *self._partition_creates(op.name, op.partitions, state),
         ]
 
@@ -1005,7 +1016,7 @@ class ZkMigrationClient(ZkLeadershipClient):
         encode = self.password_encoder
         configs = {k: encode(k, v) for k, v in op.configs.items()} if encode else dict(op.configs)
         path = paths.config_path(f"{entity_type}/{entity}")
-        data = znodes.encode_config_map(path, configs, self.java8)
+        data = encode_config_map(path, configs, self.java8)
         return self._entity_config_plan(entity_type, entity, data, paths.config_type_path(entity_type))
 
     def _plan_delete_configs(self, op: DeleteConfigs, state: MigrationLeadershipState) -> _Plan:
@@ -1056,7 +1067,7 @@ class ZkMigrationClient(ZkLeadershipClient):
                 raise MigrationClientError(
                     f"client quota entity {op.entity}: invalid configuration key {key}"
                 )
-            config[key] = znodes.kafka_quota_text(key, value)
+            config[key] = kafka_quota_text(key, value)
         for mechanism_id in sorted(op.scram):
             mechanism = SCRAM_MECHANISM_NAMES.get(mechanism_id)
             if mechanism is None or entity_type != paths.CONFIG_USERS or client is not None:
@@ -1064,11 +1075,11 @@ class ZkMigrationClient(ZkLeadershipClient):
                     f"client quota entity {op.entity}: cannot store SCRAM mechanism {mechanism_id} there"
                 )
             c = op.scram[mechanism_id]
-            config[mechanism] = znodes.encode_scram_credential(
+            config[mechanism] = encode_scram_credential(
                 ScramCredential(mechanism, c.salt, c.stored_key, c.server_key, c.iterations)
             )
         path = paths.config_path(f"{entity_type}/{entity}")
-        data = znodes.encode_config_map(path, config, self.java8)
+        data = encode_config_map(path, config, self.java8)
         return self._entity_config_plan(
             entity_type, entity, data, parent or paths.config_type_path(entity_type)
         )
@@ -1077,7 +1088,7 @@ class ZkMigrationClient(ZkLeadershipClient):
 
     def _plan_write_producer_id(self, op: WriteProducerId, state: MigrationLeadershipState) -> _Plan:
         block = ProducerIdBlock(-1, op.next_producer_id, op.next_producer_id + PRODUCER_ID_BLOCK_SIZE - 1)
-        request = SetDataRequest(paths.LATEST_PRODUCER_ID_BLOCK, znodes.encode_producer_id_block(block))
+        request = SetDataRequest(paths.LATEST_PRODUCER_ID_BLOCK, encode_producer_id_block(block))
         # Kafka ignores this result; a lost block would let a reverted ZK controller reuse producer ids.
         return self._all_ok(f"Could not write next producer id {op.next_producer_id}", [request])
 
@@ -1087,7 +1098,7 @@ class ZkMigrationClient(ZkLeadershipClient):
         path = paths.acl_resource_path(
             pattern.pattern_type.name, pattern.resource_type.pascal_name, pattern.name
         )
-        data = znodes.encode_acls(AclResource(pattern, entries))
+        data = encode_acls(AclResource(pattern, entries))
         note = self._acl_note(pattern)
 
         def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
@@ -1146,7 +1157,7 @@ class ZkMigrationClient(ZkLeadershipClient):
             version=3,
         )
         path = paths.token_path(token.token_id)
-        data = znodes.encode_delegation_token(model)
+        data = encode_delegation_token(model)
 
         def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
             outcome = self.fenced_write([SetDataRequest(path, data)], state)

@@ -25,8 +25,10 @@ from kazoo.protocol.states import ZnodeStat
 
 from migrate.errors import Zk2KraftError, ZnodeFormatError
 from migrate.plan.status import KraftView
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.model import ControllerRegistration, MigrationState
+from migrate.zk.znodes.controller import decode_controller, decode_migration
+from migrate.zk.znodes.topics import decode_partition_state, decode_topic
 
 
 @dataclass(slots=True)
@@ -55,7 +57,7 @@ class RollbackState:
         if self.controller is None:
             return None
         try:
-            return znodes.decode_controller(paths.CONTROLLER, self.controller.data)
+            return decode_controller(paths.CONTROLLER, self.controller.data)
         except ZnodeFormatError:
             return None
 
@@ -63,7 +65,7 @@ class RollbackState:
         if self.migration is None:
             return None
         try:
-            return znodes.decode_migration(paths.MIGRATION, self.migration.data)
+            return decode_migration(paths.MIGRATION, self.migration.data)
         except ZnodeFormatError:
             return None
 
@@ -122,7 +124,7 @@ def read_rollback_state(client: KazooClient) -> RollbackState:
     for topic, reply in topic_reads:
         try:
             data, _stat = reply.get()
-            decoded = znodes.decode_topic(paths.topic_path(topic), data)
+            decoded = decode_topic(paths.topic_path(topic), data)
         except (NoNodeError, ZnodeFormatError):
             continue
         for p, replicas in decoded.partitions.items():
@@ -132,7 +134,7 @@ def read_rollback_state(client: KazooClient) -> RollbackState:
     for path, reply in state_reads:
         try:
             data, stat = reply.get()
-            state = znodes.decode_partition_state(path, data, zk_version=stat.version)
+            state = decode_partition_state(path, data, zk_version=stat.version)
         except (NoNodeError, ZnodeFormatError):
             continue
         if state.controller_epoch > max_epoch:

@@ -14,7 +14,8 @@ from kazoo.exceptions import NoNodeError
 from pydantic import BaseModel, ConfigDict, Field
 
 from migrate.errors import ZnodeFormatError
-from migrate.zk import paths, znodes
+from migrate.zk import paths
+from migrate.zk.znodes.controller import decode_controller, decode_controller_epoch, decode_migration
 
 PHASES = ("zookeeper", "controllers-ready", "migrating", "dual-write", "kraft-brokers", "finalized", "reverted-incomplete")
 
@@ -79,7 +80,7 @@ def read_status(client: KazooClient, kraft: list[KraftView] | None = None, *, no
     controller = None
     try:
         data, stat = client.get(paths.CONTROLLER)
-        c = znodes.decode_controller(paths.CONTROLLER, data)
+        c = decode_controller(paths.CONTROLLER, data)
         controller = ControllerInfo(
             id=c.broker_id,
             kraft=c.is_kraft_controller,
@@ -91,14 +92,14 @@ def read_status(client: KazooClient, kraft: list[KraftView] | None = None, *, no
     epoch = epoch_mtime = None
     try:
         data, stat = client.get(paths.CONTROLLER_EPOCH)
-        epoch = znodes.decode_controller_epoch(paths.CONTROLLER_EPOCH, data).epoch
+        epoch = decode_controller_epoch(paths.CONTROLLER_EPOCH, data).epoch
         epoch_mtime = stat.mtime
     except (NoNodeError, ZnodeFormatError):
         pass
     migration = None
     try:
         data, stat = client.get(paths.MIGRATION)
-        m = znodes.decode_migration(paths.MIGRATION, data, zk_version=stat.version)
+        m = decode_migration(paths.MIGRATION, data, zk_version=stat.version)
         migration = MigrationInfo(
             kraft_controller_id=m.kraft_controller_id,
             kraft_controller_epoch=m.kraft_controller_epoch,

@@ -7,33 +7,70 @@ topics so orphans can be recognised. Everything the model does not interpret is 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TypeVar
 
 from migrate.errors import ZnodeFormatError
 from migrate.gcpause import gc_paused
-from migrate.zk import paths, znodes
+from migrate.zk import paths
 from migrate.zk.model import ClientQuotaConfig, EntityConfig, ResourcePattern, ZkClusterModel
 from migrate.zk.tree import Stat, ZNode, ZTree
+from migrate.zk.znodes.acls import (
+    decode_acl_change,
+    decode_acls,
+    decode_extended_acl_change,
+    encode_acl_change,
+    encode_acls,
+    encode_extended_acl_change,
+    resource_type_from_name,
+)
+from migrate.zk.znodes.admin import (
+    decode_log_dir_event,
+    decode_partition_list,
+    decode_reassignment,
+    encode_log_dir_event,
+    encode_partition_list,
+    encode_reassignment,
+)
+from migrate.zk.znodes.brokers import decode_broker, encode_broker
+from migrate.zk.znodes.configs import (
+    decode_client_quota_config,
+    decode_config_change,
+    decode_entity_config,
+    encode_client_quota_config,
+    encode_config_change,
+    encode_entity_config,
+)
+from migrate.zk.znodes.controller import (
+    decode_controller,
+    decode_controller_epoch,
+    decode_migration,
+    encode_controller,
+    encode_controller_epoch,
+    encode_migration,
+)
+from migrate.zk.znodes.singletons import (
+    decode_cluster_id,
+    decode_features,
+    decode_producer_id_block,
+    encode_cluster_id,
+    encode_features,
+    encode_producer_id_block,
+)
+from migrate.zk.znodes.tokens import (
+    decode_delegation_token,
+    decode_token_change,
+    encode_delegation_token,
+    encode_token_change,
+)
+from migrate.zk.znodes.topics import (
+    decode_partition_state,
+    decode_topic,
+    encode_partition_state,
+    encode_topic,
+)
 
 T = TypeVar("T")
-
-_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
-
-
-_SMALL_INTS = {str(i): i for i in range(1 << 14)}  # partition ids: the common case, without a regex
-
-
-def _canonical_int(name: str) -> int | None:
-    """`name` as an int when it is exactly how Java prints that int (so the path can be rebuilt)."""
-    value = _SMALL_INTS.get(name)
-    if value is not None:
-        return value
-    if _CANONICAL_INT.fullmatch(name) and znodes.INT32_MIN <= (value := int(name)) <= znodes.INT32_MAX:
-        return value
-    return None
-
 
 def from_tree(tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
     """The model of a chroot-relative tree (`/brokers/...`); see `from_tree_at` for a tree with a chroot.
@@ -141,13 +178,13 @@ class _TreeReader:
                 return node.data is None  # data (Kafka writes b"") stays raw
             return False
         if parts[2] == "ids" and n == 4:
-            broker_id = _canonical_int(parts[3])
+            broker_id = paths.canonical_int(parts[3])
             if broker_id is None:
                 self.model.warnings.append(f"znode {path}: broker id is not a number; kept as raw data")
                 return False
             s = node.stat
             broker = self._decode(
-                znodes.decode_broker,
+                decode_broker,
                 path,
                 node.data,
                 czxid=s.czxid,
@@ -175,20 +212,20 @@ class _TreeReader:
             if kind == "changes":
                 if paths.sequence_number(name, paths.CONFIG_CHANGE_PREFIX) is None:
                     return False
-                change = self._decode(znodes.decode_config_change, path, data, lenient=True)
+                change = self._decode(decode_config_change, path, data, lenient=True)
                 if change is not None:
                     m.config_changes[name] = change
                 return change is not None
             if not data or kind not in paths.CONFIG_TYPES:
                 return False  # null/empty data means "no configs": kept raw
             if kind in (paths.CONFIG_TOPICS, paths.CONFIG_BROKERS):
-                config = self._decode(znodes.decode_entity_config, path, data)
+                config = self._decode(decode_entity_config, path, data)
                 if config is not None:
                     (m.topic_configs if kind == paths.CONFIG_TOPICS else m.broker_configs)[name] = config
                 return config is not None
         elif not (n == 6 and parts[2] == paths.CONFIG_USERS and parts[4] == paths.CONFIG_CLIENTS and data):
             return False
-        quotas = self._decode(znodes.decode_client_quota_config, path, data)
+        quotas = self._decode(decode_client_quota_config, path, data)
         if quotas is not None:
             m.client_quotas[quotas.entity_path] = quotas
         return quotas is not None
@@ -198,7 +235,7 @@ class _TreeReader:
             return False
         s = node.stat
         c = self._decode(
-            znodes.decode_controller, path, node.data, zk_version=s.version, ephemeral_owner=s.ephemeral_owner
+            decode_controller, path, node.data, zk_version=s.version, ephemeral_owner=s.ephemeral_owner
         )
         self.model.controller = c
         return c is not None
@@ -206,14 +243,14 @@ class _TreeReader:
     def _controller_epoch(self, path: str, parts: list[str], node: ZNode) -> bool:
         if len(parts) != 2:
             return False
-        e = self._decode(znodes.decode_controller_epoch, path, node.data, zk_version=node.stat.version)
+        e = self._decode(decode_controller_epoch, path, node.data, zk_version=node.stat.version)
         self.model.controller_epoch = e
         return e is not None
 
     def _cluster(self, path: str, parts: list[str], node: ZNode) -> bool:
         if parts[1:] != ["cluster", "id"]:
             return False
-        cluster_id = self._decode(znodes.decode_cluster_id, path, node.data)
+        cluster_id = self._decode(decode_cluster_id, path, node.data)
         self.model.cluster_id = cluster_id
         return cluster_id is not None
 
@@ -225,11 +262,11 @@ class _TreeReader:
         if n != 3:
             return False
         if parts[2] == "reassign_partitions":
-            r = self._decode(znodes.decode_reassignment, path, node.data, lenient=True)
+            r = self._decode(decode_reassignment, path, node.data, lenient=True)
             m.legacy_reassignment = r
             return r is not None
         if parts[2] == "preferred_replica_election":
-            e = self._decode(znodes.decode_partition_list, path, node.data, lenient=True)
+            e = self._decode(decode_partition_list, path, node.data, lenient=True)
             m.preferred_replica_election = e
             return e is not None
         return False
@@ -237,7 +274,7 @@ class _TreeReader:
     def _isr_change(self, path: str, parts: list[str], node: ZNode) -> bool:
         if len(parts) != 3 or paths.sequence_number(parts[2], paths.ISR_CHANGE_PREFIX) is None:
             return False
-        change = self._decode(znodes.decode_partition_list, path, node.data, lenient=True)
+        change = self._decode(decode_partition_list, path, node.data, lenient=True)
         if change is not None:
             self.model.isr_changes[parts[2]] = change
         return change is not None
@@ -245,7 +282,7 @@ class _TreeReader:
     def _log_dir_event(self, path: str, parts: list[str], node: ZNode) -> bool:
         if len(parts) != 3 or paths.sequence_number(parts[2], paths.LOG_DIR_EVENT_PREFIX) is None:
             return False
-        event = self._decode(znodes.decode_log_dir_event, path, node.data, lenient=True)
+        event = self._decode(decode_log_dir_event, path, node.data, lenient=True)
         if event is not None:
             self.model.log_dir_events[parts[2]] = event
         return event is not None
@@ -253,14 +290,14 @@ class _TreeReader:
     def _producer_id_block(self, path: str, parts: list[str], node: ZNode) -> bool:
         if len(parts) != 2 or node.data is None:
             return False
-        block = self._decode(znodes.decode_producer_id_block, path, node.data)
+        block = self._decode(decode_producer_id_block, path, node.data)
         self.model.producer_id_block = block
         return block is not None
 
     def _feature(self, path: str, parts: list[str], node: ZNode) -> bool:
         if len(parts) != 2:
             return False
-        f = self._decode(znodes.decode_features, path, node.data, zk_version=node.stat.version)
+        f = self._decode(decode_features, path, node.data, zk_version=node.stat.version)
         self.model.features = f
         return f is not None
 
@@ -268,7 +305,7 @@ class _TreeReader:
         if len(parts) != 2:
             return False
         s = node.stat
-        state = self._decode(znodes.decode_migration, path, node.data, zk_version=s.version, mtime=s.mtime)
+        state = self._decode(decode_migration, path, node.data, zk_version=s.version, mtime=s.mtime)
         self.model.migration = state
         return state is not None
 
@@ -277,13 +314,13 @@ class _TreeReader:
         if len(parts) != depth or not node.data or (depth == 5 and parts[2] != "prefixed"):
             return False  # containers, unknown stores, and resources without ACLs stay raw
         type_name = parts[-2]
-        if znodes.resource_type_from_name(type_name).pascal_name != type_name:
+        if resource_type_from_name(type_name).pascal_name != type_name:
             # Kafka only lists /<store>/<PascalCase type>/ for the concrete types; anything else is never read.
             self.model.warnings.append(
                 f"znode {path}: {type_name!r} is not an ACL resource type; Kafka ignores it"
             )
             return False
-        resource = self._decode(znodes.decode_acls, path, node.data, zk_version=node.stat.version)
+        resource = self._decode(decode_acls, path, node.data, zk_version=node.stat.version)
         if resource is not None:
             self.model.acls[resource.pattern] = resource
         return resource is not None
@@ -292,7 +329,7 @@ class _TreeReader:
         if len(parts) != 3 or paths.sequence_number(parts[2], paths.ACL_CHANGE_PREFIX) is None:
             return False
         literal = parts[1] == "kafka-acl-changes"
-        decode = znodes.decode_acl_change if literal else znodes.decode_extended_acl_change
+        decode = decode_acl_change if literal else decode_extended_acl_change
         change = self._decode(decode, path, node.data, lenient=True)
         if change is not None:
             (self.model.acl_changes if literal else self.model.extended_acl_changes)[parts[2]] = change
@@ -302,7 +339,7 @@ class _TreeReader:
         if len(parts) != 4:
             return False
         if parts[2] == "tokens":
-            token = self._decode(znodes.decode_delegation_token, path, node.data)
+            token = self._decode(decode_delegation_token, path, node.data)
             if token is not None:
                 self.model.delegation_tokens[parts[3]] = token
             return token is not None
@@ -310,7 +347,7 @@ class _TreeReader:
             parts[2] == "token_changes"
             and paths.sequence_number(parts[3], paths.TOKEN_CHANGE_PREFIX) is not None
         ):
-            token_id = self._decode(znodes.decode_token_change, path, node.data, lenient=True)
+            token_id = self._decode(decode_token_change, path, node.data, lenient=True)
             if token_id is not None:
                 self.model.token_changes[parts[3]] = token_id
             return token_id is not None
@@ -328,7 +365,7 @@ class _TreeReader:
                 m.malformed[path] = "topic znode without data: Kafka's migration cannot read its assignment or topic id"
                 self.unclaimed[path] = None
                 continue
-            topic = self._decode(znodes.decode_topic, path, node.data)
+            topic = self._decode(decode_topic, path, node.data)
             if topic is None:
                 self.unclaimed[path] = node.data
             else:
@@ -355,10 +392,10 @@ class _TreeReader:
         topic = self.model.topics.get(name)
         other = self.model.other_znodes
         prefix = paths.partitions_path(name)
-        decode = znodes.decode_partition_state
+        decode = decode_partition_state
         for p_name, node in self.state_nodes.get(name, {}).items():
             path = f"{prefix}/{p_name}/state"
-            p = _canonical_int(p_name)
+            p = paths.canonical_int(p_name)
             if topic is None or p is None:
                 other[path] = node.data
                 continue
@@ -372,7 +409,7 @@ class _TreeReader:
                 other[path] = node.data
         states = {} if topic is None else topic.states
         for p_name, data in self.partition_dirs.get(name, {}).items():
-            p = _canonical_int(p_name)
+            p = paths.canonical_int(p_name)
             if data is not None or p is None or p not in states:
                 other[f"{paths.partitions_path(name)}/{p_name}"] = data
         if name in self.partition_containers:
@@ -407,22 +444,22 @@ def _emit(model: ZkClusterModel, z: _Znodes, encode: bool, java8: bool | None) -
         return encoder(value) if encode else b""
 
     def entity_config(c: EntityConfig) -> bytes:
-        return znodes.encode_entity_config(c, java8)
+        return encode_entity_config(c, java8)
 
     def client_quotas(q: ClientQuotaConfig) -> bytes:
-        return znodes.encode_client_quota_config(q, java8)
+        return encode_client_quota_config(q, java8)
 
     m = model
     for path in paths.PERSISTENT_PATHS:
         put(path, None)
     if m.cluster_id is not None:
-        put(paths.CLUSTER_ID, data(znodes.encode_cluster_id, m.cluster_id))
+        put(paths.CLUSTER_ID, data(encode_cluster_id, m.cluster_id))
     if m.controller_epoch is not None:
-        put(paths.CONTROLLER_EPOCH, data(znodes.encode_controller_epoch, m.controller_epoch))
+        put(paths.CONTROLLER_EPOCH, data(encode_controller_epoch, m.controller_epoch))
     if m.controller is not None:
-        put(paths.CONTROLLER, data(znodes.encode_controller, m.controller))
+        put(paths.CONTROLLER, data(encode_controller, m.controller))
     for broker_id, broker in m.brokers.items():
-        put(paths.broker_path(broker_id), data(znodes.encode_broker, broker))
+        put(paths.broker_path(broker_id), data(encode_broker, broker))
     for name, cfg in m.topic_configs.items():
         put(paths.config_path(f"{paths.CONFIG_TOPICS}/{name}"), data(entity_config, cfg))
     for name, cfg in m.broker_configs.items():
@@ -431,35 +468,35 @@ def _emit(model: ZkClusterModel, z: _Znodes, encode: bool, java8: bool | None) -
     for entity_path, quotas in sorted(m.client_quotas.items(), key=lambda kv: kv[0].count("/")):
         put(paths.config_path(entity_path), data(client_quotas, quotas))
     for name, change in m.config_changes.items():
-        put(f"{paths.CONFIG_CHANGES}/{name}", data(znodes.encode_config_change, change))
+        put(f"{paths.CONFIG_CHANGES}/{name}", data(encode_config_change, change))
     for topic in m.pending_topic_deletions:
         put(paths.delete_topic_path(topic), None)
     if m.legacy_reassignment is not None:
-        put(paths.REASSIGN_PARTITIONS, data(znodes.encode_reassignment, m.legacy_reassignment))
+        put(paths.REASSIGN_PARTITIONS, data(encode_reassignment, m.legacy_reassignment))
     if m.preferred_replica_election is not None:
         put(
-            paths.PREFERRED_REPLICA_ELECTION, data(znodes.encode_partition_list, m.preferred_replica_election)
+            paths.PREFERRED_REPLICA_ELECTION, data(encode_partition_list, m.preferred_replica_election)
         )
     for name, isr in m.isr_changes.items():
-        put(f"{paths.ISR_CHANGE_NOTIFICATION}/{name}", data(znodes.encode_partition_list, isr))
+        put(f"{paths.ISR_CHANGE_NOTIFICATION}/{name}", data(encode_partition_list, isr))
     for name, event in m.log_dir_events.items():
-        put(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}", data(znodes.encode_log_dir_event, event))
+        put(f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{name}", data(encode_log_dir_event, event))
     if m.producer_id_block is not None:
-        put(paths.LATEST_PRODUCER_ID_BLOCK, data(znodes.encode_producer_id_block, m.producer_id_block))
+        put(paths.LATEST_PRODUCER_ID_BLOCK, data(encode_producer_id_block, m.producer_id_block))
     if m.features is not None:
-        put(paths.FEATURE, data(znodes.encode_features, m.features))
+        put(paths.FEATURE, data(encode_features, m.features))
     if m.migration is not None:
-        put(paths.MIGRATION, data(znodes.encode_migration, m.migration))
+        put(paths.MIGRATION, data(encode_migration, m.migration))
     for pattern, resource in m.acls.items():
-        put(acl_path(pattern), data(znodes.encode_acls, resource))
+        put(acl_path(pattern), data(encode_acls, resource))
     for name, acl_change in m.acl_changes.items():
-        put(f"{paths.KAFKA_ACL_CHANGES}/{name}", data(znodes.encode_acl_change, acl_change))
+        put(f"{paths.KAFKA_ACL_CHANGES}/{name}", data(encode_acl_change, acl_change))
     for name, acl_change in m.extended_acl_changes.items():
-        put(f"{paths.KAFKA_ACL_EXTENDED_CHANGES}/{name}", data(znodes.encode_extended_acl_change, acl_change))
+        put(f"{paths.KAFKA_ACL_EXTENDED_CHANGES}/{name}", data(encode_extended_acl_change, acl_change))
     for token_id, token in m.delegation_tokens.items():
-        put(paths.token_path(token_id), data(znodes.encode_delegation_token, token))
+        put(paths.token_path(token_id), data(encode_delegation_token, token))
     for name, token_id in m.token_changes.items():
-        put(f"{paths.DELEGATION_TOKEN_CHANGES}/{name}", data(znodes.encode_token_change, token_id))
+        put(f"{paths.DELEGATION_TOKEN_CHANGES}/{name}", data(encode_token_change, token_id))
 
 
 def acl_path(pattern: ResourcePattern) -> str:
@@ -488,10 +525,10 @@ def _all_znodes(model: ZkClusterModel, java8: bool | None) -> dict[str, bytes | 
     _emit(model, z, encode=True, java8=java8)
     put = z.put
     for name, topic in model.topics.items():
-        put(paths.topic_path(name), znodes.encode_topic(topic))
+        put(paths.topic_path(name), encode_topic(topic))
         prefix = paths.partitions_path(name)
         for p, state in topic.states.items():
-            put(f"{prefix}/{p}/state", znodes.encode_partition_state(state))
+            put(f"{prefix}/{p}/state", encode_partition_state(state))
     for path in sorted(model.other_znodes, key=lambda p: p.count("/")):
         put(path, model.other_znodes[path])
     return z.out

@@ -140,6 +140,20 @@ def sequence_number(name: str, prefix: str) -> int | None:
 
 _SEQUENCE_RE = re.compile(r"-?[0-9]{1,10}")
 
+_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,9})")
+_SMALL_INTS = {str(i): i for i in range(1 << 14)}  # partition ids: the common case, without a regex
+
+
+def canonical_int(name: str) -> int | None:
+    """A path segment as the int Kafka wrote there (broker or partition id), or None when it is not exactly
+    how Java prints an int (such a znode is not Kafka's: its path could not be rebuilt from the id)."""
+    value = _SMALL_INTS.get(name)
+    if value is not None:
+        return value
+    if _CANONICAL_INT.fullmatch(name) and -(2**31) <= (value := int(name)) <= 2**31 - 1:
+        return value
+    return None
+
 # Java's URLEncoder leaves exactly these unescaped (plus `*`, which Kafka escapes afterwards).
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_")
 _ESCAPES = {b: (chr(b) if b in _UNRESERVED else f"%{b:02X}") for b in range(256)}
