@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from shim_harness import running_bridge, running_shim
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimServer
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
 from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import ZTree
+from tests.support.bridge import running_bridge, running_shim
 
 # ---------------------------------------------------------------- ZooKeeper
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from audit_support import (
+
+from tests.support.audit import (
     baseline_expected,
     copy_meta,
     discrepancy_rows,

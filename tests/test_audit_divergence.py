@@ -6,7 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from audit_support import (
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from cli.main import cli
+from migrate.kraft import records as rec
+from migrate.kraft.reader import load_image
+from migrate.zk.model import ZkClusterModel
+from tests.support.audit import (
     append_segment,
     baseline_expected,
     copy_meta,
@@ -21,13 +28,6 @@ from audit_support import (
     tree_of,
     with_migration_znode,
 )
-from click.testing import CliRunner
-from pyspark.sql import SparkSession
-
-from cli.main import cli
-from migrate.kraft import records as rec
-from migrate.kraft.reader import load_image
-from migrate.zk.model import ZkClusterModel
 
 pytestmark = pytest.mark.spark
 

@@ -7,7 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from audit_support import (
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from cli.main import cli
+from migrate.zk.model import MigrationState
+from tests.support.audit import (
     PARTITION_DIR,
     REAL,
     REAL_CHROOT,
@@ -22,11 +27,6 @@ from audit_support import (
     summary,
     with_migration_znode,
 )
-from click.testing import CliRunner
-from pyspark.sql import SparkSession
-
-from cli.main import cli
-from migrate.zk.model import MigrationState
 from validators.audit import check_migration
 from validators.kraft_tasks import plan_kraft
 from validators.report import readable

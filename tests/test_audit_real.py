@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from audit_support import (
+from click.testing import CliRunner
+from kazoo.client import KazooClient
+from pyspark.sql import SparkSession
+
+from cli.main import cli
+from migrate.zk.load import load_tree
+from migrate.zk.model import MigrationState
+from migrate.zk.znodes import encode_migration
+from tests.support.audit import (
     REAL,
     REAL_CHROOT,
     copy_meta,
@@ -18,14 +26,6 @@ from audit_support import (
     shared_spark,
     summary,
 )
-from click.testing import CliRunner
-from kazoo.client import KazooClient
-from pyspark.sql import SparkSession
-
-from cli.main import cli
-from migrate.zk.load import load_tree
-from migrate.zk.model import MigrationState
-from migrate.zk.znodes import encode_migration
 
 pytestmark = pytest.mark.spark
 

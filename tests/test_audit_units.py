@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_support import PARTITION_DIR, append_segment, migrate, small_generated_model, tree_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from migrate.kraft.reader import load_image
 from migrate.kraft.replay import replay_records
 from migrate.kraft.snapshot import write_snapshot
 from migrate.zk.znodes import format_uuid
+from tests.support.audit import PARTITION_DIR, append_segment, migrate, small_generated_model, tree_of
 from validators.kraft_state import fold, merge_events, record_event, state_row
 from validators.kraft_tasks import excluded_intervals, parse_range, plan_kraft, scan_markers
 from validators.tables import KINDS, zk_model_rows

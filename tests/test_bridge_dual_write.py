@@ -16,15 +16,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
-from kio.schema.incremental_alter_configs.v1.request import (
-    AlterableConfig,
-    AlterConfigsResource,
-    IncrementalAlterConfigsRequest,
-)
-from kio.static.primitive import i8
 
-from bridge.api import DriverState
-from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
 from bridge.kafka.client import KafkaConnection, send_envelope_sync, send_request_sync
 from bridge.kafka.protocol import KafkaPrincipal, encode_request
@@ -36,14 +28,12 @@ from migrate.kraft.reader import iter_log_dir, load_image
 from migrate.kraft.replay import replay_records
 from migrate.zk.cluster import from_tree, to_znodes
 from migrate.zk.live import read_tree
-from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
+from tests.support.bridge import running_bridge
+from tests.support.requests import BROKER, DELETE, SET, TOPIC, incremental
 
 pytestmark = pytest.mark.zookeeper
 
-NODE_ID = 3000
-TOPIC, BROKER = 2, 4
-SET, DELETE = 0, 1
 
 
 
@@ -52,35 +42,9 @@ def bridge(
     zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
 ) -> Iterator[BridgeController]:
     """A bridge in DUAL_WRITE over the real cluster, with every handler module that exists."""
-    load_tree(zk_client, real_tree)
     # Standby, so a fenced bridge stays up answering NOT_CONTROLLER instead of exiting.
-    config = BridgeConfig.model_validate(
-        {"zk_connect": zk_connect, "metadata_dir": tmp_path / "meta", "node_id": NODE_ID, "fsync": False,
-         "standby": True}
-    )  # fmt: skip
-    controller = BridgeController(config).start()
-    try:
-        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+    with running_bridge(zk_client, zk_connect, real_tree, tmp_path, standby=True) as controller:
         yield controller
-    finally:
-        controller.stop()
-
-
-def incremental(
-    resource_type: int, name: str, *changes: tuple[str, int, str | None]
-) -> IncrementalAlterConfigsRequest:
-    return IncrementalAlterConfigsRequest(
-        resources=(
-            AlterConfigsResource(
-                resource_type=i8(resource_type),
-                resource_name=name,
-                configs=tuple(
-                    AlterableConfig(name=k, config_operation=i8(op), value=v) for k, op, v in changes
-                ),
-            ),
-        ),
-        validate_only=False,
-    )
 
 
 def assert_log_image_and_zookeeper_agree(

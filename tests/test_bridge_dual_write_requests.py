@@ -13,9 +13,7 @@ import json
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,10 +23,7 @@ from kazoo.security import ACL, ANYONE_ID_UNSAFE, OPEN_ACL_UNSAFE, Permissions
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
-from bridge.api import DriverState
-from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
-from bridge.handlers import alter_partition_legacy as legacy
 from bridge.handlers._common import nested
 from bridge.kafka import protocol
 from bridge.kafka.client import send_envelope_sync, send_request_sync
@@ -40,7 +35,6 @@ from migrate import jvm
 from migrate.kraft.reader import load_image
 from migrate.zk.cluster import from_tree, to_znodes
 from migrate.zk.live import read_tree
-from migrate.zk.load import load_tree
 from migrate.zk.model import (
     AclChangeNotification,
     AclEntry,
@@ -59,37 +53,33 @@ from migrate.zk.model import (
     Topic,
     ZkClusterModel,
 )
-from migrate.zk.tree import ZTree
+from tests.support import requests
+from tests.support.bridge import NODE_ID
+from tests.support.requests import (
+    ALLOCATE_PRODUCER_IDS,
+    ALTER_SCRAM,
+    APPEND,
+    BROKER,
+    CREATE_ACLS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE,
+    DELETE_ACLS,
+    DELETE_TOPICS,
+    SET,
+    SUBTRACT,
+    TOPIC,
+    alter_client_quotas,
+    alter_configs_request,
+    incremental,
+)
 
 pytestmark = pytest.mark.zookeeper
 
-NODE_ID = 3000
-TOPIC, BROKER = 2, 4
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 STOCK = "current_stock"
 STOCK_ID = uuid.UUID("6d660bbe-4352-41e5-9d2a-186bde7d2f37")
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_ACLS, DELETE_ACLS, ALTER_CONFIGS = 19, 20, 30, 31, 33
-CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, ALTER_CLIENT_QUOTAS, ALTER_SCRAM = 37, 44, 49, 51
-ALTER_PARTITION, ALLOCATE_PRODUCER_IDS = 56, 67
 
-
-
-@pytest.fixture
-def bridge(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
-) -> Iterator[BridgeController]:
-    """A bridge in DUAL_WRITE over the real cluster (brokers 1-3 registered in ZooKeeper)."""
-    load_tree(zk_client, real_tree)
-    config = BridgeConfig.model_validate(
-        {"zk_connect": zk_connect, "metadata_dir": tmp_path / "meta", "node_id": NODE_ID, "fsync": False}
-    )
-    controller = BridgeController(config).start()
-    try:
-        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
-        yield controller
-    finally:
-        controller.stop()
 
 
 # ---------------------------------------------------------------------------------------------- checking
@@ -427,35 +417,7 @@ def test_create_partitions_placed_and_explicit(cluster: Cluster) -> None:
 
 
 def alter_configs(resource_type: int, name: str, configs: dict[str, str | None]) -> Any:
-    cls = protocol.request_class(ALTER_CONFIGS, 2)
-    resource = nested(cls, "AlterConfigsResource")
-    config = nested(cls, "AlterableConfig")
-    return cls(
-        resources=(
-            resource(
-                resource_type=i8(resource_type),
-                resource_name=name,
-                configs=tuple(config(name=k, value=v) for k, v in configs.items()),
-            ),
-        ),
-        validate_only=False,
-    )
-
-
-def incremental(resource_type: int, name: str, *changes: tuple[str, int, str | None]) -> Any:
-    cls = protocol.request_class(INCREMENTAL_ALTER_CONFIGS, 1)
-    resource = nested(cls, "AlterConfigsResource")
-    config = nested(cls, "AlterableConfig")
-    return cls(
-        resources=(
-            resource(
-                resource_type=i8(resource_type),
-                resource_name=name,
-                configs=tuple(config(name=k, config_operation=i8(op), value=v) for k, op, v in changes),
-            ),
-        ),
-        validate_only=False,
-    )
+    return alter_configs_request(2, [(resource_type, name, list(configs.items()))])
 
 
 def test_alter_configs_replaces_whole_config_maps(cluster: Cluster) -> None:
@@ -533,20 +495,7 @@ def test_incremental_alter_configs_set_delete_append_subtract(cluster: Cluster) 
 
 
 def quotas(*entries: tuple[dict[str, str | None], dict[str, float | None]]) -> Any:
-    cls = protocol.request_class(ALTER_CLIENT_QUOTAS, 1)
-    entry, entity, op = nested(cls, "EntryData"), nested(cls, "EntityData"), nested(cls, "OpData")
-    return cls(
-        entries=tuple(
-            entry(
-                entity=tuple(entity(entity_type=k, entity_name=v) for k, v in parts.items()),
-                ops=tuple(
-                    op(key=k, value=0.0 if v is None else v, remove=v is None) for k, v in changes.items()
-                ),
-            )
-            for parts, changes in entries
-        ),
-        validate_only=False,
-    )
+    return alter_client_quotas(1, [(list(parts.items()), list(ops.items())) for parts, ops in entries])
 
 
 def test_alter_client_quotas(cluster: Cluster) -> None:
@@ -833,42 +782,9 @@ def broker_epoch(zk_client: KazooClient, broker_id: int) -> int:
     return int(zk_client.exists(f"/brokers/ids/{broker_id}").czxid)
 
 
-def alter_partition(
-    version: int,
-    broker: int,
-    epoch: int,
-    partition: int,
-    leader_epoch: int,
-    partition_epoch: int,
-    isr: list[int],
-    isr_epochs: dict[int, int] | None = None,
-) -> Any:
-    cls = protocol.request_class(ALTER_PARTITION, version)
-    if version < 2:
-        topic_cls = legacy.NESTED[(version, "request.TopicData")]
-        part_cls = legacy.NESTED[(version, "request.PartitionData")]
-    else:
-        topic_cls, part_cls = nested(cls, "TopicData"), nested(cls, "PartitionData")
-    values: dict[str, Any] = {
-        "partition_index": i32(partition),
-        "leader_epoch": i32(leader_epoch),
-        "partition_epoch": i32(partition_epoch),
-    }
-    if version >= 1:
-        values["leader_recovery_state"] = i8(0)
-    if version >= 3:
-        state = nested(cls, "BrokerState")
-        values["new_isr_with_epochs"] = tuple(
-            state(broker_id=i32(b), broker_epoch=i64((isr_epochs or {})[b])) for b in isr
-        )
-    else:
-        values["new_isr"] = tuple(i32(b) for b in isr)
-    name_or_id = {"topic_name": STOCK} if version < 2 else {"topic_id": STOCK_ID}
-    return cls(
-        broker_id=i32(broker),
-        broker_epoch=i64(epoch),
-        topics=(topic_cls(partitions=(part_cls(**values),), **name_or_id),),
-    )
+def alter_partition(*args: Any, isr_epochs: dict[int, int] | None = None) -> Any:
+    """AlterPartition of a `current_stock` partition (arguments as tests.support.requests.alter_partition)."""
+    return requests.alter_partition(*args, topic=STOCK, topic_id=STOCK_ID, isr_epochs=isr_epochs)
 
 
 def partition_reg(cluster: Cluster, partition: int) -> Any:
@@ -884,7 +800,8 @@ def test_alter_partition_all_versions_and_stale_epochs(cluster: Cluster, zk_clie
         before = partition_reg(cluster, p)
         leader = before.leader
         req = alter_partition(
-            version, leader, epochs[leader], p, before.leader_epoch, before.partition_epoch, isr, epochs
+            version, leader, epochs[leader], p, before.leader_epoch, before.partition_epoch, isr,
+            isr_epochs=epochs,
         )
         response = cluster.send(req)
         assert response.error_code == ErrorCode.none, version

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from bridge_harness import (
+from kazoo.client import KazooClient
+
+from tests.support.bridge_process import (
     Change,
     ChangeStream,
     bridge_process,
@@ -20,7 +22,6 @@ from bridge_harness import (
     read_back,
     seed_small_cluster,
 )
-from kazoo.client import KazooClient
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 

@@ -11,7 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from bridge_harness import (
+
+from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.live import read_tree
+from tests.support.bridge_process import (
     ChangeStream,
     Outcomes,
     ZkWrite,
@@ -20,13 +23,9 @@ from bridge_harness import (
     check_acknowledged_and_converged,
     controller_claims,
     read_back,
-    seed_small_cluster,
+    seeded_chroot,
     zk_writes,
 )
-from kazoo.client import KazooClient
-
-from migrate.zk.embedded import EmbeddedZooKeeper
-from migrate.zk.live import read_tree
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -42,19 +41,6 @@ def zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooKeeper]:
     server.start()
     yield server
     server.close()
-
-
-def seeded_chroot(zk: EmbeddedZooKeeper, chroot: str) -> str:
-    client = KazooClient(hosts=zk.connect_string)
-    client.start(timeout=15)
-    try:
-        client.ensure_path(chroot)
-        client.chroot = chroot
-        seed_small_cluster(client)
-    finally:
-        client.stop()
-        client.close()
-    return zk.connect_string + chroot
 
 
 def znode_stats(zk_connect: str) -> dict[str, tuple[bytes | None, int, int]]:
@@ -106,7 +92,7 @@ def test_takeover_fences_the_first_controller_which_lands_nothing_and_exits_3(
     zk: EmbeddedZooKeeper, tmp_path: Path
 ) -> None:
     chroot = "/fence-quiet"
-    connect = seeded_chroot(zk, chroot)
+    connect = seeded_chroot(zk.connect_string, chroot)
     with (
         bridge_process(zk_connect=connect, metadata_dir=tmp_path / "a", node_id=NODE_A, log_path=tmp_path / "a.log") as a,
         bridge_process(zk_connect=connect, metadata_dir=tmp_path / "b", node_id=NODE_B, log_path=tmp_path / "b.log") as b,
@@ -143,7 +129,7 @@ def test_takeover_under_load_lands_no_write_of_the_standby_first_controller(
     zk: EmbeddedZooKeeper, tmp_path: Path
 ) -> None:
     chroot = "/fence-load"
-    connect = seeded_chroot(zk, chroot)
+    connect = seeded_chroot(zk.connect_string, chroot)
     with (
         bridge_process(
             zk_connect=connect, metadata_dir=tmp_path / "a", node_id=NODE_A, log_path=tmp_path / "a.log", standby=True
@@ -181,7 +167,7 @@ def test_a_second_bridge_is_refused_naming_the_live_holder_and_never_told_to_jus
     zk: EmbeddedZooKeeper, tmp_path: Path
 ) -> None:
     chroot = "/fence-refused"
-    connect = seeded_chroot(zk, chroot)
+    connect = seeded_chroot(zk.connect_string, chroot)
     with (
         bridge_process(zk_connect=connect, metadata_dir=tmp_path / "a", node_id=NODE_A, log_path=tmp_path / "a.log") as a,
         bridge_process(zk_connect=connect, metadata_dir=tmp_path / "b", node_id=NODE_B, log_path=tmp_path / "b.log") as b,
@@ -202,7 +188,7 @@ def test_a_second_bridge_is_refused_naming_the_live_holder_and_never_told_to_jus
 
 def test_a_fenced_standby_reports_fenced_without_being_asked_anything(zk: EmbeddedZooKeeper, tmp_path: Path) -> None:
     chroot = "/fence-idle"
-    connect = seeded_chroot(zk, chroot)
+    connect = seeded_chroot(zk.connect_string, chroot)
     with (
         bridge_process(
             zk_connect=connect, metadata_dir=tmp_path / "a", node_id=NODE_A, log_path=tmp_path / "a.log", standby=True

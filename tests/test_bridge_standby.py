@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
-from test_bridge_dual_write_requests import SET, TOPIC, incremental
 
 from bridge.api import DriverState
 from bridge.config import BridgeConfig
@@ -23,6 +22,7 @@ from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
+from tests.support.requests import SET, TOPIC, incremental
 
 pytestmark = pytest.mark.zookeeper
 

@@ -16,21 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from bridge_harness import (
-    CONFIG_KEY,
-    BridgeProcess,
-    Change,
-    ChangeStream,
-    ZkReplyCutter,
-    bridge_process,
-    bring_up,
-    build_request,
-    check_acknowledged_and_converged,
-    config_value,
-    read_back,
-    seed_small_cluster,
-    set_data_op_bytes,
-)
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
@@ -42,6 +27,21 @@ from bridge.zk.migration_client import ZkMigrationClient
 from migrate.zk import paths, znodes
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
 from migrate.zk.model import ConfigChangeNotification, EntityConfig
+from tests.support.bridge_process import (
+    CONFIG_KEY,
+    BridgeProcess,
+    Change,
+    ChangeStream,
+    ZkReplyCutter,
+    bridge_process,
+    bring_up,
+    build_request,
+    check_acknowledged_and_converged,
+    config_value,
+    read_back,
+    seeded_chroot,
+    set_data_op_bytes,
+)
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -60,19 +60,6 @@ def zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooKeeper]:
     server.start()
     yield server
     server.close()
-
-
-def seeded_chroot(connect: str, chroot: str) -> str:
-    client = KazooClient(hosts=connect)
-    client.start(timeout=30)
-    try:
-        client.ensure_path(chroot)
-        client.chroot = chroot
-        seed_small_cluster(client)
-    finally:
-        client.stop()
-        client.close()
-    return connect + chroot
 
 
 def survive(

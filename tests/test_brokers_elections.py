@@ -14,7 +14,7 @@ from bridge.brokers.replication import ElectionType
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.image import PartitionRegistration
-from tests.brokers_harness import Controller, registration, running
+from tests.support.brokers import Controller, registration, running
 
 
 def part(controller: Controller, topic: str = "t", pid: int = 0) -> PartitionRegistration:

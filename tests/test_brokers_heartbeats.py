@@ -12,7 +12,7 @@ from kio.static.primitive import i32, i64
 from bridge.brokers.heartbeats import BrokerControlState, BrokerHeartbeatManager, HeartbeatRequest
 from bridge.brokers.replication import HeartbeatReply
 from migrate.kraft import records as rec
-from tests.brokers_harness import (
+from tests.support.brokers import (
     MIGRATION,
     PRE_MIGRATION,
     Controller,

@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from bridge.brokers.cluster import RegistrationRequest, is_reserved_directory
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
-from tests.brokers_harness import (
+from tests.support.brokers import (
     CLUSTER_ID,
     LISTENER,
     PRE_MIGRATION,

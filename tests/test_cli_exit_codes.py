@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kazoo.client import KazooClient
-from plan_harness import healthy_model, seed
 
 from bridge.controller import BridgeConfig, BridgeController
 from cli.common import EXIT_BAD_INPUT, EXIT_CODES, EXIT_UNREACHABLE
 from cli.main import cli
 from migrate.zk.embedded import EmbeddedZooKeeper
+from tests.support.plan import healthy_model, seed
 
 REPO = Path(__file__).parent.parent
 REAL_DATA_DIR = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"

@@ -6,7 +6,6 @@ with nothing appended; a plaintext or certificate-less client gets no answer at 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,14 +15,8 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
-from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16, i32
-from shim_harness import NODE_ID, SHIM_ID
-from test_shim_security_tls import Pki, client_context, issue, openssl
 
-from bridge.api import DriverState
-from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection, build_envelope
 from bridge.kafka.protocol import KafkaPrincipal, decode_response, encode_request
@@ -31,12 +24,14 @@ from bridge.shim.server import ShimConfig, ShimServer, ShimThread
 from cli.main import cli
 from cli.shim_cmd import secure_controller_channel
 from migrate.errors import Zk2KraftError
-from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
+from tests.support.bridge import SHIM_ID, controller_config, running_bridge
+from tests.support.pki import Pki, client_context, needs_openssl, new_pki
+from tests.support.requests import create_topic
 
 pytestmark = [
     pytest.mark.zookeeper,
-    pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command"),
+    needs_openssl,
 ]
 
 TIMEOUT = 30.0
@@ -45,35 +40,28 @@ SHIM_PRINCIPAL = "User:CN=shim-1,O=zk2kraft"
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    directory = tmp_path_factory.mktemp("controller-tls-pki")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=zk2kraft test CA", "-days", "2",
-            cwd=directory)  # fmt: skip
-    issue(directory, "server", "/CN=localhost", extensions="subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    issue(directory, "shim", "/O=zk2kraft/CN=shim-1")
-    issue(directory, "intruder", "/O=zk2kraft/CN=intruder")
-    return Pki(directory)
+    pki = new_pki(tmp_path_factory.mktemp("controller-tls-pki"))
+    pki.issue("shim", "/O=zk2kraft/CN=shim-1")
+    pki.issue("intruder", "/O=zk2kraft/CN=intruder")
+    return pki
 
 
-def secure_config(zk_connect: str, metadata_dir: Path, pki: Pki, **extra: Any) -> BridgeConfig:
-    return BridgeConfig.model_validate(
-        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": False,
-         "listen_ssl_cert": pki.path("server.crt"), "listen_ssl_key": pki.path("server.key"),
-         "listen_ssl_ca": pki.path("ca.crt"), "envelope_principals": frozenset({SHIM_PRINCIPAL}), **extra}
-    )  # fmt: skip
+def secure_fields(pki: Pki) -> dict[str, Any]:
+    """A bridge listener with TLS, required client certificates and SHIM_PRINCIPAL as the one Envelope sender."""
+    return {
+        "listen_ssl_cert": pki.path("server.crt"),
+        "listen_ssl_key": pki.path("server.key"),
+        "listen_ssl_ca": pki.path("ca.crt"),
+        "envelope_principals": frozenset({SHIM_PRINCIPAL}),
+    }
 
 
 @pytest.fixture
 def bridge(
     zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, pki: Pki
 ) -> Iterator[BridgeController]:
-    load_tree(zk_client, real_tree)
-    controller = BridgeController(secure_config(zk_connect, tmp_path / "meta", pki)).start()
-    try:
-        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+    with running_bridge(zk_client, zk_connect, real_tree, tmp_path, **secure_fields(pki)) as controller:
         yield controller
-    finally:
-        controller.stop()
 
 
 @pytest.fixture
@@ -89,17 +77,6 @@ def shim(bridge: BridgeController, pki: Pki) -> Iterator[ShimServer]:
     )
     with ShimThread(server):
         yield server
-
-
-def create_topics(name: str) -> create_req.CreateTopicsRequest:
-    topic = create_req.CreatableTopic(
-        name=name,  # type: ignore[arg-type]
-        num_partitions=i32(1),
-        replication_factor=i16(1),
-        assignments=(),
-        configs=(),
-    )
-    return create_req.CreateTopicsRequest(topics=(topic,))
 
 
 def send(port: int, request: Any, ctx: ssl.SSLContext | None) -> Any:
@@ -134,19 +111,19 @@ def test_another_certificate_gets_cluster_authorization_failed_and_nothing_is_ap
     assert bridge.log is not None
     end = bridge.log.end_offset
     intruder = client_context(pki, "intruder")
-    inner = encode_request(create_topics("tls-injected"), 7, "intruder")
+    inner = encode_request(create_topic("tls-injected"), 7, "intruder")
     envelope = build_envelope(inner, KafkaPrincipal("User", "admin"), "127.0.0.1")
     answer = send(bridge.listen_port, envelope, intruder)
     assert answer.error_code == ErrorCode.cluster_authorization_failed
     assert answer.response_data is None
-    direct = send(bridge.listen_port, create_topics("tls-direct"), intruder)
+    direct = send(bridge.listen_port, create_topic("tls-direct"), intruder)
     assert [t.error_code for t in direct.topics] == [ErrorCode.cluster_authorization_failed]
     assert bridge.log.end_offset == end
     assert not {"tls-injected", "tls-direct"} & set(bridge.log.image.topics_by_name)
 
 
 def test_the_listed_certificate_may_send_envelopes_directly(bridge: BridgeController, pki: Pki) -> None:
-    inner = encode_request(create_topics("tls-listed"), 9, "shim")
+    inner = encode_request(create_topic("tls-listed"), 9, "shim")
     envelope = build_envelope(inner, KafkaPrincipal("User", "admin"), "127.0.0.1")
     answer = send(bridge.listen_port, envelope, client_context(pki, "shim"))
     assert answer.error_code == ErrorCode.none
@@ -160,7 +137,7 @@ def test_plaintext_or_certificate_less_clients_cannot_connect(bridge: BridgeCont
     end = bridge.log.end_offset
     for ctx in (None, client_context(pki, None)):
         with pytest.raises(ConnectionClosedError):
-            send(bridge.listen_port, create_topics("tls-plaintext"), ctx)
+            send(bridge.listen_port, create_topic("tls-plaintext"), ctx)
     assert bridge.log.end_offset == end
 
 
@@ -168,9 +145,9 @@ def test_inconsistent_listener_security_is_refused_before_starting(
     zk_connect: str, tmp_path: Path, pki: Pki
 ) -> None:
     with pytest.raises(Zk2KraftError, match="--listen-ssl-ca"):
-        BridgeController(secure_config(zk_connect, tmp_path / "m", pki, listen_ssl_ca=None))
+        BridgeController(controller_config(zk_connect, tmp_path / "m", **{**secure_fields(pki), "listen_ssl_ca": None}))
     with pytest.raises(Zk2KraftError, match="--listen-ssl-cert"):
-        BridgeController(secure_config(zk_connect, tmp_path / "m", pki, listen_ssl_cert=None))
+        BridgeController(controller_config(zk_connect, tmp_path / "m", **{**secure_fields(pki), "listen_ssl_cert": None}))
     result = CliRunner().invoke(
         cli,
         ["bridge", "run", "--zk", zk_connect, "--metadata-dir", str(tmp_path / "m"), "--node-id", "1",

@@ -11,7 +11,6 @@ from typing import Any
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
-from test_records_strategies import struct_strategy
 
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft.batch import iter_batches
@@ -39,6 +38,7 @@ from migrate.kraft.records import (
     TopicRecord,
     ZkMigrationStateRecord,
 )
+from tests.support.strategies import struct_strategy
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kraft-real-3.7"
 TOPIC_ID = uuid.UUID("6d660bbe-4352-41e5-9d2a-186bde7d2f37")

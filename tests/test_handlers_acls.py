@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import itertools
 import uuid
 from typing import Any
 
@@ -13,16 +12,15 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
-from bridge.api import ControllerResult, HandlerContext
+from bridge.api import ControllerResult
 from bridge.handlers import acls
 from bridge.handlers.acls import Binding, Filter
-from bridge.kafka.protocol import decode_response, encode_response
 from migrate.errors import InvalidRequestError
 from migrate.kraft import records as r
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.replay import replay_records
+from tests.support.handlers import Records, context, image_of, round_trip
 
-Records = list[tuple[Any, int]]
 TOPIC, GROUP, CLUSTER = 2, 3, 4
 ANY, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
 READ, WRITE, ALL = 3, 4, 2
@@ -48,25 +46,13 @@ def acl_record(
 
 
 def image_after(*extra: Records) -> MetadataImage:
-    base = [(acl_record(*row), 0) for row in STORED]
-    return replay_records(base + [rv for records in extra for rv in records])
+    return image_of([(acl_record(*row), 0) for row in STORED], *extra)
 
 
-def ids(start: int = 1000) -> Any:
-    counter = itertools.count(start)
-    return lambda: uuid.UUID(int=next(counter))
 
 
-def context(image: MetadataImage, version: int, new_uuid: Any = None) -> HandlerContext:
-    return HandlerContext(
-        image=image, api_version=version, node_id=3000, now_ms=0, new_uuid=new_uuid or ids()
-    )
 
 
-def round_trip(result: ControllerResult, api_key: int, version: int) -> Any:
-    correlation_id, body = decode_response(encode_response(3, result.response), api_key, version, "test")
-    assert correlation_id == 3 and body == result.response
-    return body
 
 
 def create(
@@ -82,7 +68,7 @@ def create(
             for rt, name, pt, principal, host, op, perm in rows
         )
     )  # fmt: skip
-    result = acls.handle_create_acls(context(image, version, new_uuid), request)
+    result = acls.handle_create_acls(context(image, version, new_uuid=new_uuid), request)
     return result, round_trip(result, 30, version)
 
 

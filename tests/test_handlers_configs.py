@@ -16,16 +16,14 @@ from kio.static.primitive import i8
 from bridge.api import ControllerResult, HandlerContext
 from bridge.handlers import config_defs as defs
 from bridge.handlers import configs
-from bridge.kafka.protocol import decode_response, encode_response
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as r
 from migrate.kraft.image import MetadataImage
-from migrate.kraft.replay import replay_records
+from tests.support.handlers import CONTROLLER_ID, Records, image_of, round_trip
+from tests.support.handlers import context as handler_context
 
-Records = list[tuple[Any, int]]
 TOPIC, BROKER = 2, 4
 ORDERS_ID = uuid.UUID("3f1d2c4b-0000-4000-8000-000000000001")
-CONTROLLER_ID = 3000
 
 
 def base_records() -> Records:
@@ -60,20 +58,13 @@ def config_record(resource_type: int, name: str, key: str, value: str | None) ->
 
 def image_after(*extra: Records) -> MetadataImage:
     """A fresh image of the base records plus `extra` (fresh: replay shares nested values)."""
-    return replay_records(base_records() + [rv for records in extra for rv in records])
+    return image_of(base_records(), *extra)
 
 
 def context(image: MetadataImage, version: int) -> HandlerContext:
-    return HandlerContext(image=image, api_version=version, node_id=CONTROLLER_ID, now_ms=1_700_000_000_000)
+    return handler_context(image, version, now_ms=1_700_000_000_000)
 
 
-def round_trip(result: ControllerResult, api_key: int, version: int) -> Any:
-    """Encode and decode the response in its version: proves it is a valid message of that version."""
-    payload = encode_response(42, result.response)
-    correlation_id, body = decode_response(payload, api_key, version, "test")
-    assert correlation_id == 42
-    assert body == result.response
-    return body
 
 
 def incremental(version: int, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]], *,

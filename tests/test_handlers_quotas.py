@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Any
 
@@ -10,16 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import f64
 
-from bridge.api import ControllerResult, HandlerContext
+from bridge.api import ControllerResult
 from bridge.handlers import quotas
-from bridge.kafka.protocol import decode_response, encode_response
 from migrate.kraft import records as r
 from migrate.kraft.image import MetadataImage
-from migrate.kraft.replay import replay_records
+from tests.support.handlers import Records, context, image_of, round_trip
+from tests.support.requests import ALTER_CLIENT_QUOTAS, alter_client_quotas
 
-Records = list[tuple[Any, int]]
 Op = tuple[str, float | None]  # None removes
 
 
@@ -29,35 +26,18 @@ def base_records() -> Records:
 
 
 def image_after(*extra: Records) -> MetadataImage:
-    return replay_records(base_records() + [rv for records in extra for rv in records])
+    return image_of(base_records(), *extra)
 
 
-def request(
-    version: int, entries: list[tuple[list[tuple[str, str | None]], list[Op]]], validate_only: bool = False
-) -> Any:
-    module = importlib.import_module(f"kio.schema.alter_client_quotas.v{version}.request")
-    return module.AlterClientQuotasRequest(
-        entries=tuple(
-            module.EntryData(
-                entity=tuple(module.EntityData(entity_type=t, entity_name=n) for t, n in entity),
-                ops=tuple(
-                    module.OpData(key=k, value=f64(0.0 if v is None else v), remove=v is None) for k, v in ops
-                ),
-            )
-            for entity, ops in entries
-        ),
-        validate_only=validate_only,
-    )
 
 
 def run(
     image: MetadataImage, version: int, entries: Any, validate_only: bool = False
 ) -> tuple[ControllerResult, Any]:
-    ctx = HandlerContext(image=image, api_version=version, node_id=3000, now_ms=0)
-    result = quotas.handle_alter_client_quotas(ctx, request(version, entries, validate_only))
-    correlation_id, body = decode_response(encode_response(9, result.response), 49, version, "test")
-    assert correlation_id == 9 and body == result.response
-    return result, body
+    result = quotas.handle_alter_client_quotas(
+        context(image, version), alter_client_quotas(version, entries, validate_only=validate_only)
+    )
+    return result, round_trip(result, ALTER_CLIENT_QUOTAS, version)
 
 
 def answers(body: Any) -> list[tuple[list[tuple[str, str | None]], ErrorCode, str | None]]:

@@ -18,15 +18,15 @@ from kio.schema.alter_user_scram_credentials.v0.request import (
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
-from bridge.api import ControllerResult, HandlerContext
+from bridge.api import ControllerResult
 from bridge.handlers import scram
-from bridge.kafka.protocol import decode_response, encode_response
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as r
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.replay import replay_records
+from tests.support.handlers import Records, context, image_of, round_trip
+from tests.support.requests import ALTER_SCRAM
 
-Records = list[tuple[Any, int]]
 SHA256, SHA512 = 1, 2
 SALTED = hashlib.pbkdf2_hmac("sha256", b"pencil", b"salt", 4096)
 
@@ -44,7 +44,7 @@ def base_records(mv: mvs.MetadataVersion = mvs.IBP_3_9_IV0) -> Records:
 
 
 def image_after(*extra: Records) -> MetadataImage:
-    return replay_records(base_records() + [rv for records in extra for rv in records])
+    return image_of(base_records(), *extra)
 
 
 def upsert(
@@ -62,11 +62,9 @@ def delete(name: str, mechanism: int = SHA512) -> ScramCredentialDeletion:
 def run(
     image: MetadataImage, deletions: list[Any], upsertions: list[Any]
 ) -> tuple[ControllerResult, list[Any]]:
-    ctx = HandlerContext(image=image, api_version=0, node_id=3000, now_ms=0)
     request = AlterUserScramCredentialsRequest(deletions=tuple(deletions), upsertions=tuple(upsertions))
-    result = scram.handle_alter_user_scram_credentials(ctx, request)
-    correlation_id, body = decode_response(encode_response(5, result.response), 51, 0, "test")
-    assert correlation_id == 5 and body == result.response
+    result = scram.handle_alter_user_scram_credentials(context(image, 0), request)
+    body = round_trip(result, ALTER_SCRAM, 0)
     return result, [(x.user, x.error_code, x.error_message) for x in body.results]
 
 

@@ -12,7 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
-from bridge.api import ControllerResult, HandlerContext
+from bridge.api import ControllerResult
 from bridge.handlers import topics
 from bridge.handlers._common import METADATA_TOPIC_ID, ZERO_UUID, build, nested
 from bridge.handlers.placement import JavaRandom
@@ -21,6 +21,7 @@ from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.image import MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY, MetadataImage
 from migrate.kraft.replay import replay_records
+from tests.support.handlers import context, image_of, round_trip
 
 DIR_A = uuid.UUID("11111111-1111-1111-1111-111111111111")
 DIR_B = uuid.UUID("22222222-2222-2222-2222-222222222222")
@@ -69,7 +70,7 @@ def cluster_records(level: int = mvs.IBP_3_9_IV0.feature_level) -> list[tuple[An
 def make_image(
     level: int = mvs.IBP_3_9_IV0.feature_level, extra: list[tuple[Any, int]] | None = None
 ) -> MetadataImage:
-    return replay_records(cluster_records(level) + (extra or []))
+    return image_of(cluster_records(level), extra or [])
 
 
 def uuids(*values: int) -> Callable[[], uuid.UUID]:
@@ -77,24 +78,8 @@ def uuids(*values: int) -> Callable[[], uuid.UUID]:
     return lambda: next(it)
 
 
-def context(
-    image: MetadataImage, version: int, new_uuid: Callable[[], uuid.UUID] | None = None
-) -> HandlerContext:
-    return HandlerContext(
-        image=image,
-        api_version=version,
-        node_id=3000,
-        now_ms=0,
-        new_uuid=new_uuid or uuids(*range(0xABC0, 0xAC00)),
-    )
 
 
-def round_trip(result: ControllerResult, api_key: int, version: int) -> Any:
-    """The response as a client decodes it: it must encode in its version and read back equal."""
-    data = protocol.encode_response(7, result.response)
-    correlation, decoded = protocol.decode_response(data, api_key, version, "test")
-    assert correlation == 7 and decoded == result.response
-    return decoded
 
 
 def create_request(version: int, *specs: dict[str, Any], validate_only: bool = False) -> Any:
@@ -151,7 +136,7 @@ def test_create_topic_records_and_response(version: int) -> None:
     kinds = [type(r).__name__ for r, _ in result.records]
     assert kinds == ["TopicRecord", "ConfigRecord"] + ["PartitionRecord"] * 6
     topic_record = result.records[0][0]
-    assert topic_record.name == "orders" and topic_record.topic_id == uuid.UUID(int=0xABC0)
+    assert topic_record.name == "orders" and topic_record.topic_id == uuid.UUID(int=1000)
     config = result.records[1][0]
     assert (config.resource_type, config.resource_name, config.name, config.value) == (
         2,
@@ -230,7 +215,7 @@ def test_validate_only_returns_the_result_without_records() -> None:
 def test_topic_ids_skip_reserved_values() -> None:
     image = make_image()
     dash = uuid.UUID(bytes=bytes([62 << 2]) + bytes(15))  # base64 form starts with '-'
-    ctx = context(image, 7, uuids(0, METADATA_TOPIC_ID.int, dash.int, EXISTING_ID.int, 0x77))
+    ctx = context(image, 7, new_uuid=uuids(0, METADATA_TOPIC_ID.int, dash.int, EXISTING_ID.int, 0x77))
     result = topics.create_topics(ctx, create_request(7, {"name": "t", "partitions": 1, "rf": 1}))
     assert result.records[0][0].topic_id == uuid.UUID(int=0x77)
 

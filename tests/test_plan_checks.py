@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from plan_harness import CLUSTER_ID, healthy_model, seed, write_broker_files
 
 from migrate.errors import ZnodeFormatError
 from migrate.kraft.logdir import read_meta_properties
@@ -25,6 +24,7 @@ from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import LegacyReassignment, MigrationState, ReplicaReassignment, ZkClusterModel
 from migrate.zk.sources import ZkSource, read_source
+from tests.support.plan import CLUSTER_ID, healthy_model, seed, write_broker_files
 
 pytestmark = pytest.mark.zookeeper
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kazoo.client import KazooClient
-from plan_harness import healthy_model, seed, write_broker_files
 
 from cli.main import cli
 from migrate.plan.checks import run_checks
@@ -16,6 +15,7 @@ from migrate.plan.inputs import BrokerConfig, PlanInputs, parse_controllers
 from migrate.plan.phases import PHASE_IDS, build_plan
 from migrate.plan.properties import parse_properties_text
 from migrate.zk.embedded import EmbeddedZooKeeper
+from tests.support.plan import healthy_model, seed, write_broker_files
 
 FIXTURE = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
 

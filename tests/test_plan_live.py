@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import datetime
 import json
-import shutil
 import socket
 import ssl
 from collections.abc import Iterator
@@ -25,8 +24,6 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 from kio.static.primitive import i8
-from plan_harness import healthy_model, seed, write_broker_files
-from test_shim_security_tls import issue, openssl
 
 from bridge.kafka.listener import ApiVersionsFeatures, KafkaListener, ListenerThread, RequestContext
 from bridge.kafka.sasl import SaslConfig
@@ -42,6 +39,8 @@ from migrate.plan.load import load_inputs
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import BrokerEndpoint, BrokerRegistration
 from migrate.zk.sources import ZkSource
+from tests.support.pki import needs_openssl, new_pki
+from tests.support.plan import healthy_model, seed, write_broker_files
 
 pytestmark = pytest.mark.zookeeper
 
@@ -374,16 +373,12 @@ def test_cli_plan_with_bootstrap_server_reports_live_checks(
     assert checks["software-version"]["status"] == "pass"
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+@needs_openssl
 def test_tls_listeners_are_asked_with_the_command_config(
     zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
 ) -> None:
     _, connect, files = zk_inputs(zk_admin, zk_server, zk_chroot, tmp_path)
-    pki = tmp_path / "pki"
-    pki.mkdir()
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=plan test CA", "-days", "2", cwd=pki)  # fmt: skip
-    issue(pki, "server", "/CN=localhost", extensions="subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    pki = new_pki(tmp_path / "pki").directory
     client = tmp_path / "client.properties"
     client.write_text(f"security.protocol=SSL\nssl.ca.location={pki / 'ca.crt'}\n", encoding="utf-8")
     cluster = FakeCluster(

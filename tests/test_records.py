@@ -14,7 +14,6 @@ from typing import Any
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
-from test_records_strategies import ALL_CLASSES, ALL_VERSIONS, VERSION_IDS, struct_strategy
 
 from migrate.errors import CorruptDataError, UnsupportedVersionError, Zk2KraftError
 from migrate.kraft import _generated
@@ -42,6 +41,7 @@ from migrate.kraft.records import (
     VotersRecord,
     ZkMigrationStateRecord,
 )
+from tests.support.strategies import ALL_CLASSES, ALL_VERSIONS, VERSION_IDS, struct_strategy
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO.parent / "shared" / "kafka-schemas"

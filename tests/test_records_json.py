@@ -10,7 +10,6 @@ from typing import Any
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
-from test_records_strategies import ALL_VERSIONS, VERSION_IDS, struct_strategy
 
 from migrate.errors import UnsupportedVersionError
 from migrate.kraft.records import (
@@ -31,6 +30,7 @@ from migrate.kraft.records import (
     record_to_json,
 )
 from migrate.kraft.wire import uuid_from_text, uuid_to_text
+from tests.support.strategies import ALL_VERSIONS, VERSION_IDS, struct_strategy
 
 TOPIC_ID = uuid.UUID("6d660bbe-4352-41e5-9d2a-186bde7d2f37")
 

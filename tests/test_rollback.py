@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kazoo.client import KazooClient
-from plan_harness import healthy_model, seed
 
 from bridge.api import DriverState
 from bridge.metrics import BridgeMetrics, StatusServer
@@ -19,6 +18,7 @@ from cli.main import cli
 from migrate.plan.rollback import RollbackState, Znode, plan_rollback
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import ControllerEpoch, MigrationState, ZkClusterModel
+from tests.support.plan import healthy_model, seed
 
 pytestmark = pytest.mark.zookeeper
 

@@ -28,11 +28,6 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kazoo.client import KazooClient
-from shim_harness import (
-    SHIM_ID,
-    TIMEOUT,
-    result,
-)
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimServer
@@ -40,6 +35,11 @@ from migrate.kraft.reader import load_image
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
 from migrate.zk.model import ZkClusterModel
+from tests.support.bridge import (
+    SHIM_ID,
+    TIMEOUT,
+    result,
+)
 
 pytestmark = pytest.mark.zookeeper
 

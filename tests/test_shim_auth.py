@@ -29,7 +29,6 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from shim_harness import SHIM_ID, TIMEOUT, eventually, result
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
@@ -37,6 +36,7 @@ from cli.shim_cmd import read_plain_users, secure_shim
 from migrate.errors import Zk2KraftError
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
+from tests.support.bridge import SHIM_ID, TIMEOUT, eventually, result
 
 pytestmark = pytest.mark.zookeeper
 

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from shim_clients import CLIENTS, CONFIG
-from shim_harness import SHIM_ID
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimServer
+from tests.support.bridge import SHIM_ID
+from tests.support.shim_clients import CLIENTS, CONFIG
 
 pytestmark = pytest.mark.zookeeper
 

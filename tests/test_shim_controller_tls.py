@@ -4,19 +4,18 @@ as `User:<subject DN>` (what an Envelope-sender allow list would name); a certif
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Iterator
 
 import pytest
 from kio.schema.metadata.v12 import MetadataRequest
-from test_shim_security import Cluster
-from test_shim_security_tls import Pki, client_context, context, issue, openssl, serve
 
 from bridge.kafka.listener import KafkaListener
 from bridge.kafka.protocol import KafkaPrincipal
 from bridge.shim.forward import ControllerChannel, ForwardTimeoutError
+from tests.support.listener import Cluster, serve
+from tests.support.pki import Pki, client_context, needs_openssl, new_pki, server_context
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+pytestmark = needs_openssl
 
 METADATA = MetadataRequest(
     topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
@@ -25,19 +24,15 @@ METADATA = MetadataRequest(
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    directory = tmp_path_factory.mktemp("controller-pki")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=zk2kraft test CA", "-days", "2",
-            cwd=directory)  # fmt: skip
-    issue(directory, "server", "/CN=localhost", extensions="subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    issue(directory, "shim", "/O=zk2kraft/CN=shim-1")
-    return Pki(directory)
+    pki = new_pki(tmp_path_factory.mktemp("controller-pki"))
+    pki.issue("shim", "/O=zk2kraft/CN=shim-1")
+    return pki
 
 
 @pytest.fixture(scope="module")
 def controller(pki: Pki) -> Iterator[Cluster]:
     """A listener standing in for the controller: TLS with required client certificates."""
-    yield from serve(KafkaListener("127.0.0.1", 0, handlers={}, ssl_context=context(pki, "required")))
+    yield from serve(KafkaListener("127.0.0.1", 0, handlers={}, ssl_context=server_context(pki, "required")))
 
 
 def send(channel: ControllerChannel, timeout: float) -> None:

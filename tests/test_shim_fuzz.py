@@ -24,12 +24,12 @@ import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
-from shim_harness import SHIM_ID
 
 from bridge.controller import BridgeController
 from bridge.kafka.client import send_request_sync
 from bridge.kafka.protocol import frame
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
+from tests.support.bridge import SHIM_ID
 
 pytestmark = pytest.mark.zookeeper
 

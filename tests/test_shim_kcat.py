@@ -9,10 +9,10 @@ import shutil
 import subprocess
 
 import pytest
-from shim_harness import SHIM_ID
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimServer
+from tests.support.bridge import SHIM_ID
 
 pytestmark = [
     pytest.mark.zookeeper,

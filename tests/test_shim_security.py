@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import dataclasses
 import datetime
 import hashlib
 import hmac
-import os
 import socket
 import struct
 from collections.abc import Iterator
@@ -23,18 +21,16 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.index import load_payload_module
 from kio.schema.api_versions.v3 import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import MetadataRequest
 from kio.schema.sasl_authenticate.v2 import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v0 import SaslHandshakeRequest as SaslHandshakeRequestV0
 from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
-from kio.static.constants import EntityType
 
 from bridge.handlers.scram import scram_keys
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
-from bridge.kafka.listener import KafkaListener, ListenerThread, RequestContext
+from bridge.kafka.listener import KafkaListener, RequestContext
 from bridge.kafka.protocol import ANONYMOUS, KafkaPrincipal, encode_request, frame
 from bridge.kafka.sasl import SaslConfig, image_scram_credentials
 from bridge.kafka.sasl_mechanisms import (
@@ -47,71 +43,27 @@ from bridge.kafka.sasl_mechanisms import (
 )
 from migrate.errors import Zk2KraftError
 from migrate.kraft.image import MetadataImage, ScramCredential
+from tests.support.listener import (
+    ALL_MECHANISMS,
+    CREDENTIALS,
+    PASSWORDS,
+    Cluster,
+    lookup,
+    sasl_config,
+    serve,
+    stored_credential,
+)
 
 HOST = "127.0.0.1"
 TIMEOUT = 20.0
-PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
-SCRAM_USERS = {("alice", "SCRAM-SHA-256"), ("alice", "SCRAM-SHA-512"), ("carol", "SCRAM-SHA-512")}
-ALL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 GENERIC_SCRAM_FAILURE = (
     "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
 )
 
 
-def stored_credential(mechanism: str, password: str, iterations: int = 4096) -> StoredScramCredential:
-    """What AlterUserScramCredentials stores for a password (the client salts, the controller derives keys)."""
-    algorithm, code = {"SCRAM-SHA-256": ("sha256", 1), "SCRAM-SHA-512": ("sha512", 2)}[mechanism]
-    salt = os.urandom(16)
-    salted = hashlib.pbkdf2_hmac(algorithm, password.encode(), salt, iterations)
-    keys = scram_keys(code, salted)
-    return StoredScramCredential(salt, keys.stored_key, keys.server_key, iterations)
-
-
-CREDENTIALS = {
-    (user, mechanism): stored_credential(mechanism, PASSWORDS.get(user, "carol-secret"))
-    for user, mechanism in SCRAM_USERS
-}
-
-
-def lookup(user: str, mechanism: str) -> StoredScramCredential | None:
-    return CREDENTIALS.get((user, mechanism))
-
-
-class Cluster:
-    """A one-broker cluster whose broker is the listener; records the principal of every Metadata request."""
-
-    def __init__(self) -> None:
-        self.port = 0
-        self.principals: list[KafkaPrincipal] = []
-
-    async def metadata(self, ctx: RequestContext, request: Any) -> Any:
-        self.principals.append(ctx.principal)
-        module = load_payload_module(3, ctx.api_version, EntityType.response)
-        names = {f.name for f in dataclasses.fields(module.MetadataResponseBroker)}
-        broker_values = {"node_id": 1, "host": HOST, "port": self.port, "rack": None}
-        broker = module.MetadataResponseBroker(**{k: v for k, v in broker_values.items() if k in names})
-        values = {
-            "throttle_time": datetime.timedelta(0),
-            "brokers": (broker,),
-            "cluster_id": "zk2kraft-sasl-test",
-            "controller_id": 1,
-            "topics": (),
-        }
-        names = {f.name for f in dataclasses.fields(module.MetadataResponse)}
-        return module.MetadataResponse(**{k: v for k, v in values.items() if k in names})
-
-
-def sasl_config(mechanisms: tuple[str, ...] = ALL_MECHANISMS) -> SaslConfig:
-    return SaslConfig(mechanisms=mechanisms, plain_users=PASSWORDS, scram_credentials=lookup)
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    fake = Cluster()
-    listener = KafkaListener(HOST, 0, handlers={3: fake.metadata}, supported={3: (0, 12)}, sasl=sasl_config())
-    with ListenerThread(listener) as port:
-        fake.port = port
-        yield fake
+    yield from serve(KafkaListener(HOST, 0, handlers={}, sasl=sasl_config()))
 
 
 # ---------------------------------------------------------------- librdkafka end to end

@@ -7,102 +7,48 @@ are ANONYMOUS (ssl.client.auth=requested) or refused (required).
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from kio.schema.metadata.v12 import MetadataRequest
-from test_shim_security import PASSWORDS, Cluster, lookup
 
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
-from bridge.kafka.listener import KafkaListener, ListenerThread
+from bridge.kafka.listener import KafkaListener
 from bridge.kafka.protocol import ANONYMOUS, KafkaPrincipal
 from bridge.kafka.sasl import SaslConfig
 from bridge.kafka.tls import server_ssl_context, subject_name
 from migrate.errors import Zk2KraftError
+from tests.support.listener import PASSWORDS, Cluster, lookup, serve
+from tests.support.pki import Pki, client_context, needs_openssl, new_pki, server_context
 
 HOST = "127.0.0.1"
 TIMEOUT = 20.0
 ALICE_DN = "CN=alice,OU=eng,O=zk2kraft,C=US"
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-
-
-@dataclass(frozen=True)
-class Pki:
-    directory: Path
-
-    def path(self, name: str) -> Path:
-        return self.directory / name
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def issue(pki: Path, name: str, subject: str, *extra: str, extensions: str = "") -> None:
-    """A P-256 key and a certificate for `subject`, signed by the test CA."""
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
-            "-out", f"{name}.csr", "-subj", subject, *extra, cwd=pki)  # fmt: skip
-    args = ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", f"{name}.crt", "-days", "2"]  # fmt: skip
-    if extensions:
-        (pki / f"{name}.ext").write_text(extensions)
-        args += ["-extfile", f"{name}.ext"]
-    openssl(*args, cwd=pki)
+pytestmark = needs_openssl
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    directory = tmp_path_factory.mktemp("pki")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=zk2kraft test CA", "-days", "2",
-            cwd=directory)  # fmt: skip
-    issue(directory, "server", "/CN=localhost", extensions="subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    issue(directory, "alice", "/C=US/O=zk2kraft/OU=eng/CN=alice")
-    issue(directory, "bob", "/CN=bob, jr\\+x/emailAddress=bob@example.com")
-    issue(directory, "multi", "/DC=org/DC=example/CN=svc+UID=42/O=a;b", "-multivalue-rdn")
-    issue(directory, "unicode", "/CN=Zoë ", "-utf8")
-    return Pki(directory)
-
-
-def context(pki: Pki, client_auth: Any) -> ssl.SSLContext:
-    return server_ssl_context(
-        pki.path("server.crt"), pki.path("server.key"), cafile=pki.path("ca.crt"), client_auth=client_auth
-    )
-
-
-def client_context(pki: Pki, cert: str | None) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(pki.path("ca.crt")))
-    if cert is not None:
-        ctx.load_cert_chain(str(pki.path(f"{cert}.crt")), str(pki.path(f"{cert}.key")))
-    return ctx
+    pki = new_pki(tmp_path_factory.mktemp("pki"))
+    pki.issue("alice", "/C=US/O=zk2kraft/OU=eng/CN=alice")
+    pki.issue("bob", "/CN=bob, jr\\+x/emailAddress=bob@example.com")
+    pki.issue("multi", "/DC=org/DC=example/CN=svc+UID=42/O=a;b", "-multivalue-rdn")
+    pki.issue("unicode", "/CN=Zoë ", "-utf8")
+    return pki
 
 
 @pytest.fixture(scope="module")
 def required(pki: Pki) -> Iterator[Cluster]:
-    yield from serve(KafkaListener(HOST, 0, handlers={}, ssl_context=context(pki, "required")))
+    yield from serve(KafkaListener(HOST, 0, handlers={}, ssl_context=server_context(pki, "required")))
 
 
 @pytest.fixture(scope="module")
 def requested(pki: Pki) -> Iterator[Cluster]:
-    yield from serve(KafkaListener(HOST, 0, handlers={}, ssl_context=context(pki, "requested")))
-
-
-def serve(listener: KafkaListener) -> Iterator[Cluster]:
-    cluster = Cluster()
-    listener.handlers[3] = cluster.metadata
-    listener.supported[3] = (0, 12)
-    with ListenerThread(listener) as port:
-        cluster.port = port
-        yield cluster
+    yield from serve(KafkaListener(HOST, 0, handlers={}, ssl_context=server_context(pki, "requested")))
 
 
 METADATA = MetadataRequest(
@@ -183,7 +129,7 @@ def test_librdkafka_over_ssl_with_a_client_certificate(required: Cluster, pki: P
 @pytest.fixture(scope="module")
 def sasl_ssl(pki: Pki) -> Iterator[Cluster]:
     sasl = SaslConfig(mechanisms=("SCRAM-SHA-512", "PLAIN"), plain_users=PASSWORDS, scram_credentials=lookup)
-    yield from serve(KafkaListener(HOST, 0, handlers={}, ssl_context=context(pki, "none"), sasl=sasl))
+    yield from serve(KafkaListener(HOST, 0, handlers={}, ssl_context=server_context(pki, "none"), sasl=sasl))
 
 
 def sasl_ssl_admin(port: int, pki: Pki, password: str) -> AdminClient:

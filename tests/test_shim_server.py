@@ -10,7 +10,6 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -20,18 +19,10 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
-from kio.static.primitive import i8, i32, i64
-from shim_harness import (
-    controller_config,
-    running_shim,
-    start_controller,
-)
+from kio.static.primitive import i8
 
 from bridge.api import DriverState
 from bridge.controller import BridgeController
-from bridge.handlers import alter_partition_legacy as legacy
-from bridge.handlers._common import nested
-from bridge.kafka import protocol
 from bridge.kafka.client import send_request_sync
 from bridge.shim.server import ShimServer
 from migrate.errors import EXIT_OK
@@ -39,11 +30,16 @@ from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
+from tests.support.bridge import (
+    controller_config,
+    running_shim,
+    start_controller,
+)
+from tests.support.requests import alter_partition
 
 pytestmark = pytest.mark.zookeeper
 
 STOCK = "current_stock"
-ALTER_PARTITION = 56
 
 
 
@@ -62,32 +58,6 @@ def test_api_versions_advertise_exactly_what_the_shim_serves(shim: ShimServer) -
 # ---------------------------------------------------------------------------------------------- AlterPartition
 
 
-def alter_partition(
-    version: int, broker: int, epoch: int, partition: int, leader_epoch: int, partition_epoch: int,
-    isr: list[int], topic: Any,
-) -> Any:  # fmt: skip
-    cls = protocol.request_class(ALTER_PARTITION, version)
-    if version < 2:
-        topic_cls = legacy.NESTED[(version, "request.TopicData")]
-        part_cls = legacy.NESTED[(version, "request.PartitionData")]
-    else:
-        topic_cls, part_cls = nested(cls, "TopicData"), nested(cls, "PartitionData")
-    values: dict[str, Any] = {
-        "partition_index": i32(partition),
-        "leader_epoch": i32(leader_epoch),
-        "partition_epoch": i32(partition_epoch),
-        "new_isr": tuple(i32(b) for b in isr),
-    }
-    if version >= 1:
-        values["leader_recovery_state"] = i8(0)
-    name_or_id = {"topic_name": topic.name} if version < 2 else {"topic_id": topic.topic_id}
-    return cls(
-        broker_id=i32(broker),
-        broker_epoch=i64(epoch),
-        topics=(topic_cls(partitions=(part_cls(**values),), **name_or_id),),
-    )
-
-
 def test_alter_isr_and_alter_partition_through_the_shim(
     shim: ShimServer, bridge: BridgeController, zk_client: KazooClient, zk_connect: str
 ) -> None:
@@ -99,7 +69,8 @@ def test_alter_isr_and_alter_partition_through_the_shim(
         epoch = int(zk_client.exists(f"/brokers/ids/{leader}").czxid)
         new_isr = [leader] if len(before.isr) > 1 else sorted({leader, *before.replicas})
         request = alter_partition(
-            version, leader, epoch, 0, before.leader_epoch, before.partition_epoch, isr or new_isr, topic
+            version, leader, epoch, 0, before.leader_epoch, before.partition_epoch, isr or new_isr,
+            topic=topic.name, topic_id=topic.topic_id,
         )
         response = send_request_sync("127.0.0.1", shim.port, request)
         assert response.error_code == ErrorCode.none, version
@@ -117,12 +88,14 @@ def test_alter_isr_and_alter_partition_through_the_shim(
     current = bridge.log.image.topics_by_name[STOCK].partitions[0]
     epoch = int(zk_client.exists(f"/brokers/ids/{current.leader}").czxid)
     stale = alter_partition(
-        2, current.leader, epoch, 0, current.leader_epoch - 1, current.partition_epoch, current.isr, topic
+        2, current.leader, epoch, 0, current.leader_epoch - 1, current.partition_epoch, current.isr,
+        topic=topic.name, topic_id=topic.topic_id,
     )
     response = send_request_sync("127.0.0.1", shim.port, stale)
     assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.fenced_leader_epoch]
     stale_broker = alter_partition(
-        0, current.leader, epoch - 1, 0, current.leader_epoch, current.partition_epoch, current.isr, topic
+        0, current.leader, epoch - 1, 0, current.leader_epoch, current.partition_epoch, current.isr,
+        topic=topic.name, topic_id=topic.topic_id,
     )
     assert send_request_sync("127.0.0.1", shim.port, stale_broker).error_code == ErrorCode.stale_broker_epoch
     assert shim.stats.direct == 4 and shim.stats.forwarded == 0

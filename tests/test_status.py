@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kazoo.client import KazooClient
-from plan_harness import healthy_model, seed
 
 from cli.main import cli
 from migrate.plan.status import parse_duration
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import MigrationState, ZkClusterModel
+from tests.support.plan import healthy_model, seed
 
 pytestmark = pytest.mark.zookeeper
 

@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from bridge_harness import ZkReplyCutter, set_data_op_bytes
 from kazoo.client import KazooClient
 
 from bridge.zk import migration_client as zk_client_module
@@ -58,6 +57,7 @@ from migrate.kraft.image import (
 from migrate.zk import paths, znodes
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
+from tests.support.bridge_process import ZkReplyCutter, set_data_op_bytes
 
 pytestmark = pytest.mark.zookeeper
 

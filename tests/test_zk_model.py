@@ -12,23 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from kazoo.client import KazooClient
 from kazoo.protocol.serialization import Create
 from kazoo.security import OPEN_ACL_UNSAFE
-from test_znodes import (
-    INT32,
-    acl_resources,
-    brokers,
-    client_quotas,
-    config_changes,
-    controllers,
-    delegation_tokens,
-    finalized_features,
-    log_dir_events,
-    migration_states,
-    partition_lists,
-    partition_states,
-    producer_blocks,
-    reassignments,
-    topics,
-)
 
 from migrate.errors import ZnodeFormatError
 from migrate.zk import paths
@@ -49,6 +32,23 @@ from migrate.zk.model import (
 from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import Stat, ZNode, ZTree
 from migrate.zk.znodes import format_uuid
+from tests.support.strategies import (
+    INT32,
+    acl_resources,
+    brokers,
+    client_quotas,
+    config_changes,
+    controllers,
+    delegation_tokens,
+    finalized_features,
+    log_dir_events,
+    migration_states,
+    partition_lists,
+    partition_states,
+    producer_blocks,
+    reassignments,
+    topics,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "zk-real-kafka-3.5"
 CHROOT = "/de-4-3-kafka-cluster"

@@ -22,11 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
-from kio.schema.alter_client_quotas.v1 import request as quota_req
-from kio.schema.create_topics.v7 import request as create_req
 from kio.schema.errors import ErrorCode
-from kio.schema.incremental_alter_configs.v1 import request as config_req
-from kio.static.primitive import f64, i8, i16, i32
 
 from bridge.kafka.client import KafkaConnection
 from bridge.zk.migration_client import SCRAM_MECHANISM_NAMES
@@ -41,14 +37,13 @@ from migrate.zk.files import txnlog
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
 from migrate.zk.model import ZkClusterModel
+from tests.support.requests import SET, TOPIC, alter_client_quotas, create_topic, incremental
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench/ is a folder of scripts, not an installed package
 
 from bench.generate_cluster import ClusterSpec, generate  # noqa: E402
 
-TOPIC_RESOURCE = 2
-SET = 0
 CONFIG_KEY = "retention.ms"
 QUOTA_KEY = "producer_byte_rate"
 CLIENT_TIMEOUT_S = 20.0
@@ -65,6 +60,20 @@ def seed_small_cluster(client: KazooClient) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- the process
+
+
+def seeded_chroot(connect: str, chroot: str) -> str:
+    """`chroot` created on the server at `connect` and seeded as `seed_small_cluster`; its connect string."""
+    client = KazooClient(hosts=connect)
+    client.start(timeout=30)
+    try:
+        client.ensure_path(chroot)
+        client.chroot = chroot
+        seed_small_cluster(client)
+    finally:
+        client.stop()
+        client.close()
+    return connect + chroot
 
 
 @dataclass
@@ -268,42 +277,11 @@ def new_topic_name(client: int, seq: int) -> str:
 
 def build_request(change: Change) -> Any:
     if change.kind == "config":
-        return config_req.IncrementalAlterConfigsRequest(
-            resources=(
-                config_req.AlterConfigsResource(
-                    resource_type=i8(TOPIC_RESOURCE),
-                    resource_name=change.entity,
-                    configs=(
-                        config_req.AlterableConfig(
-                            name=CONFIG_KEY, config_operation=i8(SET), value=config_value(change.seq)
-                        ),
-                    ),
-                ),
-            ),
-            validate_only=False,
-        )
+        return incremental(TOPIC, change.entity, (CONFIG_KEY, SET, config_value(change.seq)))
     if change.kind == "topic":
-        return create_req.CreateTopicsRequest(
-            topics=(
-                create_req.CreatableTopic(
-                    name=change.entity,  # type: ignore[arg-type]
-                    num_partitions=i32(1),
-                    replication_factor=i16(2),
-                    assignments=(),
-                    configs=(),
-                ),
-            ),
-        )
+        return create_topic(change.entity, partitions=1, replication_factor=2)
     if change.kind == "quota":
-        return quota_req.AlterClientQuotasRequest(
-            entries=(
-                quota_req.EntryData(
-                    entity=(quota_req.EntityData(entity_type="user", entity_name=change.entity),),
-                    ops=(quota_req.OpData(key=QUOTA_KEY, value=f64(quota_value(change.seq)), remove=False),),
-                ),
-            ),
-            validate_only=False,
-        )
+        return alter_client_quotas(1, [([("user", change.entity)], [(QUOTA_KEY, quota_value(change.seq))])])
     raise AssertionError(change.kind)
 
 
@@ -448,7 +426,7 @@ def read_back(metadata_dir: Path, zk_connect: str) -> Readback:
         record = entry.record
         if entry.is_control:
             continue
-        if isinstance(record, rec.ConfigRecord) and record.resource_type == TOPIC_RESOURCE:
+        if isinstance(record, rec.ConfigRecord) and record.resource_type == TOPIC:
             configs.add((record.resource_name, record.name, record.value))
         elif isinstance(record, rec.ClientQuotaRecord) and not record.remove:
             for data in record.entity:
@@ -510,7 +488,7 @@ def check_acknowledged_and_converged(readback: Readback, outcomes: Outcomes) -> 
 
     # The final value of each entity is its last acknowledged one or a later attempt (whose answer was lost).
     for entity, seq in latest_by_entity(outcomes.acknowledged, "config").items():
-        value = image.configs.get((TOPIC_RESOURCE, entity), {}).get(CONFIG_KEY)
+        value = image.configs.get((TOPIC, entity), {}).get(CONFIG_KEY)
         zk_config = zk.topic_configs.get(entity)
         zk_value = None if zk_config is None else zk_config.config.get(CONFIG_KEY)
         allowed = {config_value(s) for s in attempted_seqs[("config", entity)] if s >= seq}

@@ -1,5 +1,7 @@
-"""Shared parts of the shim tests: real ZooKeeper seeded with Kafka 3.5's real cluster, a bridge controller in
-DUAL_WRITE that serves its log with Fetch, and one shim in front of it."""
+"""A bridge controller in this process, in DUAL_WRITE over a real ZooKeeper, and a shim in front of it.
+
+The `bridge` and `shim` fixtures of tests/conftest.py use these; a test that needs another configuration
+passes its fields to `running_bridge`. For the bridge as a subprocess see tests.support.bridge_process."""
 
 from __future__ import annotations
 
@@ -28,20 +30,20 @@ def start_controller(config: BridgeConfig) -> BridgeController:
     return BridgeController(config).start()
 
 
-def controller_config(zk_connect: str, metadata_dir: Path, *, standby: bool = False) -> BridgeConfig:
+def controller_config(zk_connect: str, metadata_dir: Path, **fields: Any) -> BridgeConfig:
+    """The tests' bridge configuration (node NODE_ID, no fsync); `fields` add to or override it."""
     return BridgeConfig.model_validate(
-        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": False,
-         "standby": standby}
-    )  # fmt: skip
+        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": False, **fields}
+    )
 
 
 @contextlib.contextmanager
 def running_bridge(
-    zk_client: KazooClient, zk_connect: str, tree: ZTree, tmp_path: Path
+    zk_client: KazooClient, zk_connect: str, tree: ZTree, tmp_path: Path, **fields: Any
 ) -> Iterator[BridgeController]:
-    """ZooKeeper loaded with `tree`, and a bridge controller over it in DUAL_WRITE."""
+    """ZooKeeper loaded with `tree`, and a bridge controller over it in DUAL_WRITE (`fields` as in controller_config)."""
     load_tree(zk_client, tree)
-    controller = start_controller(controller_config(zk_connect, tmp_path / "meta"))
+    controller = start_controller(controller_config(zk_connect, tmp_path / "meta", **fields))
     try:
         assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
         yield controller
@@ -64,6 +66,7 @@ def result(futures: dict[Any, Any]) -> dict[Any, Any]:
 
 
 def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until `check()` holds; fail the test if it does not within `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "condition not met in time"
