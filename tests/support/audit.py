@@ -27,11 +27,12 @@ from migrate.zk.model import MigrationState, ZkClusterModel
 from migrate.zk.sources import ZkSource, read_source
 from migrate.zk.tree import Stat, ZNode, ZTree
 from migrate.zk.znodes import encode_migration
+from tests.support import FIXTURES
 from validators.spark import build_session
 from validators.tables import quota_entity_text
 
-REAL = Path(__file__).parent / "fixtures" / "zk-real-kafka-3.5"
-REAL_KRAFT = Path(__file__).parent / "fixtures" / "kraft-real-3.7"
+REAL = FIXTURES / "zk-real-kafka-3.5"
+REAL_KRAFT = FIXTURES / "kraft-real-3.7"
 """A Kafka 3.7 node's metadata dir: one segment, offsets 0..4928, leader epoch 1, leader (node) 1."""
 REAL_CHROOT = "/de-4-3-kafka-cluster"
 PARTITION_DIR = "__cluster_metadata-0"

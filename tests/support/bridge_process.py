@@ -24,6 +24,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
+from bench.generate_cluster import ClusterSpec, generate
 from bridge.kafka.client import KafkaConnection
 from bridge.zk.migration_client import SCRAM_MECHANISM_NAMES
 from bridge.zk.operations import WriteClientQuotas, ZkOperation
@@ -37,12 +38,8 @@ from migrate.zk.files import txnlog
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
 from migrate.zk.model import ZkClusterModel
+from tests.support import REPO
 from tests.support.requests import SET, TOPIC, alter_client_quotas, create_topic, incremental
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # bench/ is a folder of scripts, not an installed package
-
-from bench.generate_cluster import ClusterSpec, generate  # noqa: E402
 
 CONFIG_KEY = "retention.ms"
 QUOTA_KEY = "producer_byte_rate"
@@ -116,7 +113,7 @@ class BridgeProcess:
             out.write(f"\n===== start {self.starts}: {' '.join(self.command())}\n".encode())
             out.flush()
             self.process = subprocess.Popen(
-                self.command(), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                self.command(), cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )  # fmt: skip
         return self

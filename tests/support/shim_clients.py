@@ -1,7 +1,7 @@
 """One admin flow, three independent Kafka client libraries: list topics, create, describe topics, describe the
 cluster, alter and read back a topic config, delete.
 
-Run as `python tests/shim_clients.py CLIENT BOOTSTRAP TOPIC` (CLIENT: confluent-kafka | aiokafka | kafka-python);
+Run as `python tests/support/shim_clients.py CLIENT BOOTSTRAP TOPIC` (CLIENT: confluent-kafka | aiokafka | kafka-python);
 it prints what the client saw as one JSON object. Tests run it in a subprocess, so a client that crashes on an
 answer (a segfault in librdkafka) fails the test with its exit status instead of taking pytest down.
 """
