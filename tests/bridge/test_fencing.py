@@ -1,4 +1,4 @@
-"""Fencing (issue 4 acceptance): a second bridge controller takes over ZooKeeper leadership; every write the
+"""Fencing: a second bridge controller takes over ZooKeeper leadership; every write the
 first one attempts afterwards is rejected and none lands. Counted in ZooKeeper's own transaction log: no
 tree-changing transaction of the first controller's session follows the second one's claim."""
 

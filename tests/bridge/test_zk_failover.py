@@ -1,4 +1,4 @@
-"""ZooKeeper failures under load (issue 4 acceptance): the single server stopped and restarted (connection
+"""ZooKeeper failures under load: the single server stopped and restarted (connection
 loss), the bridge's session expired (the process frozen past the session timeout, as in a long GC pause),
 and the leader of a 3-server ensemble restarted. The bridge survives each while four clients stream
 changes: it stays up, serves again, loses no acknowledged change, and ZooKeeper converges to its log."""
@@ -111,6 +111,9 @@ def test_zookeeper_server_restarts_lose_no_acknowledged_change(zk: EmbeddedZooKe
 
     with bridge_process(zk_connect=connect, metadata_dir=tmp_path / "meta", node_id=NODE_ID, log_path=tmp_path / "bridge.log") as bridge:
         stream, context = survive(bridge, restart, 3, rng)
+        # kazoo's line when the server closes the connection: every stop must have reached the bridge.
+        drops = bridge.log_text().count("Connection dropped")
+        assert drops >= 3, f"{drops} connections dropped in 3 restarts: the test proves too little\n{bridge.log_tail()}"
         converged(bridge, stream, context)
 
 
@@ -147,6 +150,8 @@ def test_ensemble_leader_restarts_lose_no_acknowledged_change(zk_ensemble: Embed
 
     with bridge_process(zk_connect=connect, metadata_dir=tmp_path / "meta", node_id=NODE_ID, log_path=tmp_path / "bridge.log") as bridge:
         stream, context = survive(bridge, restart_leader, 2, rng)
+        # A follower that loses its leader drops its clients too, so the bridge's session moved at least once.
+        assert "Connection dropped" in bridge.log_text(), f"no connection dropped: the test proves nothing\n{bridge.log_tail()}"
         converged(bridge, stream, context)
 
 
@@ -328,3 +333,6 @@ def test_foreign_writes_are_still_noticed_after_zookeeper_failures(
             time.sleep(0.1)
             status = bridge.status() or {}
         assert status.get("foreign_zk_writes", 0) >= 1, f"the foreign write went unnoticed after {disruption}: {status}\n{bridge.log_tail()}"
+        # The disruption reached the bridge (kazoo's lines), or noticing the write afterwards proves nothing.
+        line = "Connection dropped" if disruption == "server-restart" else "Session has expired"
+        assert line in bridge.log_text(), f"no {line!r} after {disruption}: the test proves nothing\n{bridge.log_tail()}"

@@ -190,9 +190,12 @@ def test_no_brokers_at_all() -> None:
         place_replicas([], 1, 1, KafkaMockRandom())
 
 
-def test_same_seed_same_placement() -> None:
+def test_placement_follows_the_seed_and_keeps_no_state_between_calls() -> None:
     brokers = [UsableBroker(i, f"r{i % 3}", i == 4) for i in range(9)]
-    assert place_replicas(brokers, 20, 3, JavaRandom(7)) == place_replicas(brokers, 20, 3, JavaRandom(7))
+    first = place_replicas(brokers, 20, 3, JavaRandom(7))
+    other = place_replicas(brokers, 20, 3, JavaRandom(8))
+    assert other != first  # the seed is used
+    assert place_replicas(brokers, 20, 3, JavaRandom(7)) == first  # the call in between left nothing behind
 
 
 # ---------------------------------------------------------------- usable brokers of an image

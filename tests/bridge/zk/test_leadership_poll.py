@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import selectors
 import socket
 
 import pytest
@@ -32,9 +33,32 @@ def test_answers_as_kazoos_selector_select() -> None:
         b.close()
 
 
-def test_a_leadership_client_keeps_working_on_poll(zk_client: KazooClient) -> None:
+def test_a_leadership_client_waits_on_zookeeper_without_a_selector_per_wait(
+    zk_client: KazooClient, zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created: list[int] = []
+
+    class CountingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+        def __init__(self) -> None:
+            created.append(1)
+            super().__init__()
+
+    monkeypatch.setattr(selectors, "DefaultSelector", CountingSelector)
+    # kazoo's own handler opens and closes a selector (an epoll instance) per wait; seeing them proves
+    # this test can see them.
+    plain = KazooClient(hosts=zk_connect)
+    plain.start(timeout=15)
+    try:
+        plain.get_children("/")
+    finally:
+        plain.stop()
+        plain.close()
+    assert created, "kazoo's own client made no selector: the test proves nothing"
+
     client = ZkLeadershipClient(zk_client)
-    assert zk_client.handler.select is poll_select
     zk_client.ensure_path("/poll")
-    assert client.get("/poll") is not None
-    assert client.get_children("/poll") == []
+    created.clear()
+    for _ in range(20):
+        assert client.get("/poll") is not None
+        assert client.get_children("/poll") == []
+    assert created == []

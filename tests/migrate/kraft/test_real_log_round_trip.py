@@ -1,4 +1,4 @@
-"""Issue 2 acceptance: every batch of Kafka's own files, decoded down to record objects and encoded back up,
+"""Acceptance: every batch of Kafka's own files, decoded down to record objects and encoded back up,
 is byte-for-byte the batch Kafka wrote."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 3 acceptance: the real Kafka 3.5 ZooKeeper snapshots, read offline, loaded into a live ZooKeeper
+"""Acceptance: the real Kafka 3.5 ZooKeeper snapshots, read offline, loaded into a live ZooKeeper
 with `zk load` and read back live, give the identical model and the identical migrated records."""
 
 from __future__ import annotations
