@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from shim_harness import running_bridge, running_shim
 
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimServer
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
 from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import ZTree
+from tests.support import FIXTURES
+from tests.support.bridge import running_bridge, running_shim
 
 # ---------------------------------------------------------------- ZooKeeper
 
@@ -85,7 +86,7 @@ def zk_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEn
     ensemble.close()
 
 
-REAL_CLUSTER = Path(__file__).parent / "fixtures/zk-real-kafka-3.5"
+REAL_CLUSTER = FIXTURES / "zk-real-kafka-3.5"
 REAL_CHROOT = "/de-4-3-kafka-cluster"
 
 

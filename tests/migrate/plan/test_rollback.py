@@ -1,0 +1,192 @@
+"""`zk2kraft rollback` on a real ZooKeeper in migration state: backup first, exactly /controller and
+/migration removed in one transaction, the controller-epoch condition, refusals; `status` afterwards."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kazoo.client import KazooClient
+
+from bridge.api import DriverState
+from bridge.metrics import BridgeMetrics, StatusServer
+from cli.main import cli
+from migrate.plan.rollback import RollbackState, Znode, plan_rollback
+from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.model import ControllerEpoch, MigrationState, ZkClusterModel
+from tests.support.plan import healthy_model, seed
+
+pytestmark = pytest.mark.zookeeper
+
+
+def migrating_model(kraft_epoch: int = 7, zk_epoch: int = 3) -> ZkClusterModel:
+    """Dual-write: KRaft controller 3000 owns /controller; partition states carry its epoch."""
+    m = healthy_model()
+    assert m.controller is not None
+    m.controller = dataclasses.replace(m.controller, broker_id=3000, kraft_controller_epoch=kraft_epoch)
+    m.controller_epoch = ControllerEpoch(epoch=zk_epoch)
+    m.migration = MigrationState(3000, kraft_epoch, 1234, kraft_epoch)
+    for topic in m.topics.values():
+        for state in topic.states.values():
+            state.controller_epoch = kraft_epoch
+    return m
+
+
+def snapshot(client: KazooClient, root: str) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+
+    def walk(path: str) -> None:
+        data, _ = client.get(path)
+        out[path[len(root) :] or "/"] = data
+        for child in client.get_children(path):
+            walk(f"{path}/{child}")
+
+    walk(root)
+    return out
+
+
+def test_dry_run_then_rollback_removes_exactly_controller_and_migration(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, migrating_model(), root)
+    connect = zk_server.connect_string + root
+    before = snapshot(zk_admin, root)
+    runner = CliRunner()
+
+    dry = runner.invoke(cli, ["rollback", "--zk", connect, "--dry-run", "--backup", str(tmp_path / "b.json")])
+    assert dry.exit_code == 0, dry.output
+    assert "would delete /controller" in dry.output and "would delete /migration" in dry.output
+    assert "would set /controller_epoch 3 → 7" in dry.output
+    assert snapshot(zk_admin, root) == before
+    assert not (tmp_path / "b.json").exists()
+
+    backup = tmp_path / "backup.json"
+    real = runner.invoke(cli, ["rollback", "--zk", connect, "--yes", "--backup", str(backup)])
+    assert real.exit_code == 0, real.output
+    after = snapshot(zk_admin, root)
+    assert set(before) - set(after) == {"/controller", "/migration"}
+    changed = {p for p in after if after[p] != before[p]}
+    assert changed == {"/controller_epoch"} and after["/controller_epoch"] == b"7"
+    saved = json.loads(backup.read_text())
+    assert saved["migration"]["data"] == before["/migration"].decode()
+    assert saved["controller"]["data"] == before["/controller"].decode()
+    assert saved["controller_epoch"]["data"] == "3"
+    assert "remaining steps:" in real.output and "zookeeper.metadata.migration.enable" in real.output
+
+    status = runner.invoke(cli, ["status", "--zk", connect, "--format", "json"])
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.output)["phase"] == "zookeeper"
+    again = runner.invoke(cli, ["rollback", "--zk", connect, "--yes"])
+    assert again.exit_code == 0 and "nothing to do" in again.output
+
+
+def test_no_epoch_raise_when_the_next_zk_epoch_is_high_enough(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, migrating_model(kraft_epoch=4, zk_epoch=3), root)
+    result = CliRunner().invoke(
+        cli, ["rollback", "--zk", zk_server.connect_string + root, "--yes", "--backup", str(tmp_path / "b.json")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "set /controller_epoch" not in result.output
+    assert zk_admin.get(root + "/controller_epoch")[0] == b"3"
+    assert zk_admin.exists(root + "/controller") is None
+
+
+def test_refuses_while_brokers_run_in_kraft_mode_and_without_confirmation(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    root = zk_chroot + "/kafka"
+    model = migrating_model()
+    del model.brokers[3]  # broker 3 hosts replicas but is not in /brokers/ids: a KRaft broker
+    seed(zk_admin, model, root)
+    connect = zk_server.connect_string + root
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["rollback", "--zk", connect, "--yes"])
+    assert refused.exit_code == 2
+    assert "broker(s) [3]" in refused.output
+    assert zk_admin.exists(root + "/controller") is not None
+
+    # Without --yes and with "n" typed, nothing is written (not even the backup).
+    backup = tmp_path / "b.json"
+    declined = runner.invoke(cli, ["rollback", "--zk", connect, "--force", "--backup", str(backup)], input="n\n")
+    assert declined.exit_code != 0
+    assert not backup.exists() and zk_admin.exists(root + "/migration") is not None
+
+
+def test_refuses_after_finalization() -> None:
+    z = Znode("/migration", b"{}", 3, 0, 0, 0)
+    state = RollbackState(controller=None, controller_epoch=None, migration=z, broker_ids=[], assigned_broker_ids=[])
+    assert plan_rollback(state, finalized=True).refusals
+    assert plan_rollback(state, finalized=None).notes
+
+
+def test_rollback_help_teaches_with_an_example() -> None:
+    result = CliRunner().invoke(cli, ["rollback", "--help"])
+    assert result.exit_code == 0 and "zk2kraft rollback --zk" in result.output
+
+
+@pytest.fixture
+def live_bridge_status() -> Iterator[tuple[BridgeMetrics, str]]:
+    """The bridge's real /status server for node 3000 in DUAL_WRITE, ZooKeeper 18 records behind its log."""
+    metrics = BridgeMetrics(node_id=3000)
+    metrics.set_zk_migration_state(1)
+    metrics.set_state(DriverState.DUAL_WRITE)
+    metrics.set_offsets(log_end_offset=120, durable_offset=118, zk_offset=100)
+    with StatusServer(metrics, "127.0.0.1", 0) as server:
+        yield metrics, server.url
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "real"])
+def test_refuses_while_the_bridge_is_alive_and_zookeeper_is_behind_its_log(
+    dry_run: bool,
+    live_bridge_status: tuple[BridgeMetrics, str],
+    zk_admin: KazooClient,
+    zk_server: EmbeddedZooKeeper,
+    zk_chroot: str,
+    tmp_path: Path,
+) -> None:
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, migrating_model(), root)
+    before = snapshot(zk_admin, root)
+    _metrics, url = live_bridge_status
+    backup = tmp_path / "b.json"
+    args = ["rollback", "--zk", zk_server.connect_string + root, "--bridge-status", url, "--yes", "--backup", str(backup)]
+    refused = CliRunner().invoke(cli, args + (["--dry-run"] if dry_run else []))
+    assert refused.exit_code == 2, refused.output
+    assert "a bridge is alive" in refused.stderr and "state DUAL_WRITE" in refused.stderr
+    assert "controller 3000 (/controller, KRaft epoch 7)" in refused.stderr
+    assert "18 record(s) behind its metadata log" in refused.stderr and "--force" in refused.stderr
+    assert snapshot(zk_admin, root) == before and not backup.exists()
+
+    forced = CliRunner().invoke(cli, [*args, "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert "note: --force: going ahead although a bridge is alive" in forced.output
+    assert zk_admin.exists(root + "/migration") is None and backup.exists()
+
+
+def test_an_unanswering_bridge_is_taken_as_stopped_and_said(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, migrating_model(), root)
+    with StatusServer(BridgeMetrics(node_id=3000), "127.0.0.1", 0) as server:
+        url = server.url  # a real endpoint, closed again: nothing answers there now
+    args = ["rollback", "--zk", zk_server.connect_string + root, "--bridge-status", url, "--dry-run"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert f"cannot read the bridge status at {url}/status" in result.stderr and "taken as a stopped bridge" in result.stderr
+    assert "would delete /controller" in result.output
+
+
+def test_without_bridge_status_the_unchecked_controller_is_named() -> None:
+    controller = Znode("/controller", b'{"version":2,"brokerid":3000,"timestamp":"1","kraftControllerEpoch":7}', 0, 0, 0, 0)
+    state = RollbackState(controller=controller, controller_epoch=None, migration=None, broker_ids=[], assigned_broker_ids=[])
+    notes = plan_rollback(state, finalized=None).notes
+    assert any("controller 3000" in n and "--bridge-status" in n for n in notes)

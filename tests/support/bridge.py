@@ -1,0 +1,73 @@
+"""A bridge controller in this process, in DUAL_WRITE over a real ZooKeeper, and a shim in front of it.
+
+The `bridge` and `shim` fixtures of tests/conftest.py use these; a test that needs another configuration
+passes its fields to `running_bridge`. For the bridge as a subprocess see tests.support.bridge_process."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from bridge.api import DriverState
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
+from bridge.shim.server import ShimConfig, ShimServer, ShimThread
+from migrate.zk.load import load_tree
+from migrate.zk.tree import ZTree
+
+NODE_ID = 3000
+SHIM_ID = 7000
+TIMEOUT = 30.0
+
+
+def start_controller(config: BridgeConfig) -> BridgeController:
+    """A bridge controller as `zk2kraft bridge run` builds it (it serves Fetch/FetchSnapshot of its log)."""
+    return BridgeController(config).start()
+
+
+def controller_config(zk_connect: str, metadata_dir: Path, **fields: Any) -> BridgeConfig:
+    """The tests' bridge configuration (node NODE_ID, no fsync); `fields` add to or override it."""
+    return BridgeConfig.model_validate(
+        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": False, **fields}
+    )
+
+
+@contextlib.contextmanager
+def running_bridge(
+    zk_client: KazooClient, zk_connect: str, tree: ZTree, tmp_path: Path, **fields: Any
+) -> Iterator[BridgeController]:
+    """ZooKeeper loaded with `tree`, and a bridge controller over it in DUAL_WRITE (`fields` as in controller_config)."""
+    load_tree(zk_client, tree)
+    controller = start_controller(controller_config(zk_connect, tmp_path / "meta", **fields))
+    try:
+        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+        yield controller
+    finally:
+        controller.stop()
+
+
+@contextlib.contextmanager
+def running_shim(*controllers: BridgeController | tuple[str, int]) -> Iterator[ShimServer]:
+    """One shim in front of `controllers` (tried in that order), on its own event-loop thread."""
+    addresses = [c if isinstance(c, tuple) else ("127.0.0.1", c.listen_port) for c in controllers]
+    server = ShimServer(ShimConfig(controllers=addresses, node_id=SHIM_ID, poll_interval_s=0.05))
+    with ShimThread(server):
+        yield server
+
+
+def result(futures: dict[Any, Any]) -> dict[Any, Any]:
+    """The results of an AdminClient call's futures, by key."""
+    return {key: future.result(timeout=TIMEOUT) for key, future in futures.items()}
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until `check()` holds; fail the test if it does not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
