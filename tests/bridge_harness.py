@@ -29,7 +29,7 @@ from kio.schema.incremental_alter_configs.v1 import request as config_req
 from kio.static.primitive import f64, i8, i16, i32
 
 from bridge.kafka.client import KafkaConnection
-from bridge.zk.migration_client import SCRAM_MECHANISM_NAMES
+from bridge.zk.config_client import SCRAM_MECHANISM_NAMES
 from bridge.zk.operations import WriteClientQuotas, ZkOperation
 from bridge.zk.planner import plan_reconciliation
 from migrate.kraft import records as rec
