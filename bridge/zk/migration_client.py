@@ -51,16 +51,13 @@ from bridge.zk.leadership import (
     parse_reply,
 )
 from bridge.zk.notifications import ChangeNotifier, within
-from bridge.zk.operations import WriteProducerId, ZkOperation
+from bridge.zk.operations import PRODUCER_ID_BLOCK_SIZE, WriteProducerId, ZkOperation
 from bridge.zk.planning import PasswordEncoder, Plan, PlanContext, Planner, all_ok
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.zk import paths, znodes
 from migrate.zk.model import MigrationState, ProducerIdBlock
 
 log = logging.getLogger(__name__)
-
-PRODUCER_ID_BLOCK_SIZE = 1000
-"""ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE: the block Kafka's dual-write records after the next id."""
 
 
 def write_producer_id(ctx: PlanContext, op: WriteProducerId, state: MigrationLeadershipState) -> Plan:
