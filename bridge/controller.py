@@ -66,7 +66,7 @@ from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer, StuckWrite
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
 from bridge.zk.image_slice import cut, touched_keys
-from bridge.zk.leadership import MigrationClientError, code_name
+from bridge.zk.leadership import MigrationClientError
 from bridge.zk.migration_client import OneMulti, ZkBatchError, ZkMigrationClient
 from bridge.zk.operations import ZkOperation
 from bridge.zk.planner import plan_delta
@@ -85,6 +85,7 @@ from migrate.kraft.image import MetadataImage
 from migrate.kraft.reader import load_image
 from migrate.zk import paths, znodes
 from migrate.zk.live import ZkConnectOptions
+from migrate.zk.protocol import code_name
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from bridge.zk.foreign_writes import (
     revert_operations,
     watcher,
 )
-from bridge.zk.leadership import NONODE, OK, DeleteRequest, MigrationLeadershipState, SetDataRequest, ZkResult
+from bridge.zk.leadership import DeleteRequest, MigrationLeadershipState, SetDataRequest, ZkResult
 from bridge.zk.migration_client import ZkMigrationClient
 from bridge.zk.operations import DeleteTopic, UpdateTopic, WriteConfigs
 from migrate.kraft import metadata_version as mvs
@@ -66,6 +66,7 @@ from migrate.zk.model import (
     Topic,
     ZkClusterModel,
 )
+from migrate.zk.protocol import NONODE, OK
 
 FOO_ID = uuid.UUID("6c1f7b0e-3c9a-4d55-9f0e-2a1b3c4d5e6f")
 FOO_ACL = ResourcePattern(ResourceType.TOPIC, "foo", PatternType.LITERAL)

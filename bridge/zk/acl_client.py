@@ -7,8 +7,6 @@ deleteResource).
 from __future__ import annotations
 
 from bridge.zk.leadership import (
-    NONODE,
-    OK,
     CreateRequest,
     DeleteRequest,
     MigrationLeadershipState,
@@ -29,6 +27,7 @@ from migrate.zk.model import (
     ResourcePattern,
     ResourceType,
 )
+from migrate.zk.protocol import NONODE, OK
 
 _ACL_RESOURCE_TYPES = [
     t.pascal_name for t in ResourceType if t not in (ResourceType.UNKNOWN, ResourceType.ANY)

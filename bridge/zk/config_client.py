@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 
 from bridge.zk.leadership import (
-    NONODE,
     CreateRequest,
     DeleteRequest,
     MigrationClientError,
@@ -30,6 +29,7 @@ from bridge.zk.planning import NO_WRITE, Plan, PlanContext, Planner, fused
 from migrate.errors import InvalidRequestError
 from migrate.zk import paths, znodes
 from migrate.zk.model import ScramCredential
+from migrate.zk.protocol import NONODE
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,6 @@ from kazoo.security import ACL
 
 from bridge.zk import acl_client, config_client, planning, token_client, topic_client
 from bridge.zk.leadership import (
-    RUNTIMEINCONSISTENCY,
     ControllerMovedError,
     CreateRequest,
     DeleteRequest,
@@ -44,7 +43,6 @@ from bridge.zk.leadership import (
     MigrationClientError,
     MigrationLeadershipState,
     MultiReply,
-    ReplyRelay,
     SetDataRequest,
     ZkLeadershipClient,
     ZkResult,
@@ -55,7 +53,9 @@ from bridge.zk.operations import PRODUCER_ID_BLOCK_SIZE, WriteProducerId, ZkOper
 from bridge.zk.planning import PasswordEncoder, Plan, PlanContext, Planner, all_ok
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.zk import paths, znodes
+from migrate.zk.kazoo_adapter import ReplyRelay
 from migrate.zk.model import MigrationState, ProducerIdBlock
+from migrate.zk.protocol import RUNTIMEINCONSISTENCY
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bridge.zk.leadership import (
-    NODEEXISTS,
-    NONODE,
-    OK,
-    RUNTIMEINCONSISTENCY,
     CreateRequest,
     GuardedMulti,
     MigrationLeadershipState,
@@ -28,6 +24,7 @@ from bridge.zk.leadership import (
 )
 from migrate.zk import paths, znodes
 from migrate.zk.model import AclChangeNotification, ConfigChangeNotification, PatternType, ResourcePattern
+from migrate.zk.protocol import NODEEXISTS, NONODE, OK, RUNTIMEINCONSISTENCY
 
 log = logging.getLogger(__name__)
 

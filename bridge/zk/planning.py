@@ -11,9 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bridge.zk.leadership import (
-    NODEEXISTS,
-    OK,
-    RUNTIMEINCONSISTENCY,
     DeleteRequest,
     MigrationLeadershipState,
     WriteOutcome,
@@ -22,6 +19,7 @@ from bridge.zk.leadership import (
     raise_for_results,
 )
 from bridge.zk.notifications import ChangeNotification, ChangeNotifier
+from migrate.zk.protocol import NODEEXISTS, OK, RUNTIMEINCONSISTENCY
 
 MAX_FUSED_BYTES = 256 * 1024
 """Largest estimated multi sent for one operation; bigger ones (topics with thousands of partitions) take the

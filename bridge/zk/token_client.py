@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 
 from bridge.zk.leadership import (
-    NONODE,
     CreateRequest,
     DeleteRequest,
     MigrationLeadershipState,
@@ -21,6 +20,7 @@ from bridge.zk.planning import Plan, PlanContext, Planner, failures, fused
 from migrate.errors import InvalidRequestError
 from migrate.zk import paths, znodes
 from migrate.zk.model import DelegationToken
+from migrate.zk.protocol import NONODE
 
 log = logging.getLogger(__name__)
 

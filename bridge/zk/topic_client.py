@@ -10,9 +10,6 @@ import uuid
 from collections.abc import Mapping
 
 from bridge.zk.leadership import (
-    NODEEXISTS,
-    NONODE,
-    OK,
     CreateRequest,
     DeleteRequest,
     MigrationLeadershipState,
@@ -33,6 +30,7 @@ from bridge.zk.planning import Plan, PlanContext, Planner, all_ok, fused
 from migrate.kraft.image import PartitionRegistration
 from migrate.zk import paths, znodes
 from migrate.zk.model import PartitionState, Topic
+from migrate.zk.protocol import NODEEXISTS, NONODE, OK
 
 
 def topic_znode(name: str, topic_id: uuid.UUID, partitions: Mapping[int, PartitionRegistration]) -> bytes:
