@@ -49,7 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kazoo.client import KazooClient, TransactionRequest
+from kazoo.client import TransactionRequest
+from kazoo.handlers.threading import SequentialThreadingHandler
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.errors import ErrorCode
@@ -69,11 +70,12 @@ from bridge.controller import BridgeController
 from bridge.kafka.client import KafkaConnection
 from bridge.kafka.protocol import decode_response, encode_request, frame
 from bridge.metadata_log import MetadataLog
-from bridge.zk.leadership import encoded_transaction
 from bridge.zk.multi_codec import encode_multi
 from migrate.errors import Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.kazoo_adapter import encoded_transaction, send_raw
+from migrate.zk.live import ZkConnectOptions
 from migrate.zk.model import EntityConfig, PartitionState, Topic
 from migrate.zk.znodes.configs import encode_entity_config
 from migrate.zk.znodes.topics import encode_partition_state, encode_topic
@@ -292,7 +294,7 @@ def controller_means(before: dict[str, float], after: dict[str, float], api: str
 
 def seed_cluster(zk_connect: str, chroot: str, topics: int, *, seed: int) -> GeneratedCluster:
     """Load a synthetic Kafka cluster (6 partitions a topic) under `chroot`."""
-    admin = KazooClient(hosts=zk_connect)
+    admin = ZkConnectOptions(connect=zk_connect).kazoo_client()
     admin.start(timeout=30)
     try:
         admin.ensure_path(chroot)
@@ -300,7 +302,7 @@ def seed_cluster(zk_connect: str, chroot: str, topics: int, *, seed: int) -> Gen
         admin.stop()
         admin.close()
     cluster = generate(ClusterSpec(topics=topics, partitions_per_topic=6, seed=seed))
-    seeder = KazooClient(hosts=zk_connect + chroot)
+    seeder = ZkConnectOptions(connect=zk_connect + chroot).kazoo_client()
     seeder.start(timeout=30)
     try:
         load_into_zookeeper(cluster, seeder)
@@ -400,7 +402,8 @@ class FloorProbe:
 
     def __init__(self, zk_connect: str, log_dir: Path, shape: FloorShape = MINIMAL_FLOOR) -> None:
         self.shape = shape
-        self.kazoo = KazooClient(hosts=zk_connect)
+        # kazoo's own handler: the floor is measured as it always was, against bare kazoo.
+        self.kazoo = ZkConnectOptions(connect=zk_connect).kazoo_client(handler=SequentialThreadingHandler())
         self.kazoo.start(timeout=30)
         self.log = MetadataLog.open(log_dir, node_id=NODE_ID, cluster_id="bench-floor")
         self.guard = FLOOR_PATH if shape.writes is None else f"{FLOOR_PATH}/{shape.name}-migration"
@@ -425,7 +428,7 @@ class FloorProbe:
             self.log.append(records).durable.result()
             appended = time.perf_counter()
             reply = self.kazoo.handler.async_result()
-            self.kazoo._call(multi, reply)
+            send_raw(self.kazoo, multi, reply)
             results = reply.get()
             done = time.perf_counter()
             if any(isinstance(r, Exception) for r in results):
@@ -471,7 +474,7 @@ def measure_zk_patterns(zk_connect: str, count: int, batch: int = 16) -> dict[st
     together (concurrent requests merged by the writer thread): the same requests of all of them in ONE
     multi with one guard and one /migration update. Private znodes under FLOOR_PATH.
     """
-    kazoo = KazooClient(hosts=zk_connect)
+    kazoo = ZkConnectOptions(connect=zk_connect).kazoo_client(handler=SequentialThreadingHandler())
     kazoo.start(timeout=30)
     epoch, migration = f"{FLOOR_PATH}/epoch", f"{FLOOR_PATH}/migration"
     try:

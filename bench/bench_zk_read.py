@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.handlers.threading import SequentialThreadingHandler
 
 from bench.generate_cluster import ClusterSpec, generate, write_data_dir
 from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
-from migrate.zk.live import read_tree
+from migrate.zk.live import ZkConnectOptions, read_tree
 
 CHROOT = "/kafka"
 
@@ -95,7 +96,10 @@ def run(topics: int, per_topic: int, repeat: int, seed: int) -> dict[str, Any]:
             del tree
             ours_s, ours_n = best_of(repeat, lambda: len(read_tree(connect, chroot=CHROOT, acls=False)))
             acls_s, acls_n = best_of(repeat, lambda: len(read_tree(connect, chroot=CHROOT, acls=True)))
-            client = KazooClient(hosts=connect, timeout=30)
+            # kazoo's own handler: the baseline is kazoo as it comes.
+            client = ZkConnectOptions(connect=connect, session_timeout_ms=30_000).kazoo_client(
+                handler=SequentialThreadingHandler()
+            )
             client.start(timeout=30)
             try:
                 async_s, async_n = best_of(repeat, lambda: kazoo_async_walk(client, CHROOT))

@@ -36,6 +36,7 @@ from migrate.gcpause import gc_paused
 from migrate.zk import paths
 from migrate.zk.cluster import ephemeral_paths, implied_containers, to_znodes
 from migrate.zk.files.snapshot_write import write_snapshot
+from migrate.zk.live import ZkConnectOptions
 from migrate.zk.load import LoadReport, load_tree
 from migrate.zk.model import (
     AclChangeNotification,
@@ -673,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.zk is not None:
         hosts, zk_chroot = split_connect_string(args.zk)
         target = zk_chroot if zk_chroot != "/" else normalize_chroot(args.chroot)
-        client = KazooClient(hosts=hosts, timeout=30)
+        client = ZkConnectOptions(connect=hosts, session_timeout_ms=30_000).kazoo_client()
         client.start(timeout=30)
         try:
             report = _timed(

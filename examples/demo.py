@@ -23,11 +23,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kazoo.client import KazooClient
 from rich.console import Console
 from rich.rule import Rule
 
 from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.live import ZkConnectOptions
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -355,7 +355,7 @@ def _create_topic(name: str, partitions: int, replication_factor: int) -> Any:
 
 def _show_zookeeper(zk_connect: str, paths: list[str]) -> None:
     """kazoo reads of `paths`; `/config/changes/<newest>` is the newest config change notification."""
-    client = KazooClient(hosts=zk_connect)
+    client = ZkConnectOptions(connect=zk_connect).kazoo_client()
     client.start(timeout=30)
     try:
         for path in paths:

@@ -14,6 +14,7 @@ from kazoo.client import KazooClient
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimServer
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
+from migrate.zk.live import ZkConnectOptions
 from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import ZTree
 from tests.support import FIXTURES
@@ -34,7 +35,7 @@ def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooK
 @pytest.fixture(scope="session")
 def zk_admin(zk_server: EmbeddedZooKeeper) -> Iterator[KazooClient]:
     """A session-wide client at the real root of `zk_server` (creates the per-test chroots)."""
-    client = KazooClient(hosts=zk_server.connect_string)
+    client = ZkConnectOptions(connect=zk_server.connect_string).kazoo_client()
     client.start(timeout=15)
     yield client
     client.stop()
@@ -59,7 +60,7 @@ def zk_connect(zk_server: EmbeddedZooKeeper, zk_chroot: str) -> str:
 @pytest.fixture
 def zk_client(zk_connect: str) -> Iterator[KazooClient]:
     """A started kazoo client rooted at this test's `zk_chroot` (so `/` is private to the test)."""
-    client = KazooClient(hosts=zk_connect)
+    client = ZkConnectOptions(connect=zk_connect).kazoo_client()
     client.start(timeout=15)
     yield client
     client.stop()

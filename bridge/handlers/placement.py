@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from migrate.errors import InvalidRequestError
+from migrate.jvm import java_hash_map_order
 from migrate.kraft.image import MetadataImage
 
 _MULTIPLIER = 0x5DEECE66D
@@ -134,31 +135,6 @@ class _Rack:
         return result if result >= 0 else self.fenced.next(epoch)
 
 
-def _java_string_hash(text: str) -> int:
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFF_FFFF
-    return h
-
-
-def _hash_map_order(keys: list[str | None]) -> list[str | None]:
-    """The iteration order of a java.util.HashMap<Optional<String>, ?> filled with `keys` in order.
-
-    Buckets are visited by index; a bucket keeps insertion order (resizes split buckets stably). Tree
-    bins (8+ colliding rack names) are not modelled.
-    """
-    capacity = 16
-    while len(keys) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(key: str | None) -> int:
-        h = 0 if key is None else _java_string_hash(key)
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(keys, key=bucket)  # stable: insertion order within a bucket
-
-
 def _rack_sort_key(rack: str | None) -> tuple[bool, bytes]:
     """OptionalStringComparator: no rack first, then String.compareTo (UTF-16 code unit) order."""
     return (rack is not None, b"" if rack is None else rack.encode("utf-16-be"))
@@ -201,7 +177,7 @@ class RackList:
                 rack.unfenced.brokers.append(broker.broker_id)
             self.num_total_brokers += 1
         # Kafka iterates its HashMap of racks here; the order decides which rack draws which number.
-        self._hash_order = _hash_map_order(list(self._racks))
+        self._hash_order = java_hash_map_order(self._racks)  # a HashMap<Optional<String>, ?>
         for name in self._hash_order:
             self._racks[name].fenced.initialize(rng)
             self._racks[name].unfenced.initialize(rng)

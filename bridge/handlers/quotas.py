@@ -13,7 +13,7 @@ import importlib
 import ipaddress
 import math
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.handlers.configs import NONE, ApiError
 from bridge.kafka.protocol import response_class
+from migrate.jvm import java_hash_map_order
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage, QuotaEntity
 
@@ -47,51 +48,6 @@ _INTEGRAL_LIMITS: Final = {
 }
 
 
-# ------------------------------------------------------------------------------------- Java HashMap order
-
-
-def java_string_hash(text: str) -> int:
-    """String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def _table_size_for(capacity: int) -> int:
-    """HashMap.tableSizeFor: the power of two at or above `capacity` (at least 1)."""
-    size = 1
-    while size < capacity:
-        size <<= 1
-    return size
-
-
-def java_hashmap_order(keys: Iterable[str], initial_capacity: int | None = None) -> list[str]:
-    """Iteration order of `new HashMap<>(initial_capacity)` after putting `keys` (repeats ignored)."""
-    capacity = 0 if initial_capacity is None else _table_size_for(initial_capacity)
-    threshold = 0
-    inserted: list[str] = []
-    for key in keys:
-        if key in inserted:
-            continue
-        if not inserted:  # the first put allocates the table (resize() with oldCap 0)
-            capacity = capacity or 16
-            threshold = int(capacity * 0.75)
-        inserted.append(key)
-        if len(inserted) > threshold:
-            old_capacity = capacity
-            capacity *= 2
-            threshold = threshold * 2 if old_capacity >= 16 else int(capacity * 0.75)
-
-    def bucket(key: str) -> int:
-        h = java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    # Within a bucket entries keep insertion order (resizes split buckets without reordering).
-    return sorted(inserted, key=lambda k: (bucket(k), inserted.index(k)))
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class Entity:
     """Kafka's ClientQuotaEntity: its parts in the order the backing HashMap iterates them.
@@ -113,7 +69,7 @@ class Entity:
         names: dict[str, str | None] = {}
         for data in entity_data:
             names[str(data.entity_type)] = data.entity_name
-        order = java_hashmap_order((str(d.entity_type) for d in entity_data), len(entity_data))
+        order = java_hash_map_order((str(d.entity_type) for d in entity_data), len(entity_data))
         return cls(tuple((t, names[t]) for t in order))
 
     @property
@@ -197,7 +153,7 @@ def validate_quota_value(keys: dict[str, str], key: str, value: float) -> ApiErr
 def _record_entity(entity: Entity) -> list[rec.ClientQuotaRecord.EntityData]:
     """The record's entity list: validatedEntityMap (a HashMap of capacity 3) in its iteration order."""
     names = dict(entity.parts)
-    order = java_hashmap_order((t for t, _ in entity.parts), 3)
+    order = java_hash_map_order((t for t, _ in entity.parts), 3)
     return [rec.ClientQuotaRecord.EntityData(entity_type=t, entity_name=names[t]) for t in order]
 
 

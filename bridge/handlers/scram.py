@@ -19,8 +19,8 @@ from kio.schema.errors import ErrorCode
 
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.handlers.configs import NONE, ApiError
-from bridge.handlers.quotas import java_hashmap_order
 from bridge.kafka.protocol import response_class
+from migrate.jvm import java_hash_map_order
 from migrate.kraft import records as rec
 
 ALTER_USER_SCRAM_CREDENTIALS_KEY: Final = 51
@@ -158,7 +158,7 @@ def handle_alter_user_scram_credentials(ctx: HandlerContext, request: Any) -> Co
 def _hash_order(present: dict[str, Any], seen: list[str]) -> list[str]:
     """Iteration order of a HashMap<String, _> that saw the names in `seen` and now holds `present`."""
     inserted = [name for name in dict.fromkeys(seen) if name in present]
-    return java_hashmap_order(inserted)
+    return java_hash_map_order(inserted)
 
 
 def _response(version: int, results: list[tuple[str, ApiError]]) -> Any:

@@ -20,7 +20,6 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
-from bridge.handlers.quotas import java_hashmap_order
 from bridge.kafka.error_responses import error_response
 from bridge.kafka.protocol import (
     API_VERSIONS_KEY,
@@ -43,6 +42,7 @@ from bridge.kafka.sasl_mechanisms import (
     StoredScramCredential,
 )
 from migrate.errors import Zk2KraftError
+from migrate.jvm import java_hash_map_order
 from migrate.kraft.image import MetadataImage
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class SaslConfig:
     @property
     def enabled_mechanisms(self) -> list[str]:
         """The list SaslHandshake answers with: Kafka's `new ArrayList<>(new HashSet<>(enabled))` order."""
-        return java_hashmap_order(self.mechanisms)
+        return java_hash_map_order(self.mechanisms)
 
     def mechanism_server(self, mechanism: str) -> SaslMechanismServer:
         if mechanism == PLAIN:

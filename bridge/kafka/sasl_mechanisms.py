@@ -17,8 +17,8 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Final, NamedTuple, Protocol
 
-from bridge.handlers.quotas import java_hashmap_order
 from migrate.errors import Zk2KraftError
+from migrate.jvm import java_hash_map_order
 
 PLAIN: Final = "PLAIN"
 SCRAM_SHA_256: Final = "SCRAM-SHA-256"
@@ -180,8 +180,8 @@ class ClientFirstMessage(NamedTuple):
         if not self.extensions:
             return f"n={self.sasl_name},r={self.nonce}"
         # ScramExtensions copies the parsed HashMap (new HashMap<>(map)): order of the copy.
-        first = java_hashmap_order(self.extensions)
-        order = java_hashmap_order(first, initial_capacity=int(len(first) / 0.75 + 1.0))
+        first = java_hash_map_order(self.extensions)
+        order = java_hash_map_order(first, initial_capacity=int(len(first) / 0.75 + 1.0))
         text = ",".join(f"{key}={self.extensions[key]}" for key in order)
         return f"n={self.sasl_name},r={self.nonce},{text}"
 

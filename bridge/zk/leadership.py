@@ -9,7 +9,6 @@ Kafka's ZkMigrationLeadershipState and the KafkaZkClient half of its ZkMigration
 from __future__ import annotations
 
 import logging
-import select
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -25,7 +24,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
     ZookeeperError,
 )
-from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, Transaction
 from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL, OPEN_ACL_UNSAFE
@@ -33,7 +32,17 @@ from kazoo.security import ACL, OPEN_ACL_UNSAFE
 from bridge.zk.multi_codec import encode_multi
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.zk import paths
+from migrate.zk.kazoo_adapter import ReplyRelay, add_ops, encoded_transaction, send_raw
 from migrate.zk.model import ControllerEpoch, ControllerRegistration, MigrationState
+from migrate.zk.protocol import (
+    AUTH_CODES,
+    BADVERSION,
+    NODEEXISTS,
+    NONODE,
+    OK,
+    RUNTIMEINCONSISTENCY,
+    code_name,
+)
 from migrate.zk.znodes.controller import (
     decode_controller,
     decode_controller_epoch,
@@ -51,98 +60,6 @@ UNKNOWN_ZK_VERSION = -2
 """ZkMigrationLeadershipState.UNKNOWN_ZK_VERSION: we do not know (or do not hold) this znode's version."""
 MATCH_ANY_VERSION = -1
 """ZooKeeper's "any version" for SetData/Delete/Check."""
-
-# ZooKeeper result codes (KeeperException.Code) that the migration protocol looks at.
-OK = 0
-RUNTIMEINCONSISTENCY = -2
-NONODE = -101
-NOAUTH = -102
-BADVERSION = -103
-NODEEXISTS = -110
-NOTEMPTY = -111
-AUTHFAILED = -115
-SESSIONCLOSEDREQUIRESASL = -124
-AUTH_CODES = frozenset({NOAUTH, AUTHFAILED, SESSIONCLOSEDREQUIRESASL})
-
-_CODE_NAMES = {
-    OK: "OK",
-    -1: "SYSTEMERROR",
-    RUNTIMEINCONSISTENCY: "RUNTIMEINCONSISTENCY",
-    -3: "DATAINCONSISTENCY",
-    -4: "CONNECTIONLOSS",
-    -5: "MARSHALLINGERROR",
-    -6: "UNIMPLEMENTED",
-    -7: "OPERATIONTIMEOUT",
-    -8: "BADARGUMENTS",
-    -100: "APIERROR",
-    NONODE: "NONODE",
-    NOAUTH: "NOAUTH",
-    BADVERSION: "BADVERSION",
-    -108: "NOCHILDRENFOREPHEMERALS",
-    NODEEXISTS: "NODEEXISTS",
-    NOTEMPTY: "NOTEMPTY",
-    -112: "SESSIONEXPIRED",
-    -114: "INVALIDACL",
-    AUTHFAILED: "AUTHFAILED",
-    -118: "SESSIONMOVED",
-    -119: "NOTREADONLY",
-    SESSIONCLOSEDREQUIRESASL: "SESSIONCLOSEDREQUIRESASL",
-    -125: "QUOTAEXCEEDED",
-}
-
-
-_POLL_READ = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR | select.POLLNVAL
-_POLL_WRITE = select.POLLOUT | select.POLLHUP | select.POLLERR | select.POLLNVAL
-
-
-def _fd(fileobj: Any) -> int:
-    return fileobj if isinstance(fileobj, int) else int(fileobj.fileno())
-
-
-def poll_select(
-    rlist: Sequence[Any], wlist: Sequence[Any], xlist: Sequence[Any], timeout: float | None = None
-) -> tuple[list[Any], list[Any], list[Any]]:
-    """kazoo's handler `select` (utils.selector_select) over poll(2): the same answers, without creating and
-    closing an epoll instance at every call (kazoo's connection thread selects several times per request).
-
-    Like selector_select it has no fd-number limit, rejects negative timeouts and fds, and reports a ready
-    fd as readable rather than writable when it was asked for both.
-    """
-    if timeout is not None and timeout < 0:
-        raise ValueError("timeout must be non-negative")
-    masks: dict[int, int] = {}
-    for fileobj in rlist:
-        fd = _fd(fileobj)
-        masks[fd] = masks.get(fd, 0) | select.POLLIN | select.POLLPRI
-    for fileobj in wlist:
-        fd = _fd(fileobj)
-        masks[fd] = masks.get(fd, 0) | select.POLLOUT
-    poller = select.poll()
-    for fd, mask in masks.items():
-        if fd < 0:
-            raise ValueError(f"Invalid file descriptor: {fd}")
-        poller.register(fd, mask)
-    ready = poller.poll(None if timeout is None else timeout * 1000)
-    readable: list[Any] = []
-    writable: list[Any] = []
-    for fd, events in ready:
-        if events & _POLL_READ and masks[fd] & select.POLLIN:
-            readable.extend(f for f in rlist if _fd(f) == fd)
-        elif events & _POLL_WRITE:
-            writable.extend(f for f in wlist if _fd(f) == fd)
-    return readable, writable, []
-
-
-def use_poll_select(client: KazooClient) -> None:
-    """Make a threading kazoo client's connection thread wait with `poll_select` (less CPU per request)."""
-    if type(client.handler) is SequentialThreadingHandler:
-        client.handler.select = poll_select  # type: ignore[method-assign]
-
-
-def code_name(code: int) -> str:
-    """ZooKeeper's name for a result code (`NODEEXISTS`), or the number when unknown."""
-    return _CODE_NAMES.get(code, str(code))
-
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -427,14 +344,6 @@ def _multi_code(results: Sequence[Any]) -> int:
 _UNANSWERED = (ConnectionLoss, SessionExpiredError)
 
 
-class ReplyRelay(Protocol):
-    """Takes the outcome of one request from kazoo's connection thread (the part of its async result it uses)."""
-
-    def set(self, value: Any) -> None: ...
-
-    def set_exception(self, exception: BaseException) -> None: ...
-
-
 class WriteObserver(Protocol):
     """Hears of each write request when it is built (before it is sent) and when its reply is known."""
 
@@ -468,7 +377,6 @@ class ZkLeadershipClient:
         self.acl_provider = acl_provider
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         self.retry_timeout_s = retry_timeout_s
-        use_poll_select(client)
         self.observer: WriteObserver | None = None
         """Told of every write request as it is built and how it ended (the foreign-write watcher's log)."""
 
@@ -522,8 +430,7 @@ class ZkLeadershipClient:
             sent = []
             for i in pending:
                 transaction = self.client.transaction()
-                # kazoo's builder refuses null data, which Kafka's containers need; the ops are its own types.
-                transaction.operations.extend(batches[i])
+                add_ops(transaction, batches[i])
                 sent.append((i, transaction.commit_async()))
             retry = []
             for i, reply in sent:
@@ -879,9 +786,7 @@ class ZkLeadershipClient:
         connection thread itself, so it must only pass the outcome on (e.g. to an event loop). So is
         `on_send`, as the multi goes out (for a multi from `encoded_multi`).
         """
-        if on_send is not None and isinstance(multi, _SerializedTransaction):
-            multi.on_send = on_send
-        self.client._call(multi, relay)
+        send_raw(self.client, multi, relay, on_send)
 
     def _landed_before(self, reply: MultiReply, what: str) -> MultiReply:
         """A resent multi that sets `/migration` and found it moved on: if `/migration` holds exactly what
@@ -966,32 +871,6 @@ class ZkLeadershipClient:
                 f"writes to ZooKeeper; {subject} was not applied"
             )
         raise_for_codes(f"fenced write of {subject}", [(f"Check {path}", code)])
-
-
-class _SerializedTransaction(Transaction):
-    """A kazoo multi request encoded ahead (kazoo's connection thread only sends the bytes).
-
-    `on_send` runs once, on the connection thread, as it takes the bytes to send them.
-    """
-
-    encoded: bytes
-    on_send: Callable[[], None] | None = None
-
-    def serialize(self) -> bytes:
-        hook, self.on_send = self.on_send, None
-        if hook is not None:
-            try:
-                hook()
-            except Exception:  # kazoo's connection thread must send regardless
-                log.exception("the send hook of a ZooKeeper multi failed")
-        return self.encoded
-
-
-def encoded_transaction(encoded: bytes) -> Transaction:
-    """kazoo's multi request whose body is `encoded` (kazoo parses the reply itself)."""
-    multi = _SerializedTransaction([])
-    multi.encoded = encoded
-    return multi
 
 
 def parse_reply(multi: GuardedMulti, raw: Sequence[Any]) -> MultiReply:

@@ -126,6 +126,10 @@ class WriteClientQuotas(ZkOperation):
     scram: dict[int, ScramCredential] = field(default_factory=dict)
 
 
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE: the block Kafka's dual-write records after the next id."""
+
+
 @dataclass(slots=True)
 class WriteProducerId(ZkOperation):
     next_producer_id: int = 0

@@ -44,6 +44,7 @@ from bridge.zk.operations import (
     ZkOperation,
 )
 from migrate.errors import ZnodeFormatError
+from migrate.jvm import java_hash_map_order
 from migrate.kraft.image import (
     MIGRATING_DIRECTORY,
     NO_LEADER,
@@ -747,21 +748,9 @@ def _config_resource_text(resource: ConfigResource) -> str:
     return f"ConfigResource(type={_CONFIG_TYPE_NAMES[resource[0]]}, name='{resource[1]}')"
 
 
-def _java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as an unsigned 32-bit value."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFF_FFFF
-    return h
-
-
 def _entity_text(entity: QuotaEntity) -> str:
     """Java's ClientQuotaEntity.toString; its entries HashMap (16 buckets) prints in bucket order."""
 
-    def bucket(pair: tuple[str, str | None]) -> int:
-        h = _java_string_hash(pair[0])
-        return (h ^ (h >> 16)) & 15
-
-    entries = sorted(entity, key=bucket)
+    order = java_hash_map_order(entity_type for entity_type, _ in entity)
+    entries = sorted(entity, key=lambda pair: order.index(pair[0]))
     return "ClientQuotaEntity(entries={" + ", ".join(f"{t}={_java_text(n)}" for t, n in entries) + "})"

@@ -32,33 +32,31 @@ from kazoo.hosts import collect_hosts
 
 from migrate.errors import CorruptDataError, UnreachableError, UnsupportedVersionError, Zk2KraftError
 from migrate.zk.chroots import chroot_hint, find_kafka_chroots, looks_like_kafka
+from migrate.zk.kazoo_adapter import PollSelectHandler, session_settings
+from migrate.zk.protocol import (
+    CODE_NAMES,
+    INT,
+    NOAUTH,
+    NONODE,
+    OP_AUTH,
+    OP_CLOSE_SESSION,
+    OP_ERROR,
+    OP_GET_ACL,
+    OP_GET_CHILDREN,
+    OP_GET_DATA,
+    OP_MULTI_READ,
+    OP_PING,
+    OP_SASL,
+    OP_SYNC,
+    UNIMPLEMENTED,
+    XID_AUTH,
+    XID_PING,
+    XID_WATCH,
+    jute_buffer,
+    jute_string,
+)
 from migrate.zk.tree import Acl, Stat, ZNode, ZTree
 
-# ZooKeeper opcodes, special xids and error codes (ZooDefs.OpCode, KeeperException.Code).
-_OP_GET_DATA = 4
-_OP_GET_ACL = 6
-_OP_GET_CHILDREN = 8
-_OP_SYNC = 9
-_OP_PING = 11
-_OP_MULTI_READ = 22
-_OP_AUTH = 100
-_OP_SASL = 102
-_OP_CLOSE = -11
-_OP_ERROR = -1
-_XID_WATCH = -1
-_XID_PING = -2
-_XID_AUTH = -4
-_ERR_UNIMPLEMENTED = -6
-_ERR_NONODE = -101
-_ERR_NOAUTH = -102
-_ERR_NAMES = {
-    -1: "SYSTEMERROR", -2: "RUNTIMEINCONSISTENCY", -3: "DATAINCONSISTENCY", -4: "CONNECTIONLOSS",
-    -5: "MARSHALLINGERROR", -6: "UNIMPLEMENTED", -7: "OPERATIONTIMEOUT", -8: "BADARGUMENTS",
-    -101: "NONODE", -102: "NOAUTH", -112: "SESSIONEXPIRED", -115: "AUTHFAILED", -118: "SESSIONMOVED",
-    -124: "SESSIONCLOSEDREQUIRESASL", -127: "THROTTLEDOP",
-}  # fmt: skip
-
-_INT = struct.Struct("!i")
 _HEADER = struct.Struct("!iii")  # frame length, xid, opcode
 _REPLY = struct.Struct("!iqi")  # xid, zxid, err
 _MULTI_HEADER = struct.Struct("!i?i")  # type, done, err
@@ -70,7 +68,7 @@ ProgressCallback = Callable[[int], None]
 
 
 def _error_name(code: int) -> str:
-    return f"{_ERR_NAMES.get(code, 'error')} ({code})"
+    return f"{CODE_NAMES.get(code, 'error')} ({code})"
 
 
 # ------------------------------------------------------------------------------------ connection options
@@ -156,12 +154,12 @@ class ZkConnectOptions:
     def from_kazoo(cls, client: KazooClient) -> ZkConnectOptions:
         """The same server, chroot, credentials and TLS settings as an existing kazoo client."""
         hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in client.hosts)
-        sasl = getattr(getattr(client, "_connection", None), "sasl_options", None)
+        session_timeout_ms, sasl = session_settings(client)
         return cls(
             connect=hosts + (client.chroot or ""),
-            session_timeout_ms=int(client._session_timeout),
+            session_timeout_ms=session_timeout_ms,
             auth_data=tuple((str(s), str(c)) for s, c in client.auth_data),
-            sasl_options=dict(sasl) if sasl else None,
+            sasl_options=sasl,
             ssl_enable=bool(client.use_ssl),
             ssl_cafile=client.ca,
             ssl_certfile=client.certfile,
@@ -171,7 +169,9 @@ class ZkConnectOptions:
         )
 
     def kazoo_client(self, **kwargs: Any) -> KazooClient:
-        """An (unstarted) kazoo client with these settings, for ordinary reads and writes."""
+        """An (unstarted) kazoo client with these settings, for ordinary reads and writes; its connection
+        thread waits with poll(2) (`PollSelectHandler`) unless `handler` is given."""
+        kwargs.setdefault("handler", PollSelectHandler())
         return KazooClient(
             hosts=self.connect,
             timeout=self.session_timeout_ms / 1000.0,
@@ -384,7 +384,7 @@ class _Session:
     def ping_if_idle(self) -> None:
         """Keep the session alive while only reading (the server expires silent sessions)."""
         if time.monotonic() - self.last_send > self.timeout_s / 3:
-            self.send(_HEADER.pack(8, _XID_PING, _OP_PING))
+            self.send(_HEADER.pack(8, XID_PING, OP_PING))
 
     def read_frames(self) -> list[bytes]:
         """Block until at least one reply frame is complete; return every complete frame."""
@@ -394,7 +394,7 @@ class _Session:
             buf = self._buffer
             pos = 0
             while len(buf) - pos >= 4:
-                (length,) = _INT.unpack_from(buf, pos)
+                (length,) = INT.unpack_from(buf, pos)
                 if length < 16 or length > _MAX_FRAME:
                     raise Zk2KraftError(f"ZooKeeper {self.where} sent a reply frame of {length} bytes")
                 if len(buf) - pos - 4 < length:
@@ -416,7 +416,7 @@ class _Session:
     def _read_one(self) -> bytes:
         while True:
             if len(self._buffer) >= 4:
-                (length,) = _INT.unpack_from(self._buffer, 0)
+                (length,) = INT.unpack_from(self._buffer, 0)
                 if length < 0 or length > _MAX_FRAME:
                     raise _ConnectionLost(f"{self.where} sent a frame of {length} bytes")
                 if length <= len(self._buffer) - 4:
@@ -429,7 +429,7 @@ class _Session:
         body = struct.pack(
             "!iqiqi16s?", 0, last_zxid, self.options.session_timeout_ms, 0, 16, bytes(16), False
         )
-        self.send(_INT.pack(len(body)) + body)
+        self.send(INT.pack(len(body)) + body)
         reply = self._read_one()
         if len(reply) < 16:
             raise _ConnectionLost(f"{self.where} refused the session (short handshake reply)")
@@ -452,15 +452,15 @@ class _Session:
             if len(frame) < _REPLY.size:
                 raise Zk2KraftError(f"ZooKeeper {self.where} sent a {len(frame)}-byte reply during {what}")
             reply_xid, _, err = _REPLY.unpack_from(frame, 0)
-            if reply_xid in (_XID_WATCH, _XID_PING):
+            if reply_xid in (XID_WATCH, XID_PING):
                 continue
             if err:
                 raise Zk2KraftError(f"ZooKeeper {self.where} rejected {what}: {_error_name(err)}")
             return frame[16:]
 
     def _add_auth(self, scheme: str, credential: str) -> None:
-        body = _INT.pack(0) + _string(scheme) + _buffer(credential.encode())
-        self._request_reply(_XID_AUTH, _OP_AUTH, body, f"{scheme} authentication")
+        body = INT.pack(0) + jute_string(scheme) + jute_buffer(credential.encode())
+        self._request_reply(XID_AUTH, OP_AUTH, body, f"{scheme} authentication")
 
     def _sasl(self, sasl: Mapping[str, str]) -> None:
         mechanism = sasl.get("mechanism", "DIGEST-MD5").upper()
@@ -472,13 +472,13 @@ class _Session:
         digest = _DigestMd5(sasl.get("username", ""), sasl.get("password", ""), f"{service}/zk-sasl-md5")
         token = b""
         while not digest.complete:
-            reply = self._request_reply(self.xid(), _OP_SASL, _buffer(token), "SASL DIGEST-MD5 login")
+            reply = self._request_reply(self.xid(), OP_SASL, jute_buffer(token), "SASL DIGEST-MD5 login")
             challenge = _sasl_token(reply, self.where)
             token = digest.respond(challenge, self.where)
 
     def close(self) -> None:
         with suppress(OSError):
-            self.sock.sendall(_HEADER.pack(8, self.xid(), _OP_CLOSE))
+            self.sock.sendall(_HEADER.pack(8, self.xid(), OP_CLOSE_SESSION))
         with suppress(OSError):
             self.sock.close()
 
@@ -546,17 +546,8 @@ class _Malformed(Exception):
         self.problem = problem
 
 
-def _string(text: str) -> bytes:
-    raw = text.encode("utf-8")
-    return _INT.pack(len(raw)) + raw
-
-
-def _buffer(data: bytes | None) -> bytes:
-    return _INT.pack(-1) if data is None else _INT.pack(len(data)) + data
-
-
 def _read_buffer(frame: bytes, pos: int) -> tuple[bytes | None, int]:
-    (length,) = _INT.unpack_from(frame, pos)
+    (length,) = INT.unpack_from(frame, pos)
     end = pos + 4 + length
     if length < 0:
         return None, pos + 4
@@ -584,7 +575,7 @@ def _read_string(frame: bytes, pos: int) -> tuple[str, int]:
 
 
 def _read_children(frame: bytes, pos: int) -> tuple[list[str], int]:
-    (count,) = _INT.unpack_from(frame, pos)
+    (count,) = INT.unpack_from(frame, pos)
     if count > len(frame):
         raise _Malformed(pos, f"child count {count} is larger than the reply")
     pos += 4
@@ -596,13 +587,13 @@ def _read_children(frame: bytes, pos: int) -> tuple[list[str], int]:
 
 
 def _read_acl(frame: bytes, pos: int) -> tuple[tuple[Acl, ...], int]:
-    (count,) = _INT.unpack_from(frame, pos)
+    (count,) = INT.unpack_from(frame, pos)
     if count > len(frame):
         raise _Malformed(pos, f"ACL count {count} is larger than the reply")
     pos += 4
     acl = []
     for _ in range(count):
-        (perms,) = _INT.unpack_from(frame, pos)
+        (perms,) = INT.unpack_from(frame, pos)
         scheme, pos = _read_string(frame, pos + 4)
         ident, pos = _read_string(frame, pos)
         acl.append(Acl(perms, scheme, ident))
@@ -612,9 +603,9 @@ def _read_acl(frame: bytes, pos: int) -> tuple[tuple[Acl, ...], int]:
 def _path_request(xid: int, opcode: int, path: str) -> bytes:
     """A single getData/getChildren (path + watch=false) or getACL (path only) request frame."""
     raw = path.encode("utf-8")
-    if opcode in (_OP_GET_ACL, _OP_SYNC):
-        return _HEADER.pack(12 + len(raw), xid, opcode) + _INT.pack(len(raw)) + raw
-    return _HEADER.pack(13 + len(raw), xid, opcode) + _INT.pack(len(raw)) + raw + b"\0"
+    if opcode in (OP_GET_ACL, OP_SYNC):
+        return _HEADER.pack(12 + len(raw), xid, opcode) + INT.pack(len(raw)) + raw
+    return _HEADER.pack(13 + len(raw), xid, opcode) + INT.pack(len(raw)) + raw + b"\0"
 
 
 # ----------------------------------------------------------------------------------------- the reader
@@ -654,7 +645,7 @@ class _TreeReader:
         self.max_multi_in_flight = max(1, min(8, max_in_flight // 4))
         self.max_retries = max_retries
         self.multi_read = multi_read
-        self.todo: deque[tuple[int, str]] = deque([(_OP_GET_DATA, "/")])
+        self.todo: deque[tuple[int, str]] = deque([(OP_GET_DATA, "/")])
         self.acls = acls
         self.todo_acl: deque[str] = deque(["/"] if acls else [])
         self.retry: deque[_Request] = deque()
@@ -713,7 +704,7 @@ class _TreeReader:
             out += self._encode(session, self.retry.popleft())
         if self.multi_read is not False:
             while self.todo and self.multi_outstanding < self.max_multi_in_flight:
-                out += self._encode(session, _Request(_OP_MULTI_READ, self._take_batch()))
+                out += self._encode(session, _Request(OP_MULTI_READ, self._take_batch()))
         else:
             while self.todo and len(outstanding) < limit:
                 op = self.todo.popleft()
@@ -722,8 +713,8 @@ class _TreeReader:
         while todo_acl and len(outstanding) < limit:
             rel = todo_acl.popleft()
             xid = session.xid()
-            outstanding.append((xid, _Request(_OP_GET_ACL, [(_OP_GET_ACL, rel)])))
-            out += _path_request(xid, _OP_GET_ACL, self._server_path(rel))
+            outstanding.append((xid, _Request(OP_GET_ACL, [(OP_GET_ACL, rel)])))
+            out += _path_request(xid, OP_GET_ACL, self._server_path(rel))
         if out:
             session.send(out)
 
@@ -742,17 +733,17 @@ class _TreeReader:
     def _encode(self, session: _Session, request: _Request) -> bytes:
         xid = session.xid()
         self.outstanding.append((xid, request))
-        if request.opcode != _OP_MULTI_READ:
+        if request.opcode != OP_MULTI_READ:
             opcode, rel = request.ops[0]
             return _path_request(xid, opcode, self._server_path(rel))
         self.multi_outstanding += 1
         body = bytearray()
         for opcode, rel in request.ops:
             body += _MULTI_HEADER.pack(opcode, False, -1)
-            body += _string(self._server_path(rel))
+            body += jute_string(self._server_path(rel))
             body += b"\0"
         body += _MULTI_END
-        return _HEADER.pack(8 + len(body), xid, _OP_MULTI_READ) + body
+        return _HEADER.pack(8 + len(body), xid, OP_MULTI_READ) + body
 
     # -- replies
 
@@ -760,7 +751,7 @@ class _TreeReader:
         if len(frame) < _REPLY.size:
             raise CorruptDataError(f"reply from {self.source}", 0, f"{len(frame)}-byte reply has no header")
         xid, zxid, err = _REPLY.unpack_from(frame, 0)
-        if xid in (_XID_PING, _XID_WATCH):
+        if xid in (XID_PING, XID_WATCH):
             return
         if not self.outstanding:
             raise _ConnectionLost(f"{self.source} sent a reply (xid {xid}) to no request")
@@ -770,13 +761,13 @@ class _TreeReader:
         if zxid > self.last_zxid:
             self.last_zxid = zxid
         try:
-            if request.opcode == _OP_SYNC:
+            if request.opcode == OP_SYNC:
                 if err:
                     raise Zk2KraftError(f"sync of {self.source} failed with {_error_name(err)}")
-            elif request.opcode == _OP_MULTI_READ:
+            elif request.opcode == OP_MULTI_READ:
                 self.multi_outstanding -= 1
                 self._on_multi(request, err, frame)
-            elif request.opcode == _OP_GET_ACL and not err:
+            elif request.opcode == OP_GET_ACL and not err:
                 self._on_acl(request.ops[0][1], frame)
             else:
                 end = self._on_result(request.ops[0], err, frame, 16)
@@ -799,11 +790,11 @@ class _TreeReader:
         self.got.acls[rel] = acl
 
     def _on_multi(self, request: _Request, err: int, frame: bytes) -> None:
-        if err == _ERR_UNIMPLEMENTED and self.multi_read is None:
+        if err == UNIMPLEMENTED and self.multi_read is None:
             self.multi_read = False  # ZooKeeper < 3.6: fall back to one request per read
             self.todo.extendleft(reversed(request.ops))
             return
-        if err == _ERR_UNIMPLEMENTED:
+        if err == UNIMPLEMENTED:
             raise UnsupportedVersionError(
                 f"{self.source} does not support multiRead (ZooKeeper 3.6 or newer needed)"
             )
@@ -815,8 +806,8 @@ class _TreeReader:
             if done:
                 raise _Malformed(pos, f"multiRead reply ends after fewer than {len(request.ops)} results")
             pos += _MULTI_HEADER.size
-            if sub_type == _OP_ERROR:
-                (sub_err,) = _INT.unpack_from(frame, pos)
+            if sub_type == OP_ERROR:
+                (sub_err,) = INT.unpack_from(frame, pos)
                 pos = self._on_result(op, sub_err, frame, pos + 4)
             elif sub_type == op[0]:
                 pos = self._on_result(op, 0, frame, pos)
@@ -827,10 +818,10 @@ class _TreeReader:
 
     def _on_result(self, op: tuple[int, str], err: int, frame: bytes, pos: int) -> int:
         opcode, rel = op
-        if err == _ERR_NONODE:
+        if err == NONODE:
             self.got.gone.add(rel)  # deleted since its parent was listed
             return pos
-        if err == _ERR_NOAUTH:
+        if err == NOAUTH:
             raise Zk2KraftError(
                 f"not allowed to {_op_name(opcode)} znode {self._server_path(rel)} on {self.source} (NOAUTH): "
                 "connect with credentials that have READ permission there (digest auth_data or SASL)"
@@ -839,7 +830,7 @@ class _TreeReader:
             raise Zk2KraftError(
                 f"{_op_name(opcode)} of znode {self._server_path(rel)} on {self.source} failed with {_error_name(err)}"
             )
-        if opcode == _OP_GET_DATA:
+        if opcode == OP_GET_DATA:
             start = pos
             data, pos = _read_buffer(frame, pos)
             stat = Stat(*_STAT.unpack_from(frame, pos))
@@ -847,13 +838,13 @@ class _TreeReader:
             self.got.data[rel] = (data, stat)
             self.avg_node_bytes += ((pos - start + 9) - self.avg_node_bytes) / 16
             if stat.num_children:
-                self.todo.append((_OP_GET_CHILDREN, rel))
-        elif opcode == _OP_GET_CHILDREN:
+                self.todo.append((OP_GET_CHILDREN, rel))
+        elif opcode == OP_GET_CHILDREN:
             names, pos = _read_children(frame, pos)
             prefix = rel if rel != "/" else ""
             for name in names:
                 child = f"{prefix}/{name}"
-                self.todo.append((_OP_GET_DATA, child))
+                self.todo.append((OP_GET_DATA, child))
                 if self.acls:
                     self.todo_acl.append(child)
         else:
@@ -869,9 +860,9 @@ class _TreeReader:
         if self._session is None:
             session = self._connect()
             xid = session.xid()
-            self.outstanding.append((xid, _Request(_OP_SYNC, [(_OP_SYNC, "/")])))
+            self.outstanding.append((xid, _Request(OP_SYNC, [(OP_SYNC, "/")])))
             self._session = session
-            session.send(_path_request(xid, _OP_SYNC, self._server_path("/")))
+            session.send(_path_request(xid, OP_SYNC, self._server_path("/")))
         return self._session
 
     def _connect(self) -> _Session:
@@ -903,7 +894,7 @@ class _TreeReader:
             self._session.close()
             self._session = None
         self._host_index += 1
-        failed = [request for _, request in self.outstanding if request.opcode != _OP_SYNC]
+        failed = [request for _, request in self.outstanding if request.opcode != OP_SYNC]
         self.outstanding.clear()
         self.multi_outstanding = 0
         for request in failed:
@@ -935,8 +926,8 @@ class _TreeReader:
 
 def _op_name(opcode: int) -> str:
     return {
-        _OP_GET_DATA: "getData", _OP_GET_CHILDREN: "getChildren", _OP_GET_ACL: "getACL",
-        _OP_MULTI_READ: "multiRead", _OP_SYNC: "sync",
+        OP_GET_DATA: "getData", OP_GET_CHILDREN: "getChildren", OP_GET_ACL: "getACL",
+        OP_MULTI_READ: "multiRead", OP_SYNC: "sync",
     }.get(opcode, f"op {opcode}")  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from kazoo.protocol.serialization import Create, SetData
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
 from migrate.errors import Zk2KraftError
+from migrate.zk.kazoo_adapter import add_ops
 from migrate.zk.tree import ZNode, ZTree
 
 # One multi request must stay well below jute.maxbuffer (1 MiB by default) on the server.
@@ -50,11 +51,11 @@ def _target_path(chroot: str, path: str) -> str:
 
 def _create(txn: TransactionRequest, path: str, data: bytes | None) -> None:
     """Queue a create that keeps null data null (kazoo's public API only takes bytes; Kafka tells them apart)."""
-    txn._add(Create(txn.client.chroot + path if txn.client.chroot else path, data, OPEN_ACL_UNSAFE, 0), None)
+    add_ops(txn, [Create(txn.client.chroot + path if txn.client.chroot else path, data, OPEN_ACL_UNSAFE, 0)])
 
 
 def _set_data(txn: TransactionRequest, path: str, data: bytes | None) -> None:
-    txn._add(SetData(txn.client.chroot + path if txn.client.chroot else path, data, -1))
+    add_ops(txn, [SetData(txn.client.chroot + path if txn.client.chroot else path, data, -1)])
 
 
 def _kazoo_acl(node: ZNode) -> list[ACL]:

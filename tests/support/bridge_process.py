@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from bench.generate_cluster import ClusterSpec, generate
 from bridge.kafka.client import KafkaConnection
-from bridge.zk.migration_client import SCRAM_MECHANISM_NAMES
+from bridge.zk.config_client import SCRAM_MECHANISM_NAMES
 from bridge.zk.operations import WriteClientQuotas, ZkOperation
 from bridge.zk.planner import plan_reconciliation
 from migrate.kraft import records as rec

@@ -15,10 +15,10 @@ from bridge.handlers.placement import (
     JavaRandom,
     RackList,
     UsableBroker,
-    _hash_map_order,
     place_replicas,
     usable_brokers,
 )
+from migrate.jvm import java_hash_map_order
 from migrate.kraft import records as rec
 from migrate.kraft.replay import replay_records
 
@@ -72,7 +72,7 @@ def test_rack_hash_map_order_matches_java() -> None:
     # Iteration order of a HashMap<Optional<String>, ?> filled in this order, printed by OpenJDK 17.
     keys: list[str | None] = [None, "rack-b", "rack-a", "z", "", "us-east-1a", "us-east-1b", "us-east-1c"]
     keys += ["1", "2", "3", "10", "20", "Aa", "BB", "x", "y", "q"]
-    assert _hash_map_order(keys) == [
+    assert java_hash_map_order(keys) == [
         None,
         "",
         "Aa",

@@ -21,7 +21,6 @@ from kazoo.client import KazooClient
 
 from bridge.api import DriverState
 from bridge.metrics import BridgeMetrics
-from bridge.zk import foreign_writes
 from bridge.zk.foreign_writes import (
     CHANGED,
     CREATED,
@@ -36,8 +35,9 @@ from bridge.zk.foreign_writes import (
     image_entity_paths,
     records_to_import,
     revert_operations,
+    watcher,
 )
-from bridge.zk.leadership import NONODE, OK, DeleteRequest, MigrationLeadershipState, SetDataRequest, ZkResult
+from bridge.zk.leadership import DeleteRequest, MigrationLeadershipState, SetDataRequest, ZkResult
 from bridge.zk.migration_client import ZkMigrationClient
 from bridge.zk.operations import DeleteTopic, UpdateTopic, WriteConfigs
 from migrate.kraft import metadata_version as mvs
@@ -66,6 +66,7 @@ from migrate.zk.model import (
     Topic,
     ZkClusterModel,
 )
+from migrate.zk.protocol import NONODE, OK
 from migrate.zk.znodes.acls import encode_acls
 from migrate.zk.znodes.configs import encode_client_quota_config, encode_config_change, encode_entity_config
 from migrate.zk.znodes.singletons import encode_producer_id_block
@@ -467,10 +468,10 @@ def test_own_write_log_keeps_the_last_landed_write_and_the_unanswered_ones() -> 
     gone = DeleteRequest(path)
     log.sent(gone)
     log.settled(ZkResult(gone, NONODE))  # did not land: forgotten
-    assert log.matches(path, b"2") and not log.matches(path, foreign_writes._ABSENT)
+    assert log.matches(path, b"2") and not log.matches(path, watcher.ABSENT)
     log.sent(gone)
     log.settled(ZkResult(gone, OK))
-    assert log.matches(path, foreign_writes._ABSENT) and not log.matches(path, b"2")
+    assert log.matches(path, watcher.ABSENT) and not log.matches(path, b"2")
 
 
 class CountingDriver(Driver):

@@ -1,4 +1,4 @@
-"""bridge.zk.leadership.poll_select: kazoo's connection-thread select over poll(2), same answers as kazoo's own."""
+"""migrate.zk.kazoo_adapter.poll_select: kazoo's connection-thread select over poll(2), same answers as kazoo's own."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.utils import selector_select
 
-from bridge.zk.leadership import ZkLeadershipClient, poll_select
+from bridge.zk.leadership import ZkLeadershipClient
+from migrate.zk.kazoo_adapter import PollSelectHandler, poll_select
+from migrate.zk.live import ZkConnectOptions
 
 
 def test_answers_as_kazoos_selector_select() -> None:
@@ -62,3 +64,23 @@ def test_a_leadership_client_waits_on_zookeeper_without_a_selector_per_wait(
         assert client.get("/poll") is not None
         assert client.get_children("/poll") == []
     assert created == []
+
+
+def test_clients_built_from_connect_options_wait_on_poll(zk_connect: str) -> None:
+    client = ZkConnectOptions(connect=zk_connect).kazoo_client()
+    assert isinstance(client.handler, PollSelectHandler)
+    client.start(timeout=15)
+    try:
+        client.ensure_path("/poll")
+        leadership = ZkLeadershipClient(client)
+        assert leadership.get("/poll") is not None
+        assert leadership.get_children("/poll") == []
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_a_leadership_client_leaves_the_kazoo_client_it_is_given_alone(zk_client: KazooClient) -> None:
+    handler = type(zk_client.handler)
+    ZkLeadershipClient(zk_client)
+    assert type(zk_client.handler) is handler and "select" not in vars(zk_client.handler)

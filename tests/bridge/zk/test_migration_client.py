@@ -18,8 +18,6 @@ from kazoo.client import KazooClient
 
 from bridge.zk.leadership import (
     EMPTY_STATE,
-    NODEEXISTS,
-    OK,
     ControllerMovedError,
     CreateRequest,
     FencedError,
@@ -76,6 +74,7 @@ from migrate.zk.model import (
     ZkClusterModel,
 )
 from migrate.zk.model import DelegationToken as ZkDelegationToken
+from migrate.zk.protocol import NODEEXISTS, OK
 from migrate.zk.znodes.acls import encode_acls
 from migrate.zk.znodes.configs import decode_config_change, encode_config_map
 from migrate.zk.znodes.controller import (

@@ -2,8 +2,8 @@
 
 Each operation goes out as one guarded multi carrying its change notifications; `apply_all` pipelines many,
 chained through `/migration`'s version. Checked here: the znodes (bytes, data versions, child counters, so
-sequential names too) equal those of the former unfused grouping and of one-by-one application; a deposed
-controller lands nothing; a failure in a batch leaves a clean prefix; missing containers are created.
+sequential names too) equal those of Kafka's own grouping (tests.support.kafka_grouping) and of one-by-one
+application; a deposed controller lands nothing; a failure in a batch leaves a clean prefix; missing containers are created.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from bridge.zk import migration_client as zk_client_module
+from bridge.zk import planning
 from bridge.zk.foreign_writes import OwnWriteLog
 from bridge.zk.leadership import (
     ControllerMovedError,
@@ -59,6 +60,7 @@ from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
 from migrate.zk.znodes.controller import decode_migration
 from tests.support.bridge_process import ZkReplyCutter, set_data_op_bytes
+from tests.support.kafka_grouping import KafkaGroupingClient
 
 pytestmark = pytest.mark.zookeeper
 
@@ -230,7 +232,7 @@ def test_fused_writes_leave_the_znodes_of_the_unfused_grouping(connect: Any) -> 
     sessions = {name: connect(name) for name in ("unfused", "fused", "batch")}
     for session in sessions.values():
         kafka_cluster(session)
-    unfused, u_state = leader(sessions["unfused"], fused=False)
+    unfused, u_state = leader(sessions["unfused"], cls=KafkaGroupingClient)
     fused, f_state = leader(sessions["fused"])
     batch, b_state = leader(sessions["batch"], cls=CountingClient)
     for op in every_operation_kind():
@@ -322,7 +324,7 @@ def test_a_batch_of_a_hundred_operations_equals_them_one_by_one_in_one_round(con
 def test_an_operation_too_big_for_one_multi_takes_the_kafka_path_in_a_batch(
     connect: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(zk_client_module, "MAX_FUSED_BYTES", 2000)
+    monkeypatch.setattr(planning, "MAX_FUSED_BYTES", 2000)
     one, many = connect("one"), connect("many")
     big = CreateTopic(
         "CreateTopic",
@@ -641,7 +643,7 @@ def test_lost_replies_are_not_taken_for_fencing(
         # last are lost too, and what became of them cannot be known (each landed, or failed on a request).
         # No fencing: a ZkBatchError for reconciliation, with /migration set back to the offset it had and
         # a state that writes on.
-        monkeypatch.setattr(zk_client_module, "MAX_FUSED_BYTES", 300)
+        monkeypatch.setattr(planning, "MAX_FUSED_BYTES", 300)
         cutter.arm(containing=migration)
         ops = [config(TOPIC_RESOURCE, f"t{t}", {"x": "2"}) for t in range(4)]
         with pytest.raises(ZkBatchError, match="whether they landed is unknown") as raised:
@@ -776,7 +778,7 @@ def test_a_batch_that_does_not_fit_one_multi_is_left_to_apply_all(
     client, state = leader(session)
     final = state.with_kraft_metadata_offset_and_epoch(OFFSET + 1, 1)
     assert client.one_multi(client.prepare([], state), final) is None  # nothing to write
-    monkeypatch.setattr(zk_client_module, "MAX_FUSED_BYTES", 300)
+    monkeypatch.setattr(planning, "MAX_FUSED_BYTES", 300)
     assert client.one_multi(client.prepare(fits_one_multi(), state), final) is None
 
 

@@ -19,7 +19,7 @@ from bridge.zk.leadership import (
     ZkLeadershipClient,
     ZkRequest,
 )
-from bridge.zk.multi_codec import encode_multi, jute_string
+from bridge.zk.multi_codec import encode_multi, kazoo_string
 from migrate.errors import InvalidRequestError
 
 ACL_POLICIES: list[list[ACL]] = [
@@ -99,7 +99,7 @@ def test_the_write_observer_hears_of_each_request_of_an_encoded_multi(
 def test_jute_strings_follow_kazoo_empty_and_absent_are_minus_one(text: str | None) -> None:
     from kazoo.protocol.serialization import write_string
 
-    assert jute_string(text) == write_string(text)
+    assert kazoo_string(text) == write_string(text)
 
 
 def test_an_op_that_cannot_go_in_a_multi_is_refused_by_name() -> None:

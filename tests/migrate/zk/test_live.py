@@ -14,7 +14,7 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import ACL, Id, make_acl, make_digest_acl
 
 from migrate.errors import CorruptDataError, Zk2KraftError
-from migrate.zk import live
+from migrate.zk import live, protocol
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper, free_ports
 from migrate.zk.live import ZkConnectOptions, read_tree
 from migrate.zk.tree import Acl, Stat, ZNode
@@ -320,7 +320,7 @@ def _reader_expecting(opcode: int, ops: list[tuple[int, str]]) -> live._TreeRead
     reader.todo.clear()
     reader.todo_acl.clear()
     reader.outstanding.append((_XID, live._Request(opcode, ops)))
-    if opcode == live._OP_MULTI_READ:
+    if opcode == protocol.OP_MULTI_READ:
         reader.multi_outstanding = 1
     return reader
 
@@ -329,18 +329,18 @@ def _reader_expecting(opcode: int, ops: list[tuple[int, str]]) -> live._TreeRead
 @given(data=st.one_of(st.none(), st.binary(max_size=64)), stat=_stats, children=st.lists(_names, max_size=5))
 def test_multi_read_reply_round_trip(data: bytes | None, stat: Stat, children: list[str]) -> None:
     body = (
-        struct.pack("!i?i", live._OP_GET_DATA, False, 0) + _jute_buffer(data) + _jute_stat(stat)
-        + struct.pack("!i?i", live._OP_GET_CHILDREN, False, 0) + struct.pack("!i", len(children))
+        struct.pack("!i?i", protocol.OP_GET_DATA, False, 0) + _jute_buffer(data) + _jute_stat(stat)
+        + struct.pack("!i?i", protocol.OP_GET_CHILDREN, False, 0) + struct.pack("!i", len(children))
         + b"".join(_jute_string(n) for n in children)
         + struct.pack("!i?i", -1, False, -101) + struct.pack("!i", -101)
         + struct.pack("!i?i", -1, True, -1)
     )  # fmt: skip
-    ops = [(live._OP_GET_DATA, "/x"), (live._OP_GET_CHILDREN, "/x"), (live._OP_GET_DATA, "/gone")]
-    reader = _reader_expecting(live._OP_MULTI_READ, ops)
+    ops = [(protocol.OP_GET_DATA, "/x"), (protocol.OP_GET_CHILDREN, "/x"), (protocol.OP_GET_DATA, "/gone")]
+    reader = _reader_expecting(protocol.OP_MULTI_READ, ops)
     reader._on_frame(_reply(body))
     assert reader.got.data["/x"] == (data, stat)
     assert reader.got.gone == {"/gone"}
-    assert [rel for op, rel in reader.todo if op == live._OP_GET_DATA] == [f"/x/{n}" for n in children]
+    assert [rel for op, rel in reader.todo if op == protocol.OP_GET_DATA] == [f"/x/{n}" for n in children]
     assert list(reader.todo_acl) == [f"/x/{n}" for n in children]
     assert reader.last_zxid == 42
 
@@ -351,9 +351,9 @@ def test_get_acl_reply_round_trip(acl: tuple[Acl, ...], stat: Stat) -> None:
     body = struct.pack("!i", len(acl)) + b"".join(
         struct.pack("!i", a.perms) + _jute_string(a.scheme) + _jute_string(a.id) for a in acl
     )
-    reader = _reader_expecting(live._OP_GET_ACL, [(live._OP_GET_ACL, "/x")])
+    reader = _reader_expecting(protocol.OP_GET_ACL, [(protocol.OP_GET_ACL, "/x")])
     reader._on_frame(_reply(body + _jute_stat(stat)))
-    reader.outstanding.append((_XID, live._Request(live._OP_GET_ACL, [(live._OP_GET_ACL, "/y")])))
+    reader.outstanding.append((_XID, live._Request(protocol.OP_GET_ACL, [(protocol.OP_GET_ACL, "/y")])))
     reader._on_frame(_reply(body + _jute_stat(Stat())))  # same ACL again: served from the cache
     assert reader.got.acls == {"/x": acl, "/y": acl}
 
@@ -362,10 +362,10 @@ def test_get_acl_reply_round_trip(acl: tuple[Acl, ...], stat: Stat) -> None:
 @given(kind=st.sampled_from(["multi", "acl", "data", "children"]), junk=st.binary(max_size=200))
 def test_arbitrary_reply_bytes_raise_only_our_errors(kind: str, junk: bytes) -> None:
     opcode, ops = {
-        "multi": (live._OP_MULTI_READ, [(live._OP_GET_DATA, "/x"), (live._OP_GET_CHILDREN, "/x")]),
-        "acl": (live._OP_GET_ACL, [(live._OP_GET_ACL, "/x")]),
-        "data": (live._OP_GET_DATA, [(live._OP_GET_DATA, "/x")]),
-        "children": (live._OP_GET_CHILDREN, [(live._OP_GET_CHILDREN, "/x")]),
+        "multi": (protocol.OP_MULTI_READ, [(protocol.OP_GET_DATA, "/x"), (protocol.OP_GET_CHILDREN, "/x")]),
+        "acl": (protocol.OP_GET_ACL, [(protocol.OP_GET_ACL, "/x")]),
+        "data": (protocol.OP_GET_DATA, [(protocol.OP_GET_DATA, "/x")]),
+        "children": (protocol.OP_GET_CHILDREN, [(protocol.OP_GET_CHILDREN, "/x")]),
     }[kind]
     reader = _reader_expecting(opcode, ops)
     with contextlib.suppress(Zk2KraftError):
@@ -373,7 +373,7 @@ def test_arbitrary_reply_bytes_raise_only_our_errors(kind: str, junk: bytes) -> 
 
 
 def test_truncated_reply_names_the_request() -> None:
-    reader = _reader_expecting(live._OP_GET_DATA, [(live._OP_GET_DATA, "/x")])
+    reader = _reader_expecting(protocol.OP_GET_DATA, [(protocol.OP_GET_DATA, "/x")])
     with pytest.raises(
         CorruptDataError, match=r"getData of /root/x at byte 16: buffer of 100 bytes runs past"
     ):
