@@ -571,6 +571,7 @@ class ZkReplyCutter:
         self._armed = threading.Event()
         self._containing = b""
         self._hold = False
+        self._lose_earlier = False
         self.cuts = 0
         self._closed = False
         self._sockets: list[socket.socket] = []
@@ -580,12 +581,14 @@ class ZkReplyCutter:
     def connect_string(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def arm(self, containing: bytes = b"", *, hold: bool = False) -> None:
+    def arm(self, containing: bytes = b"", *, hold: bool = False, lose_earlier_replies: bool = False) -> None:
         """Cut the connection that carries the next multi-op request (whose bytes hold `containing`) once
         the server received it; `hold`: keep the connection open but relay nothing more to the client (the
-        answer never comes, as with a server that hangs)."""
+        answer never comes, as with a server that hangs); `lose_earlier_replies`: the server's answers from
+        now until the cut are lost too, however the client's sends and the server's answers interleave."""
         self._containing = containing
         self._hold = hold
+        self._lose_earlier = lose_earlier_replies
         self._armed.set()
 
     @property
@@ -633,9 +636,9 @@ class ZkReplyCutter:
                         and self._armed.is_set()
                         and self._containing in frame
                     ):
+                        cut.set()  # before disarming, so the reply side never relays in between
                         self._armed.clear()
                         self.cuts += 1
-                        cut.set()
                     first = False
                     out += frame
                 server.sendall(out)
@@ -651,6 +654,8 @@ class ZkReplyCutter:
                     continue  # held: the client waits for answers that never come
                 if cut.is_set():
                     break  # the answer to the multi (or anything after it) never reaches the client
+                if self._lose_earlier and self._armed.is_set():
+                    continue  # an answer before the cut, lost with it
                 client.sendall(data)
         except OSError:
             pass

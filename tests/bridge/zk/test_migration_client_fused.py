@@ -644,7 +644,7 @@ def test_lost_replies_are_not_taken_for_fencing(
         # No fencing: a ZkBatchError for reconciliation, with /migration set back to the offset it had and
         # a state that writes on.
         monkeypatch.setattr(planning, "MAX_FUSED_BYTES", 300)
-        cutter.arm(containing=migration)
+        cutter.arm(containing=migration, lose_earlier_replies=True)
         ops = [config(TOPIC_RESOURCE, f"t{t}", {"x": "2"}) for t in range(4)]
         with pytest.raises(ZkBatchError, match="whether they landed is unknown") as raised:
             client.apply_all(ops, state, final_state=state.with_kraft_metadata_offset_and_epoch(500, 1))
