@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from bridge.config import BridgeConfig
 from cli.common import handles_errors
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -170,7 +171,8 @@ def run_cmd(
           --node-id 3000 --listen 0.0.0.0:9093 --metrics 0.0.0.0:9404
       curl -s localhost:9404/status      # {"state": "DUAL_WRITE", ...}
     """
-    from bridge.config import BridgeConfig
+    # Here, not at the top: the controller loads kio's request schemas, a few hundred ms every other
+    # command would pay at start-up.
     from bridge.controller import BridgeController
 
     logging.basicConfig(

@@ -25,14 +25,23 @@ from kazoo.exceptions import (
     ZookeeperError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, Transaction
 from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL, OPEN_ACL_UNSAFE
 
 from bridge.zk.multi_codec import encode_multi
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.zk import paths
-from migrate.zk.kazoo_adapter import ReplyRelay, add_ops, encoded_transaction, send_raw
+from migrate.zk.kazoo_adapter import (
+    CheckVersion,
+    Create,
+    Delete,
+    ReplyRelay,
+    SetData,
+    Transaction,
+    add_ops,
+    encoded_transaction,
+    send_raw,
+)
 from migrate.zk.model import ControllerEpoch, ControllerRegistration, MigrationState
 from migrate.zk.protocol import (
     AUTH_CODES,

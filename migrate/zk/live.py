@@ -28,11 +28,10 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.hosts import collect_hosts
 
 from migrate.errors import CorruptDataError, UnreachableError, UnsupportedVersionError, Zk2KraftError
 from migrate.zk.chroots import chroot_hint, find_kafka_chroots, looks_like_kafka
-from migrate.zk.kazoo_adapter import PollSelectHandler, session_settings
+from migrate.zk.kazoo_adapter import PollSelectHandler, collect_hosts, session_settings
 from migrate.zk.protocol import (
     CODE_NAMES,
     INT,
