@@ -424,7 +424,13 @@ class ZkLeadershipClient:
 
     def _wrap(self, what: str, error: KazooException) -> NoReturn:
         if isinstance(error, AuthFailedError | NoAuthError):
-            raise MigrationClientAuthError(f"{what}: ZooKeeper refused the request ({error!r})") from error
+            code = "NOAUTH" if isinstance(error, NoAuthError) else "AUTHFAILED"
+            hosts = ",".join(f"{h}:{p}" for h, p in self.client.hosts)
+            raise MigrationClientAuthError(
+                f"{what}: ZooKeeper {hosts}{self.client.chroot or ''} refused the request ({code}): this "
+                "session's credentials do not satisfy the znode's ACL; give the ones Kafka's brokers use "
+                "(digest or SASL, and TLS if the ensemble asks for it)"
+            ) from error
         raise MigrationClientError(f"{what}: ZooKeeper error {error!r}") from error
 
     def _multi(

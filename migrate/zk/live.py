@@ -211,6 +211,7 @@ class ZkConnectOptions:
                     f"cannot connect to {self.describe()} within {wait:g} s: {heard.last or 'no answer'}"
                 ) from None
             except Exception as exc:
+                client.stop()  # kazoo may have connected before failing (an auth error): close needs it stopped
                 client.close()
                 raise Zk2KraftError(f"cannot start a session with {self.describe()}: {exc}") from None
         try:
