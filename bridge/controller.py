@@ -56,7 +56,8 @@ from bridge.kafka.protocol import (
     encode_response,
     unwrap_response,
 )
-from bridge.metadata_log import MetadataLog, preview
+from bridge.metadata_log import MetadataLog
+from bridge.metadata_log_recovery import preview
 from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
 from bridge.pipeline import DualWritePipeline
 from bridge.zk.broker_registry import ZkBrokerRegistry

@@ -37,7 +37,8 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     # middle: ZooKeeper, the log, the state machine, the pipeline
     "metrics": frozenset({"api", "kafka"}),
     "zk": frozenset({"api", "metrics"}),
-    "metadata_log": frozenset({"api"}),
+    "metadata_log_recovery": frozenset({"api"}),
+    "metadata_log": frozenset({"api", "metadata_log_recovery"}),
     "metadata_fetch": frozenset({"api", "handlers"}),
     "driver": frozenset({"api", "zk"}),
     "pipeline": frozenset({"api", "kafka", "metrics", "zk", "metadata_log", "driver"}),
@@ -46,7 +47,17 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     "config": frozenset({"kafka"}),
     "standby": frozenset({"metadata_log"}),
     "controller": frozenset(
-        {"api", "kafka", "handlers", "metrics", "zk", "metadata_log", "metadata_fetch", "driver", "pipeline"}
+        {
+            "api",
+            "kafka",
+            "handlers",
+            "metrics",
+            "zk",
+            "metadata_log",
+            "metadata_log_recovery",
+            "metadata_fetch",
+        }
+        | {"driver", "pipeline"}
         | {"config", "standby"}
     ),
 }
