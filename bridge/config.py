@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.kafka.tls import server_ssl_context
 from migrate.errors import EXIT_BAD_INPUT, Zk2KraftError
+from migrate.zk.live import ZkConnectOptions
 
 # A refused bridge exits with the table's bad-input code (migrate.errors holds the whole table).
 EXIT_REFUSED = EXIT_BAD_INPUT
@@ -40,6 +41,15 @@ class BridgeConfig(BaseModel):
     fsync: bool = True
     min_batch_size: int = Field(200, ge=1)
     zk_session_timeout_s: float = 18.0
+    # ZooKeeper credentials and TLS (`--zk-digest`, `--zk-sasl-*`, `--zk-tls-*`), ZkConnectOptions' fields.
+    zk_auth_data: tuple[tuple[str, str], ...] = Field((), repr=False, description="addAuth (scheme, credentials)")
+    zk_sasl_options: dict[str, str] | None = Field(None, repr=False, description="kazoo's sasl_options")
+    zk_ssl_enable: bool = False
+    zk_ssl_cafile: str | None = None
+    zk_ssl_certfile: str | None = None
+    zk_ssl_keyfile: str | None = None
+    zk_ssl_keyfile_password: str | None = Field(None, repr=False)
+    zk_ssl_check_hostname: bool = True
     gil_switch_interval_s: float | None = Field(
         0.0005,
         gt=0,
@@ -51,6 +61,22 @@ class BridgeConfig(BaseModel):
     listen_ssl_ca: Path | None = Field(None, description="CA of client certificates; given: required")
     envelope_principals: frozenset[str] | None = Field(
         None, description="None: every caller is served; else only these principals' requests (User:<DN>)"
+    )
+
+
+def zk_connect_options(config: BridgeConfig) -> ZkConnectOptions:
+    """How the bridge reaches ZooKeeper: `--zk`, the session timeout, the credentials and TLS."""
+    return ZkConnectOptions(
+        connect=config.zk_connect,
+        session_timeout_ms=int(config.zk_session_timeout_s * 1000),
+        auth_data=config.zk_auth_data,
+        sasl_options=config.zk_sasl_options,
+        ssl_enable=config.zk_ssl_enable,
+        ssl_cafile=config.zk_ssl_cafile,
+        ssl_certfile=config.zk_ssl_certfile,
+        ssl_keyfile=config.zk_ssl_keyfile,
+        ssl_keyfile_password=config.zk_ssl_keyfile_password,
+        ssl_check_hostname=config.zk_ssl_check_hostname,
     )
 
 

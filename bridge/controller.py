@@ -30,7 +30,7 @@ from kio.static.primitive import i32
 
 from bridge import metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
-from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context
+from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context, zk_connect_options
 from bridge.driver import (
     FencedOut,
     MigrationDriver,
@@ -56,7 +56,8 @@ from bridge.kafka.protocol import (
     encode_response,
     unwrap_response,
 )
-from bridge.metadata_log import MetadataLog, preview
+from bridge.metadata_log import MetadataLog
+from bridge.metadata_log_recovery import preview
 from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
 from bridge.pipeline import DualWritePipeline
 from bridge.zk.broker_registry import ZkBrokerRegistry
@@ -77,7 +78,6 @@ from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import load_image
 from migrate.zk import paths
-from migrate.zk.live import ZkConnectOptions
 from migrate.zk.znodes.controller import decode_migration
 from migrate.zk.znodes.singletons import decode_cluster_id
 
@@ -106,6 +106,7 @@ class BridgeController:
     ) -> None:
         self.config = config
         self._ssl_context = listener_ssl_context(config)  # bad TLS options fail before anything starts
+        self.zk_options = zk_connect_options(config)
         if handlers is None:
             loaded, loaded_supported = load_handlers()
             self.handlers: dict[int, ControllerHandler] = loaded
@@ -278,7 +279,7 @@ class BridgeController:
     async def _serve(self) -> int:
         config = self.config
         loop = asyncio.get_running_loop()
-        options = ZkConnectOptions(connect=config.zk_connect, session_timeout_ms=int(config.zk_session_timeout_s * 1000))  # fmt: skip
+        options = self.zk_options
         self.kazoo = await loop.run_in_executor(None, lambda: options.start_client(timeout=config.zk_session_timeout_s))
         self.zk = ZkMigrationClient(self.kazoo)
         cluster_id = await loop.run_in_executor(None, self._zk_cluster_id)
@@ -329,7 +330,7 @@ class BridgeController:
                 raise MigrationMismatchError(mismatch_refusal(problem, holder, config.node_id))
         if found.image.features.zk_migration_state != ZkMigrationState.MIGRATION:
             try:
-                await loop.run_in_executor(None, read_zookeeper_for_migration, self.kazoo)
+                await loop.run_in_executor(None, read_zookeeper_for_migration, self.zk_options)
             except ZnodeFormatError as exc:
                 raise MigrationMismatchError(
                     f"refusing to start: {exc}. The initial migration copies every znode of the cluster and "
@@ -532,6 +533,7 @@ class BridgeController:
         driver = MigrationDriver(
             self.zk,
             metadata_log,
+            zk_options=self.zk_options,
             node_id=self.config.node_id,
             zk_executor=self.pipeline.writer,
             metadata_version=mv,
@@ -552,7 +554,7 @@ class BridgeController:
             raise MigrationMismatchError(
                 f"ZooKeeper {self.config.zk_connect} has no {paths.CLUSTER_ID}: no Kafka broker ever started "
                 f"there, so there is no cluster to migrate"
-                + ZkConnectOptions(connect=self.config.zk_connect).kafka_chroot_hint()
+                + self.zk_options.kafka_chroot_hint()
             )
         return decode_cluster_id(paths.CLUSTER_ID, found[0])
 
@@ -569,12 +571,10 @@ class BridgeController:
                 f"# {self.config.metadata_dir} holds no completed migration: a real run would first migrate "
                 f"ZooKeeper into the log; reconciling the empty image would plan these writes:"
             ]
-        zk = self.zk
-
         async def in_thread(fn: Callable[[], Any]) -> Any:
             return await loop.run_in_executor(None, fn)
 
-        self.dry_run_lines += await plan_dry_run(zk, image, in_thread)
+        self.dry_run_lines += await plan_dry_run(self.zk_options, image, in_thread)
         return EXIT_OK
 
     async def _shutdown(self) -> None:

@@ -206,9 +206,8 @@ def mismatch_refusal(problem: str, holder: ControllerHolder, node_id: int) -> st
     return f"{text}. If you are sure ZooKeeper should follow this metadata log, start with {flag}"
 
 
-def read_zookeeper_for_migration(client: Any) -> ZkClusterModel:
+def read_zookeeper_for_migration(options: ZkConnectOptions) -> ZkClusterModel:
     """The model the initial load copies, read strictly: a malformed znode raises ZnodeFormatError naming it."""
-    options = ZkConnectOptions.from_kazoo(client)
     return from_tree(read_tree(options, acls=False))
 
 
@@ -228,6 +227,7 @@ class MigrationDriver:
         zk: ZkMigrationClient,
         metadata_log: MetadataLogLike,
         *,
+        zk_options: ZkConnectOptions,
         node_id: int,
         zk_executor: Executor,
         metadata_version: mvs.MetadataVersion | None = None,
@@ -240,6 +240,8 @@ class MigrationDriver:
     ) -> None:
         self.zk = zk
         self.log = metadata_log
+        self.zk_options = zk_options
+        """How `zk`'s session was opened: the tree reads open their own sessions with the same credentials."""
         self.node_id = node_id
         self.zk_executor = zk_executor
         self.metadata_version = metadata_version
@@ -366,7 +368,7 @@ class MigrationDriver:
             epoch = await self.run_zk(self.zk.get, paths.CONTROLLER_EPOCH)
         except (Zk2KraftError, KazooException) as exc:
             return f"ZooKeeper could not be read back after the failure ({exc}); check {paths.CONTROLLER}"
-        shell = f"bin/zookeeper-shell.sh {ZkConnectOptions.from_kazoo(self.zk.client).connect}"
+        shell = f"bin/zookeeper-shell.sh {self.zk_options.connect}"
         epoch_text = "absent" if epoch is None else (epoch[0] or b"").decode(errors="replace")
         parts = ["This bridge stopped before DUAL_WRITE; ZooKeeper is left as follows:"]
         if released:
@@ -465,8 +467,9 @@ class MigrationDriver:
     async def migrate(self) -> MigrationOutcome:
         """Copy ZooKeeper into the log in one metadata transaction, then record its end in `/migration`."""
         started = time.monotonic_ns()
-        client = self.zk.client
-        model = await asyncio.get_running_loop().run_in_executor(None, read_zookeeper_for_migration, client)
+        model = await asyncio.get_running_loop().run_in_executor(
+            None, read_zookeeper_for_migration, self.zk_options
+        )
         mv = self.log.image.metadata_version
         translation = translate(model, metadata_version=mv)
         manifest = ManifestBuilder()
@@ -514,7 +517,7 @@ class MigrationDriver:
 
     async def reconcile(self) -> list[ZkOperation]:
         """SYNC_KRAFT_TO_ZK: write to ZooKeeper only what differs from the log's image (§7.5)."""
-        options = ZkConnectOptions.from_kazoo(self.zk.client)
+        options = self.zk_options
         loop = asyncio.get_running_loop()
         model: ZkClusterModel = await loop.run_in_executor(
             None, lambda: from_tree(read_tree(options, acls=False), strict=False)
@@ -692,12 +695,11 @@ class MigrationDriver:
 
 
 async def plan_dry_run(
-    zk: ZkMigrationClient,
+    options: ZkConnectOptions,
     image: MetadataImage,
     run_in_thread: Callable[[Callable[[], ZkClusterModel]], Awaitable[ZkClusterModel]],
 ) -> list[str]:
     """The lines `--dry-run` prints: the reconciliation SYNC_KRAFT_TO_ZK would write for `image`."""
-    options = ZkConnectOptions.from_kazoo(zk.client)
     model = await run_in_thread(lambda: from_tree(read_tree(options, acls=False), strict=False))
     return describe(plan_reconciliation(image, model))
 

@@ -1,8 +1,9 @@
 """The bridge controller's durable KRaft metadata log: format, recovery, leader election, group commit.
 
 `MetadataLog.open` formats an empty `metadata.log.dir` as a fresh single-node Kafka 3.9 controller would,
-or recovers an existing one (a torn or corrupt last batch is truncated as Kafka's log recovery does),
-loads the newest snapshot, replays the segments after it, and then becomes leader in a new epoch: it
+or recovers and loads an existing one (`bridge.metadata_log_recovery`: a torn or corrupt last batch is
+truncated as Kafka's log recovery does, then the newest snapshot and the segments after it are replayed),
+and then becomes leader in a new epoch: it
 persists the election, appends Kafka's LeaderChangeMessage control batch and the controller's activation
 records (bootstrap records on an empty log, AbortTransactionRecord for a transaction left open).
 
@@ -18,49 +19,47 @@ import asyncio
 import concurrent.futures
 import fcntl
 import logging
-import mmap
 import os
 import struct
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from crc32c import crc32c
-
 from bridge.api import RecordAndVersion
+from bridge.metadata_log_recovery import (
+    LoadedLog,
+    RecoveredSegments,
+    check_meta,
+    index_paths,
+    is_unformatted,
+    load_log,
+    read_quorum,
+    recover_segments,
+)
 from migrate.atomic import atomic_write_bytes, fsync_directory
 from migrate.errors import CorruptDataError, InvalidRequestError, UnsupportedVersionError, Zk2KraftError
-from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.activation import activation_records, bootstrap_records, encode_leader_change_batch
-from migrate.kraft.batch import CRC_START, HEADER_SIZE, MAGIC, encode_kraft_batch
+from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch
 from migrate.kraft.framing import encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
     BOOTSTRAP_CHECKPOINT,
-    INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     META_PROPERTIES,
     METADATA_TOPIC_ID,
     PARTITION_METADATA,
     QUORUM_STATE,
-    TIME_INDEX_SUFFIX,
     EpochEntry,
     MetaProperties,
     QuorumState,
-    SegmentFile,
     SegmentIndexBuilder,
-    SnapshotId,
-    list_segments,
-    list_snapshots,
     read_leader_epoch_checkpoint,
-    read_meta_properties,
     read_partition_metadata,
-    read_quorum_state,
     segment_file_name,
     uuid_to_base64,
     write_leader_epoch_checkpoint,
@@ -71,38 +70,26 @@ from migrate.kraft.logdir import (
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.kraft.reader import (
     METADATA_PARTITION_DIR,
-    iter_log_dir,
-    load_image,
     read_bootstrap_records,
-    read_snapshot_image,
 )
-from migrate.kraft.replay import MetadataReplayer
-from migrate.kraft.snapshot import write_bootstrap_checkpoint
+from migrate.kraft.snapshot import MAX_BATCH_SIZE_BYTES, write_bootstrap_checkpoint
 
 __all__ = [
     "DEFAULT_SEGMENT_BYTES",
     "MAX_BATCH_SIZE_BYTES",
     "AppendResult",
-    "LogPreview",
     "MetadataLog",
     "encode_data_batch",
-    "preview",
 ]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 """`metadata.log.segment.bytes` default (1 GiB)."""
-MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
-"""KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the largest batch the Raft leader writes."""
 LOCK_FILE = ".lock"
 """Kafka locks every log directory with this file."""
 
 _INT32_MAX = 2**31 - 1
-_LOG_OVERHEAD = 12
-_MIN_BATCH_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
-_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-_AFTER_CRC = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp
 _BASE_OFFSET = struct.Struct(">q")
 
 
@@ -122,203 +109,6 @@ def encode_data_batch(
     """One data batch as Kafka's controller appends it (KRaft BatchBuilder: no compression, one timestamp)."""
     values = [(None, encode_metadata_record(r, v)) for r, v in records]
     return encode_kraft_batch(base_offset, leader_epoch, timestamp_ms, values, False)
-
-
-# ---------------------------------------------------------------------------------------------- recovery scan
-
-
-@dataclass(slots=True)
-class _BatchInfo:
-    base_offset: int
-    last_offset: int
-    epoch: int
-    max_timestamp: int
-    size: int
-
-
-@dataclass(slots=True)
-class _SegmentScan:
-    """Header walk of one segment: its valid batches and, if any, why the bytes after them are bad."""
-
-    segment: SegmentFile
-    file_size: int
-    valid_bytes: int = 0
-    batches: list[_BatchInfo] = field(default_factory=list)
-    problem: str | None = None
-    tail_like: bool = False
-    """The bad bytes are a torn or corrupt final batch (or zero fill), which recovery may truncate."""
-
-    @property
-    def next_offset(self) -> int:
-        return self.batches[-1].last_offset + 1 if self.batches else self.segment.base_offset
-
-
-def _scan_segment(segment: SegmentFile, expected_offset: int) -> _SegmentScan:
-    """Check every batch frame (length, magic, CRC-32C, offsets) of a segment without decoding records."""
-    path = segment.path
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            data: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-    except OSError as exc:
-        raise Zk2KraftError(f"cannot read {path}: {exc.strerror or exc}") from None
-    scan = _SegmentScan(segment, size)
-    try:
-        view = memoryview(data)
-        try:
-            _walk_batches(scan, view, expected_offset)
-        finally:
-            view.release()
-    finally:
-        if isinstance(data, mmap.mmap):
-            data.close()
-    return scan
-
-
-def _walk_batches(scan: _SegmentScan, view: memoryview, expected_offset: int) -> None:
-    size = scan.file_size
-    pos = 0
-    while pos < size:
-        remaining = size - pos
-        if remaining < HEADER_SIZE:
-            scan.problem = f"only {remaining} bytes left, less than a {HEADER_SIZE}-byte batch header"
-            scan.tail_like = True
-            break
-        base, length, epoch, magic, crc = _PREFIX.unpack_from(view, pos)
-        batch_size = length + _LOG_OVERHEAD
-        if length < _MIN_BATCH_LENGTH:
-            scan.problem = f"impossible batch length {length}"
-        elif batch_size > remaining:
-            scan.problem = f"batch of {batch_size} bytes but only {remaining} bytes left (torn write)"
-        elif magic != MAGIC:
-            scan.problem = f"record batch magic {magic}; only magic 2 is supported"
-        elif crc32c(view[pos + CRC_START : pos + batch_size]) != crc:
-            scan.problem = "CRC-32C does not match the batch bytes"
-        if scan.problem is not None:
-            # Only the last batch of the log may be damaged: one a crash interrupted (its declared end
-            # reaches past the end of the file), or zero fill the file system left after the last write.
-            # A torn batch is at most KRaft's largest batch; more bytes than that are not one batch.
-            reaches_end = length >= _MIN_BATCH_LENGTH and batch_size >= remaining <= MAX_BATCH_SIZE_BYTES
-            zero_fill = remaining <= 2 * MAX_BATCH_SIZE_BYTES and view[pos:size].tobytes() == bytes(remaining)
-            scan.tail_like = (reaches_end or zero_fill) and not _valid_batch_after(
-                view, pos, size, expected_offset
-            )
-            break
-        _attributes, last_delta, _base_ts, max_ts = _AFTER_CRC.unpack_from(view, pos + CRC_START)
-        if base < expected_offset or last_delta < 0:
-            raise CorruptDataError(
-                str(scan.segment.path),
-                pos,
-                f"batch offsets {base}..{base + last_delta} do not follow offset {expected_offset - 1}",
-            )
-        scan.batches.append(_BatchInfo(base, base + last_delta, epoch, max_ts, batch_size))
-        expected_offset = base + last_delta + 1
-        pos += batch_size
-        scan.valid_bytes = pos
-
-
-def _valid_batch_after(view: memoryview, pos: int, size: int, expected_offset: int) -> bool:
-    """Whether an intact batch starts after `pos`: then the damage at `pos` (say a corrupt length
-    field) is in the middle of the log, not a torn final write, whose bytes hold no complete batch."""
-    data = view[pos + 1 : size].tobytes()
-    start = pos + 1
-    magic_at = data.find(b"\x02", 16)
-    while magic_at >= 0:
-        q = start + magic_at - 16
-        if q + HEADER_SIZE <= size:
-            base, length, _epoch, _magic, crc = _PREFIX.unpack_from(view, q)
-            end = q + length + _LOG_OVERHEAD
-            if (
-                length >= _MIN_BATCH_LENGTH
-                and end <= size
-                and expected_offset <= base < expected_offset + 2**31
-                and crc32c(view[q + CRC_START : end]) == crc
-            ):
-                return True
-        magic_at = data.find(b"\x02", magic_at + 1)
-    return False
-
-
-@dataclass(slots=True)
-class _Recovered:
-    """The segments after recovery, with the active (last) one's batches for its index."""
-
-    segments: list[SegmentFile]
-    active: _SegmentScan | None
-    log_start_offset: int | None
-    log_end_offset: int | None
-    last_batch_epoch: int
-    epoch_starts: list[EpochEntry]
-    truncations: list[str]
-
-
-def _recover_segments(pdir: Path) -> _Recovered:
-    """Kafka's log recovery, limited to the tail: truncate a damaged last batch, fail on earlier damage."""
-    segments = list_segments(pdir)
-    scans: list[_SegmentScan] = []
-    expected = 0
-    for segment in segments:
-        scan = _scan_segment(segment, expected)
-        scans.append(scan)
-        expected = scan.next_offset
-    truncations: list[str] = []
-    for i, scan in enumerate(scans):
-        if scan.problem is None:
-            continue
-        later_data = any(s.file_size for s in scans[i + 1 :])
-        if not scan.tail_like or later_data:
-            follows = scan.file_size - scan.valid_bytes
-            raise CorruptDataError(
-                str(scan.segment.path),
-                scan.valid_bytes,
-                f"{scan.problem}; it is not the end of the log ({follows} bytes in this file from here"
-                f"{' and later segments' if later_data else ''}), so this is corruption, not a torn write",
-            )
-        cut = scan.file_size - scan.valid_bytes
-        message = (
-            f"{scan.segment.path}: {scan.problem} at byte {scan.valid_bytes}; truncating the last {cut} "
-            f"bytes (log recovery keeps offsets up to {scan.next_offset - 1})"
-        )
-        log.warning("%s", message)
-        truncations.append(message)
-        with open(scan.segment.path, "r+b") as f:
-            f.truncate(scan.valid_bytes)
-            os.fsync(f.fileno())
-        scan.file_size = scan.valid_bytes
-        for empty in scans[i + 1 :]:
-            _delete_segment(empty.segment)
-        scans = scans[: i + 1]
-        break
-    segments = [s.segment for s in scans]
-    epoch_starts: list[EpochEntry] = []
-    last_epoch = -1
-    for scan in scans:
-        for batch in scan.batches:
-            if batch.epoch > last_epoch:
-                epoch_starts.append(EpochEntry(batch.epoch, batch.base_offset))
-                last_epoch = batch.epoch
-    return _Recovered(
-        segments=segments,
-        active=scans[-1] if scans else None,
-        log_start_offset=segments[0].base_offset if segments else None,
-        log_end_offset=scans[-1].next_offset if scans else None,
-        last_batch_epoch=last_epoch,
-        epoch_starts=epoch_starts,
-        truncations=truncations,
-    )
-
-
-def _index_paths(pdir: Path, base_offset: int) -> tuple[Path, Path]:
-    return (
-        pdir / segment_file_name(base_offset, INDEX_SUFFIX),
-        pdir / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
-    )
-
-
-def _delete_segment(segment: SegmentFile) -> None:
-    for path in (segment.path, *_index_paths(segment.path.parent, segment.base_offset)):
-        path.unlink(missing_ok=True)
-    fsync_directory(segment.path.parent)
 
 
 # ---------------------------------------------------------------------------------------------- directory
@@ -346,18 +136,6 @@ def _random_directory_id() -> uuid.UUID:
             return value
 
 
-def _is_unformatted(directory: Path) -> bool:
-    if (directory / META_PROPERTIES).exists():
-        return False
-    pdir = directory / METADATA_PARTITION_DIR
-    if pdir.is_dir() and (list_segments(pdir) or list_snapshots(pdir)):
-        raise Zk2KraftError(
-            f"{directory} holds a metadata log in {METADATA_PARTITION_DIR} but no {META_PROPERTIES}; "
-            f"refusing to guess its cluster and node id"
-        )
-    return True
-
-
 def _format(directory: Path, node_id: int, cluster_id: str | None, mv: MetadataVersion) -> MetaProperties:
     """What `kafka-storage format` leaves: bootstrap.checkpoint, then meta.properties (which commits it)."""
     if not cluster_id:
@@ -370,24 +148,6 @@ def _format(directory: Path, node_id: int, cluster_id: str | None, mv: MetadataV
     log.info(
         "formatted %s for cluster %s, node %d, metadata.version %s", directory, cluster_id, node_id, mv.name
     )
-    return meta
-
-
-def _check_meta(directory: Path, node_id: int, cluster_id: str | None) -> MetaProperties:
-    path = directory / META_PROPERTIES
-    meta = read_meta_properties(path)
-    if meta.version != 1:
-        raise UnsupportedVersionError(
-            f"{path} is version {meta.version} (ZooKeeper-era); a KRaft controller needs version 1"
-        )
-    if meta.node_id != node_id:
-        raise InvalidRequestError(
-            f"{path} has node.id {meta.node_id}, but this controller's node id is {node_id}"
-        )
-    if cluster_id is not None and meta.cluster_id != cluster_id:
-        raise InvalidRequestError(
-            f"{path} has cluster.id {meta.cluster_id}, but the cluster id given is {cluster_id}"
-        )
     return meta
 
 
@@ -443,13 +203,6 @@ class _Pending:
     future: concurrent.futures.Future[None]
 
 
-@dataclass(slots=True)
-class _Loaded:
-    replayer: MetadataReplayer
-    snapshot: SnapshotId | None
-    data_records: int
-
-
 class MetadataLog:
     """A single-voter KRaft metadata log this process leads; build it with `MetadataLog.open`.
 
@@ -462,8 +215,8 @@ class MetadataLog:
         *,
         node_id: int,
         cluster_id: str,
-        loaded: _Loaded,
-        recovered: _Recovered,
+        loaded: LoadedLog,
+        recovered: RecoveredSegments,
         end_offset: int,
         fsync: bool,
         segment_bytes: int,
@@ -507,7 +260,7 @@ class MetadataLog:
             fsync_directory(self.partition_dir)
         # The active segment's indexes are rebuilt from its batches, as Kafka's recovery does; stale ones
         # (e.g. written by `zk2kraft migrate` or a previous close) would miss what we append next.
-        for stale in _index_paths(self.partition_dir, base):
+        for stale in index_paths(self.partition_dir, base):
             stale.unlink(missing_ok=True)
         self._builder = SegmentIndexBuilder(base)
         self._segment_size = 0
@@ -573,7 +326,7 @@ class MetadataLog:
         now_ms: int | None,
     ) -> MetadataLog:
         requested = mvs.coerce(metadata_version) if metadata_version is not None else None
-        if _is_unformatted(root):
+        if is_unformatted(root):
             mv = requested or mvs.LATEST_PRODUCTION
             if zk_migration_enabled and not mv.is_metadata_transaction_supported():
                 raise UnsupportedVersionError(
@@ -582,15 +335,15 @@ class MetadataLog:
                 )
             meta = _format(root, node_id, cluster_id, mv)
         else:
-            meta = _check_meta(root, node_id, cluster_id)
+            meta = check_meta(root, node_id, cluster_id)
         assert meta.cluster_id is not None
         pdir = root / METADATA_PARTITION_DIR
         pdir.mkdir(exist_ok=True)
         _remove_stale_temp_files(root, pdir)
         _check_partition_metadata(pdir)
-        quorum = _read_quorum(pdir, node_id)
-        recovered = _recover_segments(pdir)
-        loaded, end_offset = _load(pdir, recovered)
+        quorum = read_quorum(pdir, node_id)
+        recovered = recover_segments(pdir)
+        loaded, end_offset = load_log(pdir, recovered)
         image = loaded.replayer.image
         if requested is not None and loaded.data_records and image.metadata_version != requested:
             log.warning(
@@ -623,8 +376,8 @@ class MetadataLog:
     def _become_leader(
         self,
         quorum: QuorumState | None,
-        recovered: _Recovered,
-        loaded: _Loaded,
+        recovered: RecoveredSegments,
+        loaded: LoadedLog,
         activation: list[RecordAndVersion],
         now_ms: int | None,
     ) -> None:
@@ -839,7 +592,7 @@ class MetadataLog:
 
     def _close_segment(self) -> None:
         index, time_index = self._builder.close()
-        index_path, time_index_path = _index_paths(self.partition_dir, self._segment_base)
+        index_path, time_index_path = index_paths(self.partition_dir, self._segment_base)
         atomic_write_bytes(index_path, index)
         atomic_write_bytes(time_index_path, time_index)
         os.close(self._segment_fd)
@@ -879,120 +632,8 @@ class MetadataLog:
         self.close()
 
 
-# ---------------------------------------------------------------------------------------------- preview
-
-
-@dataclass(frozen=True, slots=True)
-class LogPreview:
-    """What `MetadataLog.open` would find in a directory, read without changing a byte of it.
-
-    `leader_epoch` is the epoch the open would lead in, `end_offset` the next offset before it writes
-    anything, `cluster_id` None for a directory that is not formatted yet.
-    """
-
-    image: MetadataImage
-    end_offset: int
-    leader_epoch: int
-    cluster_id: str | None
-    torn_tail: str | None = None
-
-
-def preview(directory: str | os.PathLike[str], *, node_id: int, cluster_id: str | None) -> LogPreview:
-    """Read `directory` as `MetadataLog.open` would, read-only (a torn tail is reported, not truncated).
-
-    Raises what the open would raise for a directory of another node or cluster, before anything of it is
-    created, formatted or recovered; refusals are judged on this.
-    """
-    root = Path(directory)
-    if not root.exists() or _is_unformatted(root):
-        return LogPreview(MetadataImage(), 0, 1, None)
-    meta = _check_meta(root, node_id, cluster_id)
-    pdir = root / METADATA_PARTITION_DIR
-    if not pdir.is_dir():
-        return LogPreview(MetadataImage(), 0, 1, meta.cluster_id)
-    quorum = _read_quorum(pdir, node_id)
-    image, report = load_image(pdir)
-    if report.last_log_offset is not None:
-        end = report.last_log_offset + 1
-    else:
-        end = report.snapshot_id.end_offset if report.snapshot_id is not None else 0
-    checkpoint = pdir / LEADER_EPOCH_CHECKPOINT
-    known = [image.provenance.last_contained_epoch]
-    if checkpoint.exists():
-        known.extend(e.epoch for e in read_leader_epoch_checkpoint(checkpoint))
-    if quorum is not None:
-        known.append(quorum.leader_epoch)
-    if report.snapshot_id is not None:
-        known.append(report.snapshot_id.epoch)
-    torn = None
-    if report.torn_tail is not None:
-        path, tail = report.torn_tail
-        torn = f"{path}: {tail.describe()}"
-    return LogPreview(image, end, max(max(known), 0) + 1, meta.cluster_id, torn)
-
-
-# ---------------------------------------------------------------------------------------------- loading
-
-
-def _read_quorum(pdir: Path, node_id: int) -> QuorumState | None:
-    path = pdir / QUORUM_STATE
-    if not path.exists():
-        return None
-    state = read_quorum_state(path)
-    if state.current_voters is not None and set(state.current_voters) != {node_id}:
-        raise InvalidRequestError(
-            f"{path} lists voters {list(state.current_voters)}; the bridge runs a single-voter quorum of "
-            f"node {node_id}"
-        )
-    return state
-
-
-def _load(pdir: Path, recovered: _Recovered) -> tuple[_Loaded, int]:
-    """Newest snapshot within the log, then the log records after it; returns the state and end offset."""
-    snapshots = list_snapshots(pdir)
-    log_end = recovered.log_end_offset
-    if snapshots and log_end is not None and snapshots[-1][0].end_offset > log_end:
-        sid, path = snapshots[-1]
-        raise CorruptDataError(
-            str(path),
-            None,
-            f"the snapshot holds offsets up to {sid.end_offset - 1}, but the log ends at offset {log_end - 1}",
-        )
-    chosen = snapshots[-1] if snapshots else None
-    start = chosen[0].end_offset if chosen is not None else 0
-    log_start = recovered.log_start_offset
-    if log_start is not None and log_start > start:
-        after = "the snapshot's end offset" if chosen is not None else "the start of the log"
-        raise CorruptDataError(
-            str(pdir),
-            None,
-            f"the log starts at offset {log_start} but records from {after} ({start}) on are needed",
-        )
-    data_records = 0
-    with gc_paused():
-        image = read_snapshot_image(chosen[1]) if chosen is not None else MetadataImage()
-        if chosen is not None and not image.is_empty():
-            data_records += 1
-        replayer = MetadataReplayer(image, source=str(pdir))
-        for entry in iter_log_dir(pdir, start_offset=start):
-            if entry.is_control:
-                replayer.advance(entry.offset, epoch=entry.leader_epoch, timestamp_ms=entry.timestamp_ms)
-                continue
-            data_records += 1
-            replayer.replay(
-                entry.record,
-                entry.version,
-                entry.offset,
-                epoch=entry.leader_epoch,
-                timestamp_ms=entry.timestamp_ms,
-                position=entry.batch_position,
-            )
-    end = log_end if log_end is not None else start
-    return _Loaded(replayer, chosen[0] if chosen is not None else None, data_records), end
-
-
 def _activation_records(
-    root: Path, loaded: _Loaded, requested: MetadataVersion, zk_migration_enabled: bool
+    root: Path, loaded: LoadedLog, requested: MetadataVersion, zk_migration_enabled: bool
 ) -> list[RecordAndVersion]:
     """The activation records for this log: bootstrap records on an empty log, an abort for an open transaction."""
     replayer = loaded.replayer

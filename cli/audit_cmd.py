@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -13,7 +13,9 @@ from rich.table import Table
 
 from cli.common import EXIT_FINDING, handles_errors, progress, stderr
 from cli.options import print_source_notices, zk_source_from, zk_source_options
-from validators.report import AuditSummary
+
+if TYPE_CHECKING:
+    from validators.report import AuditSummary
 
 _STYLE = {"consistent": "bold green", "lagging": "bold yellow", "inconsistent": "bold red"}
 
@@ -89,6 +91,7 @@ def audit_cmd(
 
     On a cluster (--master), every input path must be readable at the same path on every executor.
     """
+    # Here, not at the top: the audit loads pyspark, a few hundred ms every other command would pay.
     from validators.audit import AuditOptions, check_out_dir, run_audit
     from validators.spark import spark_session
 

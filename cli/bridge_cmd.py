@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
+from bridge.config import BridgeConfig
 from cli.common import handles_errors
+from cli.options import zk_security_from, zk_security_options
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
@@ -127,6 +130,7 @@ def _principals(value: str | None) -> frozenset[str] | None:
     "CLUSTER_AUTHORIZATION_FAILED and nothing is changed. Needs --listen-ssl-cert and --listen-ssl-ca; "
     "unset: every caller that can connect is served.",
 )
+@zk_security_options
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -147,6 +151,7 @@ def run_cmd(
     envelope_principals: str | None,
     no_fsync: bool,
     verbose: bool,
+    **zk_security: Any,
 ) -> None:
     """Be the KRaft controller of a cluster being migrated off ZooKeeper.
 
@@ -170,7 +175,8 @@ def run_cmd(
           --node-id 3000 --listen 0.0.0.0:9093 --metrics 0.0.0.0:9404
       curl -s localhost:9404/status      # {"state": "DUAL_WRITE", ...}
     """
-    from bridge.config import BridgeConfig
+    # Here, not at the top: the controller loads kio's request schemas, a few hundred ms every other
+    # command would pay at start-up.
     from bridge.controller import BridgeController
 
     logging.basicConfig(
@@ -197,6 +203,7 @@ def run_cmd(
             listen_ssl_ca=listen_ssl_ca,
             envelope_principals=_principals(envelope_principals),
             fsync=not no_fsync,
+            **{f"zk_{name}": value for name, value in zk_security_from(zk_security).items()},
         )
     )
     controller = BridgeController(config)

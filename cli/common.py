@@ -35,6 +35,8 @@ from migrate.errors import (
     UnreachableError,
     Zk2KraftError,
 )
+from migrate.zk.live import ZkConnectOptions, kazoo_warnings_to_debug
+from migrate.zk.sources import split_connect_string
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -186,9 +188,6 @@ def zk_session(connect: str, chroot: str | None = None, *, require_kafka: bool =
 
     Errors name the address and chroot; kazoo's retry warnings stay out of the output for the whole session.
     """
-    from migrate.zk.live import ZkConnectOptions, kazoo_warnings_to_debug
-    from migrate.zk.sources import split_connect_string
-
     hosts, own = split_connect_string(connect)
     if chroot and own != "/":
         raise Zk2KraftError("give the chroot either in --zk HOST:PORT/chroot or with --chroot, not both")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -80,8 +81,6 @@ def finalize_check_cmd(
     conditions.append(audit_condition(zk_connect, metadata_dir, audit_out, no_audit))
     ok = all(c.verdict == "pass" for c in conditions)
     if fmt == "json":
-        import json
-
         click.echo(json.dumps({"ok": ok, "phase": status.phase, "conditions": [c.model_dump() for c in conditions]}, indent=2))
     else:
         click.echo(f"phase: {status.phase} — {status.description}")

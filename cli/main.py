@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import click
 
+from cli.audit_cmd import audit_cmd
+from cli.bridge_cmd import bridge_group
 from cli.common import exit_codes_help
+from cli.dump_cmd import dump_cmd
+from cli.finalize_cmd import finalize_check_cmd
+from cli.migrate_cmd import migrate_cmd
+from cli.plan_cmd import plan_cmd
+from cli.rollback_cmd import rollback_cmd
+from cli.shim_cmd import shim_group
+from cli.snapshot_cmd import snapshot_cmd
+from cli.status_cmd import status_cmd
+from cli.zk_cmd import zk_group
 
 
 @click.group(
@@ -22,33 +33,17 @@ def cli() -> None:
     """
 
 
-def _register() -> None:
-    from cli.audit_cmd import audit_cmd
-    from cli.bridge_cmd import bridge_group
-    from cli.dump_cmd import dump_cmd
-    from cli.finalize_cmd import finalize_check_cmd
-    from cli.migrate_cmd import migrate_cmd
-    from cli.plan_cmd import plan_cmd
-    from cli.rollback_cmd import rollback_cmd
-    from cli.shim_cmd import shim_group
-    from cli.snapshot_cmd import snapshot_cmd
-    from cli.status_cmd import status_cmd
-    from cli.zk_cmd import zk_group
-
-    cli.add_command(audit_cmd)
-    cli.add_command(bridge_group)
-    cli.add_command(dump_cmd)
-    cli.add_command(finalize_check_cmd)
-    cli.add_command(migrate_cmd)
-    cli.add_command(plan_cmd)
-    cli.add_command(rollback_cmd)
-    cli.add_command(shim_group)
-    cli.add_command(snapshot_cmd)
-    cli.add_command(status_cmd)
-    cli.add_command(zk_group)
-
-
-_register()
+cli.add_command(audit_cmd)
+cli.add_command(bridge_group)
+cli.add_command(dump_cmd)
+cli.add_command(finalize_check_cmd)
+cli.add_command(migrate_cmd)
+cli.add_command(plan_cmd)
+cli.add_command(rollback_cmd)
+cli.add_command(shim_group)
+cli.add_command(snapshot_cmd)
+cli.add_command(status_cmd)
+cli.add_command(zk_group)
 
 
 def main() -> None:

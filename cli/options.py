@@ -85,3 +85,100 @@ def print_source_notices(warnings: Sequence[str], notes: Sequence[str] = (), *, 
         stderr.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, soft_wrap=True, highlight=False)
     for note in notes:
         stderr.print(f"note: {escape(note)}", markup=True, soft_wrap=True, highlight=False)
+
+
+def zk_security_options(func: F) -> F:
+    """--zk-digest, --zk-sasl-*, --zk-tls-*: the credentials and TLS Kafka's brokers use with ZooKeeper."""
+    options = [
+        click.option(
+            "--zk-digest",
+            metavar="USER:PASSWORD",
+            envvar="ZK2KRAFT_ZK_DIGEST",
+            help="Digest credentials sent with addAuth, for znodes ACL'd to a digest user (env "
+            "ZK2KRAFT_ZK_DIGEST keeps the password out of the process list).",
+        ),
+        click.option(
+            "--zk-sasl-mechanism",
+            type=click.Choice(["DIGEST-MD5", "GSSAPI"]),
+            help="SASL login, as the JAAS Client section of Kafka's brokers (default DIGEST-MD5 when "
+            "--zk-sasl-username is given).",
+        ),
+        click.option("--zk-sasl-username", metavar="USER", help="SASL user (DIGEST-MD5)."),
+        click.option(
+            "--zk-sasl-password",
+            metavar="PASSWORD",
+            envvar="ZK2KRAFT_ZK_SASL_PASSWORD",
+            help="SASL password (env ZK2KRAFT_ZK_SASL_PASSWORD keeps it out of the process list).",
+        ),
+        click.option("--zk-tls", is_flag=True, help="Connect with TLS (Kafka's zookeeper.ssl.client.enable=true)."),
+        click.option(
+            "--zk-tls-ca",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="CA certificates that sign the servers' certificates, PEM (zookeeper.ssl.truststore.location; "
+            "default: the system's).",
+        ),
+        click.option(
+            "--zk-tls-cert",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Client certificate, PEM; may hold the key too (zookeeper.ssl.keystore.location).",
+        ),
+        click.option(
+            "--zk-tls-key",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Its private key, PEM, when not in --zk-tls-cert.",
+        ),
+        click.option(
+            "--zk-tls-key-password",
+            metavar="PASSWORD",
+            envvar="ZK2KRAFT_ZK_TLS_KEY_PASSWORD",
+            help="Password of the private key (env ZK2KRAFT_ZK_TLS_KEY_PASSWORD).",
+        ),
+        click.option(
+            "--zk-tls-no-hostname-check",
+            is_flag=True,
+            help="Do not check the server's name against its certificate "
+            "(zookeeper.ssl.endpoint.identification.algorithm empty).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def zk_security_from(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The ZkConnectOptions security fields from `zk_security_options`' options (removed from kwargs)."""
+    digest = kwargs.pop("zk_digest", None)
+    mechanism = kwargs.pop("zk_sasl_mechanism", None)
+    username = kwargs.pop("zk_sasl_username", None)
+    password = kwargs.pop("zk_sasl_password", None)
+    tls = kwargs.pop("zk_tls", False)
+    tls_files = {name: kwargs.pop(f"zk_tls_{name}", None) for name in ("ca", "cert", "key", "key_password")}
+    no_hostname_check = kwargs.pop("zk_tls_no_hostname_check", False)
+    if digest is not None and (":" not in digest or digest.startswith(":")):
+        raise click.BadParameter("expected USER:PASSWORD", param_hint="--zk-digest")
+    if (username is None) != (password is None):
+        raise click.BadParameter("give both --zk-sasl-username and --zk-sasl-password", param_hint="--zk-sasl-*")
+    if mechanism == "DIGEST-MD5" and username is None:
+        raise click.BadParameter("DIGEST-MD5 needs --zk-sasl-username and --zk-sasl-password")
+    given = [f"--zk-tls-{n.replace('_', '-')}" for n, v in tls_files.items() if v is not None]
+    if no_hostname_check:
+        given.append("--zk-tls-no-hostname-check")
+    if tls_files["key"] is not None and tls_files["cert"] is None:
+        raise click.BadParameter("--zk-tls-key needs --zk-tls-cert", param_hint="--zk-tls-key")
+    if given and not tls:
+        raise click.BadParameter(f"{', '.join(given)} without --zk-tls", param_hint="--zk-tls")
+    sasl = None
+    if mechanism is not None or username is not None:
+        sasl = {"mechanism": mechanism or "DIGEST-MD5"}
+        if username is not None:
+            sasl |= {"username": username, "password": password}
+    return {
+        "auth_data": (("digest", digest),) if digest is not None else (),
+        "sasl_options": sasl,
+        "ssl_enable": tls,
+        "ssl_cafile": str(tls_files["ca"]) if tls_files["ca"] else None,
+        "ssl_certfile": str(tls_files["cert"]) if tls_files["cert"] else None,
+        "ssl_keyfile": str(tls_files["key"] or tls_files["cert"]) if tls_files["cert"] else None,
+        "ssl_keyfile_password": tls_files["key_password"],
+        "ssl_check_hostname": not no_hostname_check,
+    }

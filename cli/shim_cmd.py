@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 
 import click
 
+from bridge.kafka.sasl import SaslConfig, image_scram_credentials
+from bridge.kafka.tls import ClientAuth, server_ssl_context
+from bridge.shim.authorizer import StandardAuthorizer
 from cli.common import handles_errors
 from migrate.errors import Zk2KraftError
 from migrate.zk.model import SECURITY_PROTOCOLS
 
 if TYPE_CHECKING:
-    from bridge.kafka.sasl import SaslConfig
-    from bridge.kafka.tls import ClientAuth
     from bridge.shim.server import ShimServer
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -202,6 +203,8 @@ def run_cmd(
           --security-protocol SASL_SSL --ssl-cert shim.pem --ssl-key shim.key \\
           --sasl-mechanisms SCRAM-SHA-512 --authorizer acl --super-users 'User:admin'
     """
+    # Here, not at the top: the shim's modules load kio's request schemas, a few hundred ms every other
+    # command would pay at start-up.
     from bridge.shim.server import ShimConfig, ShimServer, parse_address, parse_addresses
 
     logging.basicConfig(
@@ -286,9 +289,6 @@ def secure_shim(
     allow_everyone_if_no_acl_found: bool = False,
 ) -> ShimServer:
     """Give `server` the listener security and authorizer `shim run`'s options ask for (before it starts)."""
-    from bridge.kafka.tls import server_ssl_context
-    from bridge.shim.authorizer import StandardAuthorizer
-
     if security_protocol not in SECURITY_PROTOCOLS:
         raise Zk2KraftError(f"--security-protocol {security_protocol!r} is not a Kafka security protocol")
     if security_protocol in ("SSL", "SASL_SSL"):
@@ -311,8 +311,6 @@ def secure_shim(
 
 def sasl_config(server: ShimServer, mechanisms: str, plain_users: str | None) -> SaslConfig:
     """SASL for the listener: PLAIN users from the file, SCRAM credentials from the followed image."""
-    from bridge.kafka.sasl import SaslConfig, image_scram_credentials
-
     enabled = tuple(m.strip().upper() for m in mechanisms.split(",") if m.strip())
     if "PLAIN" in enabled and plain_users is None:
         raise Zk2KraftError("--sasl-mechanisms includes PLAIN but no --plain-users file is given")

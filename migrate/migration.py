@@ -52,7 +52,7 @@ from migrate.kraft.metadata_version import MetadataVersion
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import METADATA_PARTITION_DIR
 from migrate.kraft.replay import MetadataReplayer
-from migrate.kraft.snapshot import write_bootstrap_checkpoint, write_snapshot
+from migrate.kraft.snapshot import MAX_BATCH_SIZE_BYTES, write_bootstrap_checkpoint, write_snapshot
 from migrate.manifest import ManifestBuilder, MigrationManifest
 from migrate.translate import MissingStatePolicy, RecordAndVersion, TranslationResult, translate
 from migrate.zk import paths
@@ -66,8 +66,6 @@ DEFAULT_MIN_BATCH_SIZE = 200
 """`zookeeper.metadata.migration.min.batch.size` default."""
 MAX_RECORDS_PER_APPEND = 10_000
 """QuorumController's maxRecordsPerBatch: a non-atomic controller write is appended in chunks of this size."""
-MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
-"""KafkaRaftClient.MAX_BATCH_SIZE_BYTES."""
 LEADER_EPOCH = 1
 """A freshly formatted single controller elects itself in epoch 1 (fixture kraft-real-3.7)."""
 DEFAULT_CONTROLLER_ID = 3000

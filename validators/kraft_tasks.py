@@ -38,7 +38,16 @@ from migrate.kraft.logdir import (
 )
 from migrate.kraft.reader import METADATA_PARTITION_DIR, partition_dir_of
 from validators.kraft_state import SNAPSHOT_SEQ_BASE, Event, Key, fold, merge_events, record_event, state_row
-from validators.tables import CLUSTER_SCOPE, ERROR_KIND, TABLES, Row, sql_string, wide, wide_error
+from validators.tables import (
+    CLUSTER_SCOPE,
+    ERROR_KIND,
+    TABLES,
+    WIDE_SCHEMA,
+    Row,
+    sql_string,
+    wide,
+    wide_error,
+)
 
 _HEADER = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _ATTRIBUTES_DELTA = struct.Struct(">hi")  # attributes at byte 21, lastOffsetDelta at byte 23
@@ -570,8 +579,6 @@ def kraft_wide(spark: SparkSession, plan: KraftPlan, *, shuffle_partitions: int)
         # Keys are unique within a snapshot; only log records can rewrite a key.
         events = events.reduceByKey(merge_events, shuffle_partitions)
     rows = events.flatMap(partial(fold_rows, snapshot_last_offset=plan.snapshot_last_offset))
-    from validators.tables import WIDE_SCHEMA
-
     df = spark.createDataFrame(rows, WIDE_SCHEMA, verifySchema=False).cache()
     errors = df.filter(F.col("kind") == ERROR_KIND).select("error").limit(64).collect()
     if errors:

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import signal
 import ssl
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -421,8 +422,6 @@ class ShimThread:
         return asyncio.run_coroutine_threadsafe(work(), self._loop).result(self.timeout)  # type: ignore[arg-type]
 
     def start(self) -> int:
-        import threading
-
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="zk2kraft-shim", daemon=True)

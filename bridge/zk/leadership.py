@@ -25,14 +25,23 @@ from kazoo.exceptions import (
     ZookeeperError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, Transaction
 from kazoo.protocol.states import ZnodeStat
 from kazoo.security import ACL, OPEN_ACL_UNSAFE
 
 from bridge.zk.multi_codec import encode_multi
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.zk import paths
-from migrate.zk.kazoo_adapter import ReplyRelay, add_ops, encoded_transaction, send_raw
+from migrate.zk.kazoo_adapter import (
+    CheckVersion,
+    Create,
+    Delete,
+    ReplyRelay,
+    SetData,
+    Transaction,
+    add_ops,
+    encoded_transaction,
+    send_raw,
+)
 from migrate.zk.model import ControllerEpoch, ControllerRegistration, MigrationState
 from migrate.zk.protocol import (
     AUTH_CODES,
@@ -415,7 +424,13 @@ class ZkLeadershipClient:
 
     def _wrap(self, what: str, error: KazooException) -> NoReturn:
         if isinstance(error, AuthFailedError | NoAuthError):
-            raise MigrationClientAuthError(f"{what}: ZooKeeper refused the request ({error!r})") from error
+            code = "NOAUTH" if isinstance(error, NoAuthError) else "AUTHFAILED"
+            hosts = ",".join(f"{h}:{p}" for h, p in self.client.hosts)
+            raise MigrationClientAuthError(
+                f"{what}: ZooKeeper {hosts}{self.client.chroot or ''} refused the request ({code}): this "
+                "session's credentials do not satisfy the znode's ACL; give the ones Kafka's brokers use "
+                "(digest or SASL, and TLS if the ensemble asks for it)"
+            ) from error
         raise MigrationClientError(f"{what}: ZooKeeper error {error!r}") from error
 
     def _multi(

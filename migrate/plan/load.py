@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from kazoo.exceptions import NoNodeError
+
 from migrate.kraft.logdir import META_PROPERTIES, MetaProperties, read_meta_properties
 from migrate.plan.checks.zookeeper_state import ACL_CHECK_PATHS
 from migrate.plan.inputs import BrokerConfig, ControllerSpec, PlanInputs
 from migrate.plan.properties import read_properties_file
 from migrate.zk import paths
 from migrate.zk.cluster import from_tree
+from migrate.zk.live import ZkConnectOptions
 from migrate.zk.sources import ZkSource, read_source, split_connect_string
 from migrate.zk.tree import Acl, ZTree
 
@@ -25,10 +28,6 @@ def acls_of(tree: ZTree, with_acls: bool) -> dict[str, tuple[Acl, ...]] | None:
 
 def live_acls(connect: str, chroot: str) -> dict[str, tuple[Acl, ...]]:
     """getACL of the few znodes the controllers touch (a live read skips ACLs: one request per znode)."""
-    from kazoo.exceptions import NoNodeError
-
-    from migrate.zk.live import ZkConnectOptions
-
     hosts, _ = split_connect_string(connect)
     client = ZkConnectOptions(connect=hosts + ("" if chroot == "/" else chroot)).start_client(timeout=15)
     try:

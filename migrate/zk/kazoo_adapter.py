@@ -4,8 +4,10 @@ pyproject.toml).
 What it relies on: the threading handler's `select` (replaced by a subclass passed as
 `KazooClient(handler=...)`), `KazooClient._call` (queue a request without kazoo's async-result thread hop),
 the connection thread calling a request's `serialize()` once per send, `TransactionRequest.operations`
-(ops kazoo's builder refuses: null data), and the private session timeout and SASL options a client was
-built with.
+(ops kazoo's builder refuses: null data), the private session timeout and SASL options a client was
+built with, and two undocumented modules re-exported here for the rest of the code: the request tuples of
+`kazoo.protocol.serialization` (the ops of a multi) and `kazoo.hosts.collect_hosts` (kazoo's own parse of a
+connect string, so ours cannot disagree with it).
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from typing import Any, Protocol
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.handlers.threading import SequentialThreadingHandler
-from kazoo.protocol.serialization import Transaction
+from kazoo.hosts import collect_hosts as collect_hosts
+from kazoo.protocol.serialization import CheckVersion as CheckVersion
+from kazoo.protocol.serialization import Create as Create
+from kazoo.protocol.serialization import Delete as Delete
+from kazoo.protocol.serialization import SetData as SetData
+from kazoo.protocol.serialization import Transaction as Transaction
 
 log = logging.getLogger(__name__)
 

@@ -28,11 +28,10 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.hosts import collect_hosts
 
 from migrate.errors import CorruptDataError, UnreachableError, UnsupportedVersionError, Zk2KraftError
 from migrate.zk.chroots import chroot_hint, find_kafka_chroots, looks_like_kafka
-from migrate.zk.kazoo_adapter import PollSelectHandler, session_settings
+from migrate.zk.kazoo_adapter import PollSelectHandler, collect_hosts, session_settings
 from migrate.zk.protocol import (
     CODE_NAMES,
     INT,
@@ -212,6 +211,7 @@ class ZkConnectOptions:
                     f"cannot connect to {self.describe()} within {wait:g} s: {heard.last or 'no answer'}"
                 ) from None
             except Exception as exc:
+                client.stop()  # kazoo may have connected before failing (an auth error): close needs it stopped
                 client.close()
                 raise Zk2KraftError(f"cannot start a session with {self.describe()}: {exc}") from None
         try:

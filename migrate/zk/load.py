@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
-from kazoo.protocol.serialization import Create, SetData
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
 from migrate.errors import Zk2KraftError
-from migrate.zk.kazoo_adapter import add_ops
+from migrate.zk.kazoo_adapter import Create, SetData, add_ops
 from migrate.zk.tree import ZNode, ZTree
 
 # One multi request must stay well below jute.maxbuffer (1 MiB by default) on the server.

@@ -8,6 +8,9 @@ from pathlib import Path
 
 from migrate.errors import Zk2KraftError
 from migrate.zk.chroots import chroot_hint, find_kafka_chroots, looks_like_kafka
+from migrate.zk.dump import read_dump_with_header
+from migrate.zk.live import ZkConnectOptions, read_tree
+from migrate.zk.restore import load_data_dir
 from migrate.zk.tree import ZTree
 
 
@@ -90,8 +93,6 @@ def read_source(
     source.validate()
     chroot = full_tree_chroot(source)
     if source.connect:
-        from migrate.zk.live import ZkConnectOptions, read_tree
-
         hosts, _ = split_connect_string(source.connect)
         tree = read_tree(hosts, chroot=chroot, progress=progress, acls=acls)
         if require_kafka and not looks_like_kafka(tree.children("/")):
@@ -99,8 +100,6 @@ def read_source(
             raise Zk2KraftError(_no_kafka(source, chroot) + options.kafka_chroot_hint())
         return ZTreeWithOrigin(tree, source.describe(), chroot)
     if source.dump:
-        from migrate.zk.dump import read_dump_with_header
-
         header, whole = read_dump_with_header(source.dump)
         # A dump exported with a chroot is already relative to it; --chroot then selects inside it.
         tree = whole.with_chroot(chroot)
@@ -114,8 +113,6 @@ def read_source(
             older_state_accepted=header.accepted_older_zk_state,
         )
     assert source.data_dir is not None
-    from migrate.zk.restore import load_data_dir
-
     def file_progress(_what: str, done: int, _total: int) -> None:
         if progress is not None:
             progress(done)
