@@ -28,8 +28,10 @@ from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from bridge import metadata_fetch, standby
+from bridge import broker_lifecycle, metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
+from bridge.broker_lifecycle import BrokerLifecycle
+from bridge.brokers.cluster import BROKER_REGISTRATION, ControllerSettings
 from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context
 from bridge.driver import (
     FencedOut,
@@ -43,6 +45,7 @@ from bridge.driver import (
     read_zookeeper_for_migration,
 )
 from bridge.handlers import reads
+from bridge.handlers.alter_partition import unclean_election_enabled
 from bridge.handlers.registry import load_handlers, response_error_code
 from bridge.kafka.error_responses import error_response
 from bridge.kafka.listener import KafkaListener, RequestContext
@@ -115,6 +118,11 @@ class BridgeController:
         else:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})
+        # BrokerRegistration/BrokerHeartbeat reach `_on_broker_request` (before DUAL_WRITE too), not `_answer`.
+        for api_key in broker_lifecycle.SUPPORTED:
+            self.handlers.setdefault(api_key, broker_lifecycle.served_by_lifecycle)
+            self.supported.setdefault(api_key, broker_lifecycle.SUPPORTED[api_key])
+        self.broker_lifecycle: BrokerLifecycle | None = None
         self.new_uuid = new_uuid
         self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
         self.exit_code: int | None = None
@@ -543,7 +551,42 @@ class BridgeController:
             before_dual_write=self._start_watcher,
         )
         self.pipeline.attach(metadata_log, driver)
+        self._activate_brokers(metadata_log, driver)
         return driver
+
+    # ------------------------------------------------------------------ brokers
+
+    def _activate_brokers(self, metadata_log: MetadataLog, driver: MigrationDriver) -> None:
+        """A new leadership: the brokers' sessions start now; the session-expiry timer runs once per process."""
+        if self.broker_lifecycle is None:
+            settings = ControllerSettings(
+                cluster_id=metadata_log.cluster_id or self.cluster_id or "",
+                inter_broker_listener_name=self.config.inter_broker_listener_name,
+                session_timeout_ms=self.config.broker_session_timeout_ms,
+            )
+            node_id = self.config.node_id
+            self.broker_lifecycle = BrokerLifecycle(
+                settings,
+                self.pipeline,
+                unclean_enabled=lambda image, topic: unclean_election_enabled(image, node_id, topic),
+            )
+            self._spawn(self.broker_lifecycle.expire_sessions)
+        self.broker_lifecycle.activate(metadata_log, driver)
+
+    async def _on_broker_request(self, ctx: RequestContext, body: Any) -> Any:
+        """BrokerRegistration and BrokerHeartbeat (Kafka's ControllerApis), served from WAIT_FOR_BROKERS on."""
+        started = time.monotonic()
+        lifecycle = self.broker_lifecycle
+        if lifecycle is None or self._log_closed:
+            response = error_response(ctx.api_key, ctx.api_version, body, ErrorCode.not_controller)
+        elif ctx.api_key == BROKER_REGISTRATION:
+            response = await lifecycle.register(body, ctx.api_version)
+        else:
+            response = await lifecycle.heartbeat(body, ctx.api_version)
+        asyncio.get_running_loop().call_soon(
+            self._count_request, ctx.api_key, response, time.monotonic() - started
+        )
+        return response
 
     def _zk_cluster_id(self) -> str:
         assert self.zk is not None
@@ -639,6 +682,8 @@ class BridgeController:
             return self._refuse(ctx, body)
         if ctx.api_key == ENVELOPE_KEY:
             return await self._on_envelope(ctx, body)
+        if ctx.api_key in broker_lifecycle.SUPPORTED:
+            return await self._on_broker_request(ctx, body)
         return await self._process(ctx.api_key, ctx.api_version, body, ctx.principal, ctx.client_id)
 
     async def _on_envelope(self, ctx: RequestContext, envelope: Any) -> Any:
