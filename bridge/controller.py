@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoNodeError
 from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
@@ -60,7 +60,7 @@ from bridge.kafka.protocol import (
     unwrap_response,
 )
 from bridge.metadata_log import MetadataLog, preview
-from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
+from bridge.metrics import BridgeMetrics, BridgeStatus, BrokersStatus, StatusServer
 from bridge.pipeline import DualWritePipeline
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
@@ -83,6 +83,7 @@ from migrate.zk import paths
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.znodes.controller import decode_migration
 from migrate.zk.znodes.singletons import decode_cluster_id
+from migrate.zk.znodes.topics import decode_topic
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
 an expired session is set again then)."""
 SHUTDOWN_WRITES_WAIT_S = 60.0
+WAIT_FOR_BROKERS_POLL_S = 0.5
 
 
 class BridgeController:
@@ -373,9 +375,7 @@ class BridgeController:
 
     def _start_broker_registry(self) -> ZkBrokerRegistry:
         assert self.kazoo is not None
-        return ZkBrokerRegistry(
-            self.kazoo, on_change=lambda brokers: self.metrics.set_migrating_zk_brokers(len(brokers))
-        ).start()
+        return ZkBrokerRegistry(self.kazoo, on_change=self._on_zk_brokers).start()
 
     async def _open_log(self, cluster_id: str) -> MetadataLog:
         """Open the metadata log; a standby waits while another process holds its directory lock."""
@@ -549,6 +549,7 @@ class BridgeController:
             on_zk_write=self._on_zk_write,
             on_fenced=self._on_fence_lost,
             before_dual_write=self._start_watcher,
+            wait_for_brokers=None if self.config.rehearsal else self._wait_for_brokers,
         )
         self.pipeline.attach(metadata_log, driver)
         self._activate_brokers(metadata_log, driver)
@@ -569,9 +570,80 @@ class BridgeController:
                 settings,
                 self.pipeline,
                 unclean_enabled=lambda image, topic: unclean_election_enabled(image, node_id, topic),
+                on_change=self._sync_brokers,
             )
             self._spawn(self.broker_lifecycle.expire_sessions)
         self.broker_lifecycle.activate(metadata_log, driver)
+        self._sync_brokers()
+
+    def _on_zk_brokers(self, brokers: Mapping[int, Any]) -> None:
+        """kazoo's thread: in a rehearsal, ZooKeeper's brokers are the migrating ZK brokers."""
+        if self.config.rehearsal:
+            self.metrics.set_brokers(
+                BrokersStatus(registered=len(brokers), migrating_zk_brokers=len(brokers), rehearsal=True)
+            )
+
+    def _sync_brokers(self, waiting_for: list[int] | None = None) -> None:
+        lifecycle = self.broker_lifecycle
+        if self.config.rehearsal or lifecycle is None:
+            return
+        counts = lifecycle.counts()
+        self.metrics.set_brokers(
+            BrokersStatus(
+                registered=counts.registered, fenced=counts.fenced,
+                in_controlled_shutdown=counts.in_controlled_shutdown,
+                migrating_zk_brokers=counts.migrating_zk_brokers, waiting_for=waiting_for,
+            )
+        )  # fmt: skip
+
+    async def _wait_for_brokers(self) -> None:
+        """WAIT_FOR_BROKERS (KRaftMigrationDriver): every broker under /brokers/ids and every broker named in
+        a partition assignment must have registered as a migrating ZooKeeper broker (fenced ones count)."""
+        loop = asyncio.get_running_loop()
+        reported: list[int] | None = None
+        while True:
+            assert self.log is not None and self.brokers is not None
+            in_zookeeper = set(self.brokers.brokers)
+            assigned = await loop.run_in_executor(None, self._assigned_broker_ids)
+            registered = {
+                b.broker_id for b in self.log.image.cluster.brokers.values() if b.is_migrating_zk_broker
+            }
+            missing = sorted((in_zookeeper | assigned) - registered)
+            if in_zookeeper and registered and not missing:
+                log.info("event=brokers_ready registered=%s", ",".join(map(str, sorted(registered))))
+                self._sync_brokers()
+                return
+            if missing != reported:
+                reported = missing
+                log.warning(
+                    "event=waiting_for_brokers missing=%s in_zookeeper=%s assigned=%s: the migration starts "
+                    "once every broker runs in migration mode and has registered with this controller",
+                    ",".join(map(str, missing)) or "none (no broker under /brokers/ids)",
+                    ",".join(map(str, sorted(in_zookeeper))), ",".join(map(str, sorted(assigned))),
+                )  # fmt: skip
+            self._sync_brokers(missing)
+            await asyncio.sleep(WAIT_FOR_BROKERS_POLL_S)
+
+    def _assigned_broker_ids(self) -> set[int]:
+        """The broker ids named in ZooKeeper's partition assignments (replicas and adding replicas)."""
+        assert self.kazoo is not None
+        ids: set[int] = set()
+        try:
+            topics = self.kazoo.get_children(paths.TOPICS)
+        except NoNodeError:
+            return ids
+        for topic in topics:
+            path = f"{paths.TOPICS}/{topic}"
+            try:
+                data, _stat = self.kazoo.get(path)
+            except NoNodeError:
+                continue
+            assignment = decode_topic(path, data)
+            for replicas in assignment.partitions.values():
+                ids.update(replicas)
+            for replicas in assignment.adding_replicas.values():
+                ids.update(replicas)
+        return ids
 
     async def _on_broker_request(self, ctx: RequestContext, body: Any) -> Any:
         """BrokerRegistration and BrokerHeartbeat (Kafka's ControllerApis), served from WAIT_FOR_BROKERS on."""
@@ -816,7 +888,9 @@ class BridgeController:
         handler = self.handlers[api_key]
         image = self.log.image
         context = HandlerContext(
-            image=self.brokers.with_brokers(image) if self.brokers is not None else image,
+            image=self.brokers.with_brokers(image)
+            if self.brokers is not None and self.config.rehearsal
+            else image,
             api_version=api_version,
             node_id=self.config.node_id,
             now_ms=time.time_ns() // 1_000_000,

@@ -127,6 +127,14 @@ def _principals(value: str | None) -> frozenset[str] | None:
     "CLUSTER_AUTHORIZATION_FAILED and nothing is changed. Needs --listen-ssl-cert and --listen-ssl-ca; "
     "unset: every caller that can connect is served.",
 )
+@click.option(
+    "--rehearsal",
+    is_flag=True,
+    help="For rehearsals on a COPY of ZooKeeper only (no brokers run): ZooKeeper's /brokers/ids stand in "
+    "for broker registrations, no broker is ever fenced and the migration does not wait for brokers. "
+    "Without it the bridge behaves as Kafka's controller: it waits (WAIT_FOR_BROKERS) until every broker "
+    "runs in migration mode and has registered, and fences brokers whose session expires.",
+)
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -145,6 +153,7 @@ def run_cmd(
     listen_ssl_key: Path | None,
     listen_ssl_ca: Path | None,
     envelope_principals: str | None,
+    rehearsal: bool,
     no_fsync: bool,
     verbose: bool,
 ) -> None:
@@ -197,6 +206,7 @@ def run_cmd(
             listen_ssl_ca=listen_ssl_ca,
             envelope_principals=_principals(envelope_principals),
             fsync=not no_fsync,
+            rehearsal=rehearsal,
         )
     )
     controller = BridgeController(config)

@@ -11,11 +11,15 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kio.schema.errors import ErrorCode
 
+from bridge.api import DriverState
 from bridge.controller import BridgeController
 from migrate.kraft.image import MetadataImage
+from migrate.kraft.migration_state import ZkMigrationState
+from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
-from tests.support.bridge import eventually, running_bridge
+from tests.support.bridge import controller_config, eventually, start_controller
 from tests.support.zk_broker import SimulatedZkBroker
 
 SESSION_TIMEOUT_MS = 1500
@@ -23,24 +27,39 @@ BROKER_IDS = (1, 2, 3)
 
 
 @pytest.fixture
-def bridge(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
-) -> Iterator[BridgeController]:
-    with running_bridge(
-        zk_client, zk_connect, real_tree, tmp_path, broker_session_timeout_ms=SESSION_TIMEOUT_MS
-    ) as controller:
-        yield controller
+def seeded(zk_client: KazooClient, real_tree: ZTree) -> KazooClient:
+    load_tree(zk_client, real_tree)
+    return zk_client
+
+
+def start_bridge(zk_connect: str, tmp_path: Path) -> BridgeController:
+    """A bridge as Kafka's controller behaves (no rehearsal): it waits for the brokers before migrating."""
+    return start_controller(
+        controller_config(
+            zk_connect, tmp_path / "meta", rehearsal=False, broker_session_timeout_ms=SESSION_TIMEOUT_MS
+        )
+    )
+
+
+def start_broker(bridge: BridgeController, broker_id: int, zk_connect: str) -> SimulatedZkBroker:
+    cluster_id = bridge.cluster_id
+    assert cluster_id is not None
+    return SimulatedZkBroker(
+        broker_id, ("127.0.0.1", bridge.listen_port), cluster_id, zk_connect=zk_connect
+    ).start()
+
+
+@pytest.fixture
+def bridge(seeded: KazooClient, zk_connect: str, tmp_path: Path) -> Iterator[BridgeController]:
+    controller = start_bridge(zk_connect, tmp_path)
+    yield controller
+    controller.stop()
 
 
 @pytest.fixture
 def brokers(bridge: BridgeController, zk_connect: str) -> Iterator[dict[int, SimulatedZkBroker]]:
-    assert bridge.cluster_id is not None
-    started = {
-        broker_id: SimulatedZkBroker(
-            broker_id, ("127.0.0.1", bridge.listen_port), bridge.cluster_id, zk_connect=zk_connect
-        ).start()
-        for broker_id in BROKER_IDS
-    }
+    started = {broker_id: start_broker(bridge, broker_id, zk_connect) for broker_id in BROKER_IDS}
+    assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
     yield started
     for broker in started.values():
         broker.kill()
@@ -67,6 +86,29 @@ def partition_states(
     return states
 
 
+def test_the_migration_waits_until_every_broker_has_registered_and_status_names_the_missing(
+    bridge: BridgeController, zk_connect: str
+) -> None:
+    first = [start_broker(bridge, broker_id, zk_connect) for broker_id in (1, 2)]
+    try:
+        eventually(lambda: bridge.status().brokers.waiting_for == [3], timeout=20)
+        assert bridge.state is DriverState.WAIT_FOR_BROKERS
+        assert bridge.log is not None
+        assert bridge.log.image.features.zk_migration_state != ZkMigrationState.MIGRATION  # nothing migrated
+        assert bridge.status().brokers.registered == 2
+        first.append(start_broker(bridge, 3, zk_connect))
+        assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+        eventually(lambda: bridge.status().brokers.fenced == 0, timeout=20)
+        status = bridge.status().brokers
+        assert (status.registered, status.migrating_zk_brokers, status.waiting_for) == (3, 3, None)
+        metrics = bridge.metrics.exposition().decode()
+        assert "zk2kraft_migrating_zk_broker_count 3.0" in metrics
+        assert "zk2kraft_fenced_broker_count 0.0" in metrics
+    finally:
+        for broker in first:
+            broker.kill()
+
+
 def test_brokers_register_as_migrating_zk_brokers_and_are_unfenced_once_caught_up(
     bridge: BridgeController, brokers: dict[int, SimulatedZkBroker]
 ) -> None:
@@ -78,7 +120,8 @@ def test_brokers_register_as_migrating_zk_brokers_and_are_unfenced_once_caught_u
         assert registration.incarnation_id == broker.incarnation
         assert registration.epoch == broker.view.broker_epoch
         assert broker.view.is_caught_up and not broker.view.is_fenced
-        assert broker.view.errors == []
+        # Only NOT_CONTROLLER, while the bridge was still reading ZooKeeper (the broker retries).
+        assert set(broker.view.errors) <= {ErrorCode.not_controller}
 
 
 def test_a_crashed_broker_is_fenced_and_its_leaderships_move_in_the_log_and_in_zookeeper(
@@ -117,6 +160,7 @@ def test_a_crashed_broker_is_fenced_and_its_leaderships_move_in_the_log_and_in_z
         if 1 in old.isr and key not in led:
             assert 1 not in after[key].isr
             assert after[key].leader_epoch == old.leader_epoch + 1  # ISR shrink bumps while migrating
+    assert bridge.status().brokers.fenced == 1
     # Brokers 2 and 3 keep their sessions.
     assert not image(bridge).cluster.brokers[2].fenced and not image(bridge).cluster.brokers[3].fenced
 
