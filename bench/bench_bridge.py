@@ -121,7 +121,8 @@ def load_average() -> list[float]:
 def start_controller(zk_connect: str, metadata_dir: Path) -> BridgeController:
     """A BridgeController in DUAL_WRITE over `zk_connect` (it sees the brokers of /brokers/ids itself)."""
     config = BridgeConfig.model_validate(
-        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": True}
+        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": True,
+         "rehearsal": True}
     )
     controller = BridgeController(config).start()
     if not controller.wait_for_state(DriverState.DUAL_WRITE, timeout=120):

@@ -55,6 +55,18 @@ class BridgeConfig(BaseModel):
         gt=0,
         description="sys.setswitchinterval for the process while it runs a controller (None: Python's 5 ms)",
     )
+    rehearsal: bool = Field(
+        False,
+        description="a rehearsal on a copy of ZooKeeper: /brokers/ids stand in for broker registrations, "
+        "nobody is fenced and the migration does not wait for brokers",
+    )
+    broker_session_timeout_ms: int = Field(
+        9000, gt=0, description="Kafka's broker.session.timeout.ms: a broker silent this long is fenced"
+    )
+    inter_broker_listener_name: str = Field(
+        "PLAINTEXT",
+        description="Kafka's inter.broker.listener.name: migrating ZooKeeper brokers must register a listener of it",
+    )
     # Listener security (`--listen-ssl-*`, `--envelope-principals`): see listener_ssl_context and _permitted.
     listen_ssl_cert: Path | None = None
     listen_ssl_key: Path | None = None

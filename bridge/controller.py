@@ -23,13 +23,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoNodeError
 from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from bridge import metadata_fetch, standby
+from bridge import broker_lifecycle, metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
+from bridge.broker_lifecycle import BrokerLifecycle
+from bridge.brokers.cluster import BROKER_REGISTRATION, ControllerSettings
 from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context, zk_connect_options
 from bridge.driver import (
     FencedOut,
@@ -43,6 +45,7 @@ from bridge.driver import (
     read_zookeeper_for_migration,
 )
 from bridge.handlers import reads
+from bridge.handlers.alter_partition import unclean_election_enabled
 from bridge.handlers.registry import load_handlers, response_error_code
 from bridge.kafka.error_responses import error_response
 from bridge.kafka.listener import KafkaListener, RequestContext
@@ -58,7 +61,7 @@ from bridge.kafka.protocol import (
 )
 from bridge.metadata_log import MetadataLog
 from bridge.metadata_log_recovery import preview
-from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
+from bridge.metrics import BridgeMetrics, BridgeStatus, BrokersStatus, StatusServer
 from bridge.pipeline import DualWritePipeline
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
@@ -80,6 +83,7 @@ from migrate.kraft.reader import load_image
 from migrate.zk import paths
 from migrate.zk.znodes.controller import decode_migration
 from migrate.zk.znodes.singletons import decode_cluster_id
+from migrate.zk.znodes.topics import decode_topic
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +95,7 @@ FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
 an expired session is set again then)."""
 SHUTDOWN_WRITES_WAIT_S = 60.0
+WAIT_FOR_BROKERS_POLL_S = 0.5
 
 
 class BridgeController:
@@ -116,6 +121,11 @@ class BridgeController:
         else:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})
+        # BrokerRegistration/BrokerHeartbeat reach `_on_broker_request` (before DUAL_WRITE too), not `_answer`.
+        for api_key in broker_lifecycle.SUPPORTED:
+            self.handlers.setdefault(api_key, broker_lifecycle.served_by_lifecycle)
+            self.supported.setdefault(api_key, broker_lifecycle.SUPPORTED[api_key])
+        self.broker_lifecycle: BrokerLifecycle | None = None
         self.new_uuid = new_uuid
         self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
         self.exit_code: int | None = None
@@ -366,9 +376,7 @@ class BridgeController:
 
     def _start_broker_registry(self) -> ZkBrokerRegistry:
         assert self.kazoo is not None
-        return ZkBrokerRegistry(
-            self.kazoo, on_change=lambda brokers: self.metrics.set_migrating_zk_brokers(len(brokers))
-        ).start()
+        return ZkBrokerRegistry(self.kazoo, on_change=self._on_zk_brokers).start()
 
     async def _open_log(self, cluster_id: str) -> MetadataLog:
         """Open the metadata log; a standby waits while another process holds its directory lock."""
@@ -543,9 +551,116 @@ class BridgeController:
             on_zk_write=self._on_zk_write,
             on_fenced=self._on_fence_lost,
             before_dual_write=self._start_watcher,
+            wait_for_brokers=None if self.config.rehearsal else self._wait_for_brokers,
         )
         self.pipeline.attach(metadata_log, driver)
+        self._activate_brokers(metadata_log, driver)
         return driver
+
+    # ------------------------------------------------------------------ brokers
+
+    def _activate_brokers(self, metadata_log: MetadataLog, driver: MigrationDriver) -> None:
+        """A new leadership: the brokers' sessions start now; the session-expiry timer runs once per process."""
+        if self.broker_lifecycle is None:
+            settings = ControllerSettings(
+                cluster_id=metadata_log.cluster_id or self.cluster_id or "",
+                inter_broker_listener_name=self.config.inter_broker_listener_name,
+                session_timeout_ms=self.config.broker_session_timeout_ms,
+            )
+            node_id = self.config.node_id
+            self.broker_lifecycle = BrokerLifecycle(
+                settings,
+                self.pipeline,
+                unclean_enabled=lambda image, topic: unclean_election_enabled(image, node_id, topic),
+                on_change=self._sync_brokers,
+            )
+            self._spawn(self.broker_lifecycle.expire_sessions)
+        self.broker_lifecycle.activate(metadata_log, driver)
+        self._sync_brokers()
+
+    def _on_zk_brokers(self, brokers: Mapping[int, Any]) -> None:
+        """kazoo's thread: in a rehearsal, ZooKeeper's brokers are the migrating ZK brokers."""
+        if self.config.rehearsal:
+            self.metrics.set_brokers(
+                BrokersStatus(registered=len(brokers), migrating_zk_brokers=len(brokers), rehearsal=True)
+            )
+
+    def _sync_brokers(self, waiting_for: list[int] | None = None) -> None:
+        lifecycle = self.broker_lifecycle
+        if self.config.rehearsal or lifecycle is None:
+            return
+        counts = lifecycle.counts()
+        self.metrics.set_brokers(
+            BrokersStatus(
+                registered=counts.registered, fenced=counts.fenced,
+                in_controlled_shutdown=counts.in_controlled_shutdown,
+                migrating_zk_brokers=counts.migrating_zk_brokers, waiting_for=waiting_for,
+            )
+        )  # fmt: skip
+
+    async def _wait_for_brokers(self) -> None:
+        """WAIT_FOR_BROKERS (KRaftMigrationDriver): every broker under /brokers/ids and every broker named in
+        a partition assignment must have registered as a migrating ZooKeeper broker (fenced ones count)."""
+        loop = asyncio.get_running_loop()
+        reported: list[int] | None = None
+        while True:
+            assert self.log is not None and self.brokers is not None
+            in_zookeeper = set(self.brokers.brokers)
+            assigned = await loop.run_in_executor(None, self._assigned_broker_ids)
+            registered = {
+                b.broker_id for b in self.log.image.cluster.brokers.values() if b.is_migrating_zk_broker
+            }
+            missing = sorted((in_zookeeper | assigned) - registered)
+            if in_zookeeper and registered and not missing:
+                log.info("event=brokers_ready registered=%s", ",".join(map(str, sorted(registered))))
+                self._sync_brokers()
+                return
+            if missing != reported:
+                reported = missing
+                log.warning(
+                    "event=waiting_for_brokers missing=%s in_zookeeper=%s assigned=%s: the migration starts "
+                    "once every broker runs in migration mode and has registered with this controller",
+                    ",".join(map(str, missing)) or "none (no broker under /brokers/ids)",
+                    ",".join(map(str, sorted(in_zookeeper))), ",".join(map(str, sorted(assigned))),
+                )  # fmt: skip
+            self._sync_brokers(missing)
+            await asyncio.sleep(WAIT_FOR_BROKERS_POLL_S)
+
+    def _assigned_broker_ids(self) -> set[int]:
+        """The broker ids named in ZooKeeper's partition assignments (replicas and adding replicas)."""
+        assert self.kazoo is not None
+        ids: set[int] = set()
+        try:
+            topics = self.kazoo.get_children(paths.TOPICS)
+        except NoNodeError:
+            return ids
+        for topic in topics:
+            path = f"{paths.TOPICS}/{topic}"
+            try:
+                data, _stat = self.kazoo.get(path)
+            except NoNodeError:
+                continue
+            assignment = decode_topic(path, data)
+            for replicas in assignment.partitions.values():
+                ids.update(replicas)
+            for replicas in assignment.adding_replicas.values():
+                ids.update(replicas)
+        return ids
+
+    async def _on_broker_request(self, ctx: RequestContext, body: Any) -> Any:
+        """BrokerRegistration and BrokerHeartbeat (Kafka's ControllerApis), served from WAIT_FOR_BROKERS on."""
+        started = time.monotonic()
+        lifecycle = self.broker_lifecycle
+        if lifecycle is None or self._log_closed:
+            response = error_response(ctx.api_key, ctx.api_version, body, ErrorCode.not_controller)
+        elif ctx.api_key == BROKER_REGISTRATION:
+            response = await lifecycle.register(body, ctx.api_version)
+        else:
+            response = await lifecycle.heartbeat(body, ctx.api_version)
+        asyncio.get_running_loop().call_soon(
+            self._count_request, ctx.api_key, response, time.monotonic() - started
+        )
+        return response
 
     def _zk_cluster_id(self) -> str:
         assert self.zk is not None
@@ -639,6 +754,8 @@ class BridgeController:
             return self._refuse(ctx, body)
         if ctx.api_key == ENVELOPE_KEY:
             return await self._on_envelope(ctx, body)
+        if ctx.api_key in broker_lifecycle.SUPPORTED:
+            return await self._on_broker_request(ctx, body)
         return await self._process(ctx.api_key, ctx.api_version, body, ctx.principal, ctx.client_id)
 
     async def _on_envelope(self, ctx: RequestContext, envelope: Any) -> Any:
@@ -771,7 +888,9 @@ class BridgeController:
         handler = self.handlers[api_key]
         image = self.log.image
         context = HandlerContext(
-            image=self.brokers.with_brokers(image) if self.brokers is not None else image,
+            image=self.brokers.with_brokers(image)
+            if self.brokers is not None and self.config.rehearsal
+            else image,
             api_version=api_version,
             node_id=self.config.node_id,
             now_ms=time.time_ns() // 1_000_000,

@@ -237,6 +237,7 @@ class MigrationDriver:
         on_zk_write: Callable[[str, float, int], None] | None = None,
         on_fenced: Callable[[str], None] | None = None,
         before_dual_write: Callable[[], Awaitable[None]] | None = None,
+        wait_for_brokers: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.zk = zk
         self.log = metadata_log
@@ -259,6 +260,8 @@ class MigrationDriver:
         """`/migration` as it was before this driver read (or created) it; None: absent."""
         # Awaited right before DUAL_WRITE (the controller arms its foreign-write watches there).
         self.before_dual_write = before_dual_write
+        # Awaited in WAIT_FOR_BROKERS, before an initial migration only (None: that state is skipped).
+        self.wait_for_brokers = wait_for_brokers
 
     # ------------------------------------------------------------------ plumbing
 
@@ -317,6 +320,12 @@ class MigrationDriver:
         await self.ensure_bootstrapped()
         self.transition(DriverState.WAIT_FOR_CONTROLLER_QUORUM, log_end_offset=self.log.end_offset)
         await self.check_against_zookeeper()
+        if (
+            self.wait_for_brokers is not None
+            and self.log.image.features.zk_migration_state != ZkMigrationState.MIGRATION
+        ):
+            self.transition(DriverState.WAIT_FOR_BROKERS)
+            await self.wait_for_brokers()
         self.transition(DriverState.BECOME_CONTROLLER, leader_epoch=self.log.leader_epoch)
         try:
             await self.become_controller()

@@ -80,6 +80,24 @@ class StuckWrite(BaseModel):
         return f"{self.operation} failed ({what}); {lacks}; {self.attempts} attempt(s){retry}"
 
 
+class BrokersStatus(BaseModel):
+    """The brokers registered with this controller (Kafka's ControllerMetadataMetrics broker counts).
+
+    `migrating_zk_brokers` is Kafka's MigratingZkBrokerCount; `rehearsal` says ZooKeeper's /brokers/ids
+    stand in for registrations (`--rehearsal`); `waiting_for`, while in WAIT_FOR_BROKERS, names the broker
+    ids that have not registered as migrating ZooKeeper brokers yet.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    registered: int = 0
+    fenced: int = 0
+    in_controlled_shutdown: int = 0
+    migrating_zk_brokers: int = 0
+    rehearsal: bool = False
+    waiting_for: list[int] | None = None
+
+
 class BridgeStatus(BaseModel):
     """What `GET /status` answers: the driver's view of leadership, offsets and ZooKeeper lag."""
 
@@ -101,6 +119,7 @@ class BridgeStatus(BaseModel):
     stuck_write: StuckWrite | None = Field(
         None, description="the dual write ZooKeeper refuses, while it does; null once ZooKeeper has caught up"
     )
+    brokers: BrokersStatus = BrokersStatus()
 
 
 class BridgeMetrics:
@@ -127,6 +146,7 @@ class BridgeMetrics:
         self._last_error: str | None = None
         self._stuck_write: StuckWrite | None = None
         self._lag = 0
+        self._brokers = BrokersStatus()
         r = self.registry
 
         self.info = Gauge(
@@ -204,6 +224,19 @@ class BridgeMetrics:
         self.migrating_zk_brokers = Gauge(
             f"{PREFIX}_migrating_zk_broker_count",
             "Kafka's MigratingZkBrokerCount: registered brokers that are still ZooKeeper-mode brokers",
+            registry=r,
+        )
+        self.registered_brokers = Gauge(
+            f"{PREFIX}_registered_broker_count", "brokers registered with this controller", registry=r
+        )
+        self.fenced_brokers = Gauge(
+            f"{PREFIX}_fenced_broker_count",
+            "Kafka's FencedBrokerCount: registered brokers that are fenced",
+            registry=r,
+        )
+        self.controlled_shutdown_brokers = Gauge(
+            f"{PREFIX}_controlled_shutdown_broker_count",
+            "registered brokers in controlled shutdown",
             registry=r,
         )
         for kind in FOREIGN_WRITE_KINDS:
@@ -286,6 +319,17 @@ class BridgeMetrics:
 
     def set_migrating_zk_brokers(self, count: int) -> None:
         self.migrating_zk_brokers.set(count)
+        with self._lock:
+            self._brokers = self._brokers.model_copy(update={"migrating_zk_brokers": count})
+
+    def set_brokers(self, brokers: BrokersStatus) -> None:
+        """The registered brokers' counts (and, while waiting for them, who is missing)."""
+        self.registered_brokers.set(brokers.registered)
+        self.fenced_brokers.set(brokers.fenced)
+        self.controlled_shutdown_brokers.set(brokers.in_controlled_shutdown)
+        self.migrating_zk_brokers.set(brokers.migrating_zk_brokers)
+        with self._lock:
+            self._brokers = brokers
 
     def set_last_error(self, message: str | None) -> None:
         with self._lock:
@@ -336,6 +380,7 @@ class BridgeMetrics:
                 foreign_zk_writes=self._foreign_total,
                 last_error=self._last_error,
                 stuck_write=self._stuck_write,
+                brokers=self._brokers,
             )
 
     def exposition(self) -> bytes:

@@ -131,6 +131,14 @@ def _principals(value: str | None) -> frozenset[str] | None:
     "unset: every caller that can connect is served.",
 )
 @zk_security_options
+@click.option(
+    "--rehearsal",
+    is_flag=True,
+    help="For rehearsals on a COPY of ZooKeeper only (no brokers run): ZooKeeper's /brokers/ids stand in "
+    "for broker registrations, no broker is ever fenced and the migration does not wait for brokers. "
+    "Without it the bridge behaves as Kafka's controller: it waits (WAIT_FOR_BROKERS) until every broker "
+    "runs in migration mode and has registered, and fences brokers whose session expires.",
+)
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -149,6 +157,7 @@ def run_cmd(
     listen_ssl_key: Path | None,
     listen_ssl_ca: Path | None,
     envelope_principals: str | None,
+    rehearsal: bool,
     no_fsync: bool,
     verbose: bool,
     **zk_security: Any,
@@ -204,6 +213,7 @@ def run_cmd(
             envelope_principals=_principals(envelope_principals),
             fsync=not no_fsync,
             **{f"zk_{name}": value for name, value in zk_security_from(zk_security).items()},
+            rehearsal=rehearsal,
         )
     )
     controller = BridgeController(config)

@@ -140,7 +140,7 @@ def _bridge_steps(zk_connect: str) -> None:
     log_path = OUT / "bridge.log"
     args = [
         "bridge", "run", "--zk", zk_connect, "--metadata-dir", str(meta), "--node-id", "3000",
-        "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+        "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--rehearsal",
     ]  # fmt: skip
     console.print(f"[bold cyan]$ zk2kraft {' '.join(shlex.quote(a) for a in args)} 2> {log_path.name} &[/]")
     with open(log_path, "w") as log_file:

@@ -42,6 +42,7 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     "metadata_fetch": frozenset({"api", "handlers"}),
     "driver": frozenset({"api", "zk"}),
     "pipeline": frozenset({"api", "kafka", "metrics", "zk", "metadata_log", "driver"}),
+    "broker_lifecycle": frozenset({"api", "kafka", "brokers", "driver", "metadata_log", "pipeline"}),
     # top: the shim and the controller process
     "shim": frozenset({"api", "kafka", "handlers", "metadata_fetch", "metrics"}),
     "config": frozenset({"kafka"}),
@@ -57,7 +58,7 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
             "metadata_log_recovery",
             "metadata_fetch",
         }
-        | {"driver", "pipeline"}
+        | {"driver", "pipeline", "brokers", "broker_lifecycle"}
         | {"config", "standby"}
     ),
 }

@@ -54,6 +54,7 @@ def config(zk_connect: str, metadata_dir: Path, **overrides: object) -> BridgeCo
         "node_id": NODE_ID,
         "metrics_port": 0,
         "fsync": False,
+        "rehearsal": True,
     }
     values.update(overrides)
     return BridgeConfig.model_validate(values)
@@ -252,7 +253,7 @@ def test_cli_runs_until_dual_write_and_exits_zero_on_sigterm(
     command = [
         sys.executable, "-m", "cli.main", "bridge", "run", "--zk", zk_connect,
         "--metadata-dir", str(tmp_path / "meta"), "--node-id", str(NODE_ID),
-        "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--no-fsync",
+        "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--no-fsync", "--rehearsal",
     ]  # fmt: skip
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []

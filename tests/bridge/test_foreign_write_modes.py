@@ -44,7 +44,7 @@ def start_bridge(
     def start(mode: str) -> BridgeController:
         config = BridgeConfig.model_validate(
             {"zk_connect": zk_connect, "metadata_dir": tmp_path / "meta", "node_id": 3000, "fsync": False,
-             "foreign_zk_writes": mode}
+             "foreign_zk_writes": mode, "rehearsal": True}
         )  # fmt: skip
         bridge = BridgeController(config).start()
         started.append(bridge)

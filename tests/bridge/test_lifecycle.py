@@ -44,7 +44,7 @@ def seeded(zk_client: KazooClient, real_tree: ZTree) -> KazooClient:
 def config(zk_connect: str, metadata_dir: Path, **overrides: object) -> BridgeConfig:
     values: dict[str, object] = {
         "zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "metrics_port": 0,
-        "fsync": False,
+        "fsync": False, "rehearsal": True,
     }  # fmt: skip
     values.update(overrides)
     return BridgeConfig.model_validate(values)

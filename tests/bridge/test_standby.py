@@ -45,7 +45,7 @@ def start(
 ) -> BridgeController:
     config = BridgeConfig.model_validate(
         {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": False,
-         "standby": standby}
+         "standby": standby, "rehearsal": True}
     )  # fmt: skip
     bridge = BridgeController(config)
     bridges.append(bridge)

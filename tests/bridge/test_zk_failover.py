@@ -225,7 +225,8 @@ def test_a_shutdown_while_zookeeper_holds_a_dual_writes_answer_ends_cleanly(
     seeded_chroot(zk.connect_string, chroot)
     cutter = ZkReplyCutter(zk.port)
     config = BridgeConfig.model_validate(
-        {"zk_connect": cutter.connect_string + chroot, "metadata_dir": tmp_path / "meta", "node_id": NODE_ID}
+        {"zk_connect": cutter.connect_string + chroot, "metadata_dir": tmp_path / "meta", "node_id": NODE_ID,
+         "rehearsal": True}
     )
     answers: list[object] = []
     try:

@@ -31,9 +31,17 @@ def start_controller(config: BridgeConfig) -> BridgeController:
 
 
 def controller_config(zk_connect: str, metadata_dir: Path, **fields: Any) -> BridgeConfig:
-    """The tests' bridge configuration (node NODE_ID, no fsync); `fields` add to or override it."""
+    """The tests' bridge configuration (node NODE_ID, no fsync, a rehearsal: no brokers needed); `fields` add
+    to or override it (`rehearsal=False` for tests that run simulated brokers)."""
     return BridgeConfig.model_validate(
-        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": False, **fields}
+        {
+            "zk_connect": zk_connect,
+            "metadata_dir": metadata_dir,
+            "node_id": NODE_ID,
+            "fsync": False,
+            "rehearsal": True,
+            **fields,
+        }
     )
 
 

@@ -83,6 +83,8 @@ class BridgeProcess:
     log_path: Path
     standby: bool = False
     fsync: bool = True
+    rehearsal: bool = True
+    """`--rehearsal` (no simulated brokers needed); False for tests that run brokers."""
     listen_port: int = 0
     metrics_port: int = 0
     extra_args: list[str] = field(default_factory=list)
@@ -99,6 +101,8 @@ class BridgeProcess:
             "--metadata-dir", str(self.metadata_dir), "--node-id", str(self.node_id),
             "--listen", f"127.0.0.1:{self.listen_port}", "--metrics", f"127.0.0.1:{self.metrics_port}",
         ]  # fmt: skip
+        if self.rehearsal:
+            command.append("--rehearsal")
         if self.standby:
             command.append("--standby")
         if not self.fsync:
