@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import click
@@ -183,18 +184,21 @@ def echo_json_line(text: str) -> None:
 
 
 @contextmanager
-def zk_session(connect: str, chroot: str | None = None, *, require_kafka: bool = True) -> Iterator[KazooClient]:
-    """A started kazoo client rooted at Kafka's chroot (from the connect string or --chroot).
+def zk_session(
+    options: ZkConnectOptions, chroot: str | None = None, *, require_kafka: bool = True
+) -> Iterator[KazooClient]:
+    """A started kazoo client with `options`' credentials and TLS, rooted at Kafka's chroot (from the connect
+    string or --chroot).
 
     Errors name the address and chroot; kazoo's retry warnings stay out of the output for the whole session.
     """
-    hosts, own = split_connect_string(connect)
+    hosts, own = split_connect_string(options.connect)
     if chroot and own != "/":
         raise Zk2KraftError("give the chroot either in --zk HOST:PORT/chroot or with --chroot, not both")
     root = (chroot or own).strip("/")
-    options = ZkConnectOptions(connect=hosts + (f"/{root}" if root else ""))
+    rooted = replace(options, connect=hosts + (f"/{root}" if root else ""))
     with kazoo_warnings_to_debug():
-        client = options.start_client(timeout=15, require_kafka=require_kafka)
+        client = rooted.start_client(timeout=15, require_kafka=require_kafka)
         try:
             yield client
         finally:

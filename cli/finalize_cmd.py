@@ -5,17 +5,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from cli.common import EXIT_FINDING, handles_errors, zk_session
+from cli.options import zk_connect_from, zk_security_options
 from cli.status_cmd import kraft_views
 from migrate.errors import Zk2KraftError
 from migrate.plan.status import Condition, finalize_conditions, parse_duration, read_status
+from migrate.zk.live import ZkConnectOptions
 from migrate.zk.sources import ZkSource
 
 
-def audit_condition(zk_connect: str, metadata_dir: Path | None, out: Path, skip: bool) -> Condition:
+def audit_condition(
+    zk: ZkConnectOptions, chroot: str | None, metadata_dir: Path | None, out: Path, skip: bool
+) -> Condition:
     """Run `zk2kraft audit --fail-on lag` when a metadata dir was given: lag at the gate is a failure."""
     if skip:
         return Condition(id="audit", verdict="not-checked", detail="skipped (--no-audit)")
@@ -26,7 +31,8 @@ def audit_condition(zk_connect: str, metadata_dir: Path | None, out: Path, skip:
     from validators.spark import spark_session
 
     with spark_session() as spark:
-        options = AuditOptions(zk=ZkSource(connect=zk_connect), kraft=metadata_dir, out=out, fail_on_lag=True)
+        source = ZkSource(connect=zk.connect, chroot=chroot, options=zk)
+        options = AuditOptions(zk=source, kraft=metadata_dir, out=out, fail_on_lag=True)
         try:
             result = run_audit(spark, options)
         except Zk2KraftError as exc:
@@ -48,6 +54,7 @@ def audit_condition(zk_connect: str, metadata_dir: Path | None, out: Path, skip:
 @click.option("--audit-out", type=click.Path(file_okay=False, path_type=Path), default=Path("finalize-audit"), show_default=True)
 @click.option("--no-audit", is_flag=True, help="Do not run the audit (the condition then does not pass).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@zk_security_options
 @handles_errors
 def finalize_check_cmd(
     zk_connect: str,
@@ -58,6 +65,7 @@ def finalize_check_cmd(
     audit_out: Path,
     no_audit: bool,
     fmt: str,
+    **zk_security: Any,
 ) -> None:
     """Check every condition for finalizing the migration; exit 0 only when all pass.
 
@@ -75,10 +83,11 @@ def finalize_check_cmd(
         soak_ms = parse_duration(min_soak)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--min-soak") from e
-    with zk_session(zk_connect, chroot) as client:
+    zk = zk_connect_from(zk_connect, zk_security)
+    with zk_session(zk, chroot) as client:
         status = read_status(client, kraft_views(bridge_status, metadata_dir))
     conditions = finalize_conditions(status, min_soak_ms=soak_ms)
-    conditions.append(audit_condition(zk_connect, metadata_dir, audit_out, no_audit))
+    conditions.append(audit_condition(zk, chroot, metadata_dir, audit_out, no_audit))
     ok = all(c.verdict == "pass" for c in conditions)
     if fmt == "json":
         click.echo(json.dumps({"ok": ok, "phase": status.phase, "conditions": [c.model_dump() for c in conditions]}, indent=2))

@@ -10,13 +10,15 @@ import click
 from rich.markup import escape
 
 from cli.common import stderr
+from migrate.zk.live import ZkConnectOptions
 from migrate.zk.sources import ZkSource
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def zk_source_options(func: F) -> F:
-    """--zk / --zk-dump / --zk-data-dir (+ --zk-log-dir, --chroot, --up-to-zxid, --accept-older-zk-state)."""
+    """--zk / --zk-dump / --zk-data-dir (+ --zk-log-dir, --chroot, --up-to-zxid, --accept-older-zk-state), and
+    with --zk the options of `zk_security_options`."""
     options = [
         click.option(
             "--zk",
@@ -55,13 +57,18 @@ def zk_source_options(func: F) -> F:
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return zk_security_options(func)
 
 
 def zk_source_from(kwargs: dict[str, Any]) -> ZkSource:
     """Build a ZkSource from the options added by `zk_source_options` (and remove them from kwargs)."""
+    connect = kwargs.pop("zk_connect", None)
+    if connect is None and (given := _given_on_command_line(_SECURITY_PARAMS, kwargs)):
+        raise click.BadParameter(f"{', '.join(given)} only go with --zk (a live ZooKeeper)", param_hint="--zk")
+    security = zk_security_from(kwargs)
     return ZkSource(
-        connect=kwargs.pop("zk_connect", None),
+        connect=connect,
+        options=ZkConnectOptions(connect=connect, **security) if connect else None,
         dump=kwargs.pop("zk_dump", None),
         data_dir=kwargs.pop("zk_data_dir", None),
         log_dir=kwargs.pop("zk_log_dir", None),
@@ -87,8 +94,29 @@ def print_source_notices(warnings: Sequence[str], notes: Sequence[str] = (), *, 
         stderr.print(f"note: {escape(note)}", markup=True, soft_wrap=True, highlight=False)
 
 
+_SECURITY_PARAMS = (
+    "zk_digest", "zk_sasl_mechanism", "zk_sasl_username", "zk_sasl_password", "zk_tls", "zk_tls_ca",
+    "zk_tls_cert", "zk_tls_key", "zk_tls_key_password", "zk_tls_no_hostname_check",
+)  # fmt: skip
+
+
+def _given_on_command_line(names: Sequence[str], kwargs: dict[str, Any]) -> list[str]:
+    """The options among `names` given on the command line (an environment variable set for other
+    commands does not count)."""
+    ctx = click.get_current_context()
+    return [
+        "--" + name.replace("_", "-")
+        for name in names
+        if kwargs.get(name) and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    ]
+
+
 def zk_security_options(func: F) -> F:
-    """--zk-digest, --zk-sasl-*, --zk-tls-*: the credentials and TLS Kafka's brokers use with ZooKeeper."""
+    """--zk-digest, --zk-sasl-*, --zk-tls-*: the credentials and TLS Kafka's brokers use with ZooKeeper.
+
+    Every command that connects to ZooKeeper takes these, with the same help; passwords may come from
+    environment variables instead of the command line.
+    """
     options = [
         click.option(
             "--zk-digest",
@@ -143,6 +171,11 @@ def zk_security_options(func: F) -> F:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def zk_connect_from(connect: str, kwargs: dict[str, Any]) -> ZkConnectOptions:
+    """`--zk` with the options of `zk_security_options` (removed from kwargs) as ZkConnectOptions."""
+    return ZkConnectOptions(connect=connect, **zk_security_from(kwargs))
 
 
 def zk_security_from(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
 from cli.common import EXIT_BAD_INPUT, fail, handles_errors, zk_session
+from cli.options import zk_connect_from, zk_security_options
 from cli.status_cmd import bridge_view, kraft_views
 from migrate.atomic import atomic_write_text
 from migrate.errors import UnreachableError
@@ -57,6 +59,7 @@ from migrate.plan.rollback import (
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="A controller's metadata log dir: refuse if the migration was finalized.",
 )
+@zk_security_options
 @handles_errors
 def rollback_cmd(
     zk_connect: str,
@@ -68,6 +71,7 @@ def rollback_cmd(
     broker_configs: tuple[Path, ...],
     bridge_status: str | None,
     metadata_dir: Path | None,
+    **zk_security: Any,
 ) -> None:
     """Revert the ZooKeeper side of an unfinalized migration: back up, then delete /controller and /migration.
 
@@ -96,7 +100,7 @@ def rollback_cmd(
     views = ([bridge] if bridge else []) + kraft_views(None, metadata_dir)
     states = [v.migration_state for v in views if v.migration_state]
     finalized = (states[0] == ZkMigrationState.POST_MIGRATION.name) if states else None
-    with zk_session(zk_connect, chroot) as client:
+    with zk_session(zk_connect_from(zk_connect, zk_security), chroot) as client:
         state = read_rollback_state(client)
         plan = plan_rollback(state, finalized=finalized, force=force, bridge=bridge)
         for note in plan.notes:

@@ -6,11 +6,13 @@ import json
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import click
 
 from bridge.metrics import BridgeStatus
 from cli.common import handles_errors, zk_session
+from cli.options import zk_connect_from, zk_security_options
 from migrate.errors import UnreachableError, Zk2KraftError
 from migrate.kraft.migration_state import zk_migration_state_name
 from migrate.kraft.reader import load_image
@@ -103,9 +105,16 @@ def status_lines(s: Status) -> list[str]:
 )
 @click.option("--watch", "watch", type=float, default=None, metavar="SECONDS", help="Refresh every SECONDS until interrupted.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@zk_security_options
 @handles_errors
 def status_cmd(
-    zk_connect: str, chroot: str | None, bridge_status: str | None, metadata_dir: Path | None, watch: float | None, fmt: str
+    zk_connect: str,
+    chroot: str | None,
+    bridge_status: str | None,
+    metadata_dir: Path | None,
+    watch: float | None,
+    fmt: str,
+    **zk_security: Any,
 ) -> None:
     """Name the migration phase: ZooKeeper controller and epoch, /migration, brokers still in ZooKeeper mode.
 
@@ -119,7 +128,7 @@ def status_cmd(
       zk2kraft status --zk zk1:2181/kafka --bridge-status http://ctrl1:9309 --format json
       zk2kraft status --zk zk1:2181/kafka --watch 5
     """
-    with zk_session(zk_connect, chroot) as client:
+    with zk_session(zk_connect_from(zk_connect, zk_security), chroot) as client:
         while True:
             s = read_status(client, kraft_views(bridge_status, metadata_dir))
             if fmt == "json":

@@ -8,7 +8,13 @@ from typing import Any
 import click
 
 from cli.common import handles_errors, progress, stderr, zk_session
-from cli.options import print_source_notices, zk_source_from, zk_source_options
+from cli.options import (
+    print_source_notices,
+    zk_connect_from,
+    zk_security_options,
+    zk_source_from,
+    zk_source_options,
+)
 from migrate.zk.dump import read_dump, write_dump
 from migrate.zk.load import load_tree
 from migrate.zk.sources import read_source, split_connect_string
@@ -58,8 +64,9 @@ def export_cmd(output: Path, **kwargs: Any) -> None:
 @click.argument("dump", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--zk", "zk_connect", required=True, metavar="HOST:PORT[/chroot]", help="Target ZooKeeper (chroot included).")
 @click.option("--force", is_flag=True, help="Overwrite the data of znodes that already exist in the target.")
+@zk_security_options
 @handles_errors
-def load_cmd(dump: Path, zk_connect: str, force: bool) -> None:
+def load_cmd(dump: Path, zk_connect: str, force: bool, **zk_security: Any) -> None:
     """Recreate a dump's znodes in another ZooKeeper, for rehearsing a migration on a copy.
 
     \b
@@ -73,7 +80,7 @@ def load_cmd(dump: Path, zk_connect: str, force: bool) -> None:
     tree = read_dump(dump)
     hosts, chroot = split_connect_string(zk_connect)
     # The target chroot is created by the load, so connect at the ensemble's root.
-    with zk_session(hosts, require_kafka=False) as client, progress("loading znodes", total=len(tree)) as bar:
+    with zk_session(zk_connect_from(hosts, zk_security), require_kafka=False) as client, progress("loading znodes", total=len(tree)) as bar:
         report = load_tree(client, tree, chroot=chroot, force=force, progress=lambda n: bar.update(completed=n))
     stderr.print(
         f"loaded {report.created} znodes into {zk_connect} in {report.transactions} transactions"

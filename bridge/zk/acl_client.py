@@ -66,7 +66,7 @@ def write_resource_acls(ctx: PlanContext, op: WriteResourceAcls, state: Migratio
             # Kafka writes the notification and carries on whatever the code; we report the failure.
             raise_for_results(
                 f"Could not write ACLs for resource pattern {_show_pattern(pattern)}",
-                failures(outcome.results),
+                failures(outcome.results), where=ctx.where,
             )
         return outcome.state
 
@@ -86,7 +86,7 @@ def delete_resource(ctx: PlanContext, op: DeleteResourceAcls, state: MigrationLe
             return outcome.state
         if code != OK:
             raise_for_results(
-                f"Could not delete ACLs for resource pattern {_show_pattern(pattern)}", outcome.results
+                f"Could not delete ACLs for resource pattern {_show_pattern(pattern)}", outcome.results, where=ctx.where
             )
         return outcome.state
 

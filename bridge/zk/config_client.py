@@ -59,11 +59,11 @@ def entity_config(ctx: PlanContext, entity_type: str, entity: str, data: bytes, 
             outcome = notifier.noted_write([*parents, CreateRequest(path, data)], state, [note])
             if not outcome.results[-1].ok:
                 raise_for_results(
-                    f"Could not write {path} on second attempt when using Create", outcome.results[-1:]
+                    f"Could not write {path} on second attempt when using Create", outcome.results[-1:], where=ctx.where
                 )
             notifier.learn(ancestry(parent))
         elif not outcome.results[0].ok:
-            raise_for_results(f"Could not write {path}", outcome.results)
+            raise_for_results(f"Could not write {path}", outcome.results, where=ctx.where)
         return outcome.state
 
     return fused([SetDataRequest(path, data)], kafka_path, [note])
@@ -107,7 +107,7 @@ def delete_configs(ctx: PlanContext, op: DeleteConfigs, state: MigrationLeadersh
             log.info("Did not delete %s/%s configs since the znode did not exist", entity_type, entity)
             return state
         if not result.ok:
-            raise_for_results(f"Could not delete {entity_type}/{entity} configs", outcome.results)
+            raise_for_results(f"Could not delete {entity_type}/{entity} configs", outcome.results, where=ctx.where)
         return outcome.state
 
     return fused([request], kafka_path, [note])

@@ -42,6 +42,7 @@ from migrate.zk.kazoo_adapter import (
     encoded_transaction,
     send_raw,
 )
+from migrate.zk.live import NOAUTH_HINT
 from migrate.zk.model import ControllerEpoch, ControllerRegistration, MigrationState
 from migrate.zk.protocol import (
     AUTH_CODES,
@@ -318,21 +319,22 @@ class MultiReply:
         return None
 
 
-def raise_for_codes(what: str, outcomes: Sequence[tuple[str, int]]) -> NoReturn:
-    """Raise MigrationClientError (the auth flavour when ZooKeeper refused credentials) for failed ops."""
+def raise_for_codes(what: str, outcomes: Sequence[tuple[str, int]], *, where: str) -> NoReturn:
+    """Raise MigrationClientError (the auth flavour, naming the ensemble `where`, when ZooKeeper refused
+    credentials) for failed ops."""
     failed = [(label, code) for label, code in outcomes if code != OK] or list(outcomes)
     detail = "; ".join(f"{label}: {code_name(code)}" for label, code in failed)
     error: MigrationClientError
     if any(code in AUTH_CODES for _, code in outcomes):
-        error = MigrationClientAuthError(f"{what}: ZooKeeper refused the request ({detail})")
+        error = MigrationClientAuthError(f"{what}: {where} refused the request ({detail}): {NOAUTH_HINT}")
     else:
         error = MigrationClientError(f"{what}: ZooKeeper results {detail}")
     error.failures = tuple(failed)
     raise error
 
 
-def raise_for_results(what: str, results: Sequence[ZkResult]) -> NoReturn:
-    raise_for_codes(what, [(describe(r.request), r.code) for r in results])
+def raise_for_results(what: str, results: Sequence[ZkResult], *, where: str) -> NoReturn:
+    raise_for_codes(what, [(describe(r.request), r.code) for r in results], where=where)
 
 
 def _code(result: Any) -> int:
@@ -422,14 +424,17 @@ class ZkLeadershipClient:
                 )
             time.sleep(0.05)
 
+    @property
+    def where(self) -> str:
+        """`ZooKeeper host:port,.../chroot`: the ensemble this client writes to, for messages."""
+        hosts = ",".join(f"{h}:{p}" for h, p in self.client.hosts)
+        return f"ZooKeeper {hosts}{self.client.chroot or ''}"
+
     def _wrap(self, what: str, error: KazooException) -> NoReturn:
         if isinstance(error, AuthFailedError | NoAuthError):
             code = "NOAUTH" if isinstance(error, NoAuthError) else "AUTHFAILED"
-            hosts = ",".join(f"{h}:{p}" for h, p in self.client.hosts)
             raise MigrationClientAuthError(
-                f"{what}: ZooKeeper {hosts}{self.client.chroot or ''} refused the request ({code}): this "
-                "session's credentials do not satisfy the znode's ACL; give the ones Kafka's brokers use "
-                "(digest or SASL, and TLS if the ensemble asks for it)"
+                f"{what}: {self.where} refused the request ({code}): {NOAUTH_HINT}"
             ) from error
         raise MigrationClientError(f"{what}: ZooKeeper error {error!r}") from error
 
@@ -519,7 +524,7 @@ class ZkLeadershipClient:
         if result.code == NODEEXISTS and not throw_if_exists:
             return
         if not result.ok:
-            raise_for_results(f"createRecursive {path}", [result])
+            raise_for_results(f"createRecursive {path}", [result], where=self.where)
 
     def _create_parents(self, path: str) -> None:
         if not path:
@@ -529,7 +534,7 @@ class ZkLeadershipClient:
             self._create_parents(path.rpartition("/")[0])
             result = self.request(CreateRequest(path))
         if result.code not in (OK, NODEEXISTS):
-            raise_for_results(f"createRecursive {path}", [result])
+            raise_for_results(f"createRecursive {path}", [result], where=self.where)
 
     # ------------------------------------------------------------------ /migration
 
@@ -556,7 +561,7 @@ class ZkLeadershipClient:
             if result.ok:
                 return initial.with_migration_zk_version(0)
             if result.code != NODEEXISTS:  # NODEEXISTS: another controller created it meanwhile; read it
-                raise_for_results(f"creating {paths.MIGRATION}", [result])
+                raise_for_results(f"creating {paths.MIGRATION}", [result], where=self.where)
 
     def set_migration_state(
         self, state: MigrationLeadershipState, expected_version: int | None = None
@@ -586,7 +591,7 @@ class ZkLeadershipClient:
                 f"SetData {paths.MIGRATION} expected version {version} but found "
                 f"{self._version_of(paths.MIGRATION)}: another KRaft controller is making writes to ZooKeeper"
             )
-        raise_for_results(f"updating {paths.MIGRATION}", [result])
+        raise_for_results(f"updating {paths.MIGRATION}", [result], where=self.where)
 
     def _version_of(self, path: str) -> str:
         """The current version of `path` for an error message (best effort)."""
@@ -663,7 +668,7 @@ class ZkLeadershipClient:
         labels = [f"SetData {paths.CONTROLLER_EPOCH}", f"Create {paths.CONTROLLER}"]
         if controller is not None:
             labels.insert(1, f"Delete {paths.CONTROLLER}")
-        raise_for_codes(what, [(label, _code(r)) for label, r in zip(labels, results, strict=True)])
+        raise_for_codes(what, [(label, _code(r)) for label, r in zip(labels, results, strict=True)], where=self.where)
 
     def release_controller_leadership(self, state: MigrationLeadershipState) -> MigrationLeadershipState:
         """Delete `/controller` if `/controller_epoch` is still ours (Kafka has it; its 3.9 driver never calls it)."""
@@ -675,7 +680,7 @@ class ZkLeadershipClient:
             results = self._multi([ops], f"releasing {paths.CONTROLLER}")[0]
             code = _multi_code(results)
             if code not in (OK, NONODE, BADVERSION):  # BADVERSION: the controller moved, nothing to release
-                raise_for_codes(f"releasing {paths.CONTROLLER}", [(f"Delete {paths.CONTROLLER}", code)])
+                raise_for_codes(f"releasing {paths.CONTROLLER}", [(f"Delete {paths.CONTROLLER}", code)], where=self.where)
         return state.with_unknown_zk_controller()
 
     def controller_holder(self) -> ControllerHolder:
@@ -885,7 +890,7 @@ class ZkLeadershipClient:
                 f"{path} expected version {expected}, found {found}: another KRaft controller is making "
                 f"writes to ZooKeeper; {subject} was not applied"
             )
-        raise_for_codes(f"fenced write of {subject}", [(f"Check {path}", code)])
+        raise_for_codes(f"fenced write of {subject}", [(f"Check {path}", code)], where=self.where)
 
 
 def parse_reply(multi: GuardedMulti, raw: Sequence[Any]) -> MultiReply:

@@ -133,7 +133,7 @@ class ChangeNotifier:
             if not retried and any(r.code == NONODE for _, r in failed):
                 again = self.noted_write(requests[-1:], outcome.state, notes, retried=True)
                 return WriteOutcome(again.state, (*mine[:-1], *again.results))
-            raise_for_results(f"change notification with {requests[-1].path}", [r for _, r in failed])
+            raise_for_results(f"change notification with {requests[-1].path}", [r for _, r in failed], where=self.zk.where)
         if mine[-1].ok:
             self.learn_stores(notes)
         return WriteOutcome(outcome.state, tuple(mine))
@@ -157,7 +157,7 @@ class ChangeNotifier:
         ):
             log.warning("ACL change notification not written: %s does not exist", notes[0].store)
             return
-        raise_for_results(describe_notes(notes), reply.results)
+        raise_for_results(describe_notes(notes), reply.results, where=self.zk.where)
 
     def parent_creates(self, parent: str) -> list[ZkRequest]:
         """Kafka's createRecursive(parent) as guarded creates of the containers not known to exist (existing

@@ -39,6 +39,10 @@ class PlanContext(Protocol):
     password_encoder: PasswordEncoder | None
     notifier: ChangeNotifier
 
+    @property
+    def where(self) -> str:
+        """The ensemble written to, for messages (`ZooKeeper host:port/chroot`)."""
+
     def fenced_write(
         self,
         requests: Sequence[ZkRequest],
@@ -90,7 +94,7 @@ def all_ok(ctx: PlanContext, what: str, requests: Sequence[ZkRequest]) -> Plan:
         outcome = ctx.fenced_write(requests, state)
         if all(r.ok for r in outcome.results):
             return outcome.state
-        raise_for_results(what, outcome.results)
+        raise_for_results(what, outcome.results, where=ctx.where)
 
     return fused(requests, kafka_path) if requests else NO_WRITE
 

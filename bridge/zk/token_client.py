@@ -56,7 +56,7 @@ def write_delegation_token(
             outcome = ctx.fenced_write([*stores, CreateRequest(path, data)], state)
             ctx.notifier.learn_created(outcome.results[:-1])
         if not outcome.results[-1].ok:
-            raise_for_results(f"Could not write delegation token {token.token_id}", failures(outcome.results))
+            raise_for_results(f"Could not write delegation token {token.token_id}", failures(outcome.results), where=ctx.where)
         return outcome.state
 
     return fused([SetDataRequest(path, data)], kafka_path)
@@ -74,7 +74,7 @@ def delete_delegation_token(
             log.info("Did not delete delegation token %s since the znode did not exist", op.token_id)
             return state
         if not result.ok:
-            raise_for_results(f"Could not delete delegation token {op.token_id}", outcome.results)
+            raise_for_results(f"Could not delete delegation token {op.token_id}", outcome.results, where=ctx.where)
         return outcome.state
 
     return fused([request], kafka_path)

@@ -92,7 +92,7 @@ def create_topic(ctx: PlanContext, op: CreateTopic, state: MigrationLeadershipSt
             return outcome.state
         if all(code == OK for code in codes.values()):
             return outcome.state
-        raise_for_results(f"Failed to create or update topic {op.name}", outcome.results)
+        raise_for_results(f"Failed to create or update topic {op.name}", outcome.results, where=ctx.where)
 
     return fused(requests, kafka_path)
 
@@ -107,7 +107,7 @@ def delete_topic(ctx: PlanContext, op: DeleteTopic, state: MigrationLeadershipSt
         outcome = ctx.fenced_write(_delete_topic_requests(ctx, op.name), state)
         if outcome.results[-1].ok:
             return outcome.state
-        raise_for_results(f"Failed to delete topic {op.name}", outcome.results)
+        raise_for_results(f"Failed to delete topic {op.name}", outcome.results, where=ctx.where)
 
     # Read now; an earlier operation of the same batch changing the topic's children makes the fused
     # multi fail (NOTEMPTY or NONODE), and the Kafka path reads again.
@@ -150,7 +150,7 @@ def create_topic_partitions(
         outcome = ctx.fenced_write(requests, state)
         if all(code in (OK, NODEEXISTS) for code in outcome.codes_by_path().values()):
             return outcome.state
-        raise_for_results("Failed to create partition states", outcome.results)
+        raise_for_results("Failed to create partition states", outcome.results, where=ctx.where)
 
     return fused(requests, kafka_path)
 
@@ -181,7 +181,7 @@ def delete_topic_partitions(
         outcome = ctx.fenced_write(requests, state)
         for result in outcome.results:
             if not (result.ok or (result.code == NONODE and result.path.endswith("/state"))):
-                raise_for_results("Failed to delete partition states", outcome.results)
+                raise_for_results("Failed to delete partition states", outcome.results, where=ctx.where)
         return outcome.state
 
     return fused(requests, kafka_path)

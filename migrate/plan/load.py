@@ -13,8 +13,7 @@ from migrate.plan.inputs import BrokerConfig, ControllerSpec, PlanInputs
 from migrate.plan.properties import read_properties_file
 from migrate.zk import paths
 from migrate.zk.cluster import from_tree
-from migrate.zk.live import ZkConnectOptions
-from migrate.zk.sources import ZkSource, read_source, split_connect_string
+from migrate.zk.sources import ZkSource, read_source
 from migrate.zk.tree import Acl, ZTree
 
 
@@ -26,10 +25,9 @@ def acls_of(tree: ZTree, with_acls: bool) -> dict[str, tuple[Acl, ...]] | None:
     return {p: node.acl for p in wanted if (node := tree.get(p)) is not None}
 
 
-def live_acls(connect: str, chroot: str) -> dict[str, tuple[Acl, ...]]:
+def live_acls(source: ZkSource, chroot: str) -> dict[str, tuple[Acl, ...]]:
     """getACL of the few znodes the controllers touch (a live read skips ACLs: one request per znode)."""
-    hosts, _ = split_connect_string(connect)
-    client = ZkConnectOptions(connect=hosts + ("" if chroot == "/" else chroot)).start_client(timeout=15)
+    client = source.live_options(chroot).start_client(timeout=15)
     try:
         out: dict[str, tuple[Acl, ...]] = {}
         for p in (*ACL_CHECK_PATHS, paths.CONTROLLER, paths.MIGRATION):
@@ -70,7 +68,7 @@ def load_inputs(
     tree = got.tree
     znode_count = len(tree)
     znode_bytes = sum(len(n.data) for n in tree if n.data)
-    acls = acls_of(tree, with_acls) if with_acls else live_acls(source.connect or "", got.chroot)
+    acls = acls_of(tree, with_acls) if with_acls else live_acls(source, got.chroot)
     model = from_tree(tree, strict=False)
     brokers = [BrokerConfig(read_properties_file(p)) for p in broker_files]
     metas = [(str(p), read_meta_properties(p)) for p in meta_files]

@@ -127,6 +127,11 @@ def add_ops(transaction: TransactionRequest, ops: Sequence[Any]) -> None:
     transaction.operations.extend(ops)
 
 
+def transaction_paths(transaction: TransactionRequest) -> list[str]:
+    """The server path of each op queued in a transaction, in order (a multi's results follow that order)."""
+    return [str(op.path) for op in transaction.operations]
+
+
 def session_settings(client: KazooClient) -> tuple[int, Mapping[str, str] | None]:
     """The session timeout (ms) and SASL options `client` was built with."""
     sasl = getattr(getattr(client, "_connection", None), "sasl_options", None)

@@ -96,13 +96,14 @@ class ZkConnectOptions:
     connect: str
     session_timeout_ms: int = 18_000
     connection_timeout_ms: int | None = None
-    auth_data: tuple[tuple[str, str], ...] = ()
-    sasl_options: Mapping[str, str] | None = None
+    # Secrets stay out of repr: options travel into logs, error messages and Spark tasks.
+    auth_data: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    sasl_options: Mapping[str, str] | None = field(default=None, repr=False)
     ssl_enable: bool = False
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
-    ssl_keyfile_password: str | None = None
+    ssl_keyfile_password: str | None = field(default=None, repr=False)
     ssl_check_hostname: bool = True
     ssl_ciphers: str | None = None
 
@@ -169,9 +170,11 @@ class ZkConnectOptions:
 
     def kazoo_client(self, **kwargs: Any) -> KazooClient:
         """An (unstarted) kazoo client with these settings, for ordinary reads and writes; its connection
-        thread waits with poll(2) (`PollSelectHandler`) unless `handler` is given."""
+        thread waits with poll(2) (`PollSelectHandler`) unless `handler` is given, and a NOAUTH reply to
+        one of its requests is a `ZkNoAuthError` naming this address and the znode."""
         kwargs.setdefault("handler", PollSelectHandler())
-        return KazooClient(
+        return _NamingClient(
+            self.describe(),
             hosts=self.connect,
             timeout=self.session_timeout_ms / 1000.0,
             auth_data=list(self.auth_data) or None,
@@ -268,6 +271,69 @@ class ZkConnectOptions:
         if self.ssl_ciphers:
             context.set_ciphers(self.ssl_ciphers)
         return context
+
+
+# What a NOAUTH refusal asks of the operator (the live reader, kazoo clients and the bridge say it alike).
+NOAUTH_HINT = (
+    "connect with credentials that satisfy the znode's ACL, the ones Kafka's brokers use "
+    "(--zk-digest or --zk-sasl-*, and --zk-tls* when the ensemble asks for TLS)"
+)
+
+
+class ZkNoAuthError(Zk2KraftError, NoAuthError):
+    """ZooKeeper answered NOAUTH (the znode's ACL refuses this session), naming the address and the znode.
+
+    Still kazoo's NoAuthError, so code that expects kazoo's exception keeps working.
+    """
+
+
+class _NamingClient(KazooClient):
+    """A KazooClient whose NOAUTH errors name the ensemble and the znode (kazoo's name neither)."""
+
+    def __init__(self, where: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.where = where
+
+    @contextmanager
+    def _naming(self, verb: str, path: str) -> Iterator[None]:
+        try:
+            yield
+        except ZkNoAuthError:
+            raise
+        except NoAuthError as exc:
+            raise ZkNoAuthError(f"{self.where}: not allowed to {verb} znode {path} (NOAUTH): {NOAUTH_HINT}") from exc
+
+    def get(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        with self._naming("read", path):
+            return super().get(path, *args, **kwargs)
+
+    def get_children(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        with self._naming("list the children of", path):
+            return super().get_children(path, *args, **kwargs)
+
+    def get_acls(self, path: str) -> Any:
+        with self._naming("read the ACL of", path):
+            return super().get_acls(path)
+
+    def set_acls(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        with self._naming("set the ACL of", path):
+            return super().set_acls(path, *args, **kwargs)
+
+    def create(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        with self._naming("create", path):
+            return super().create(path, *args, **kwargs)
+
+    def ensure_path(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        with self._naming("create", path):
+            return super().ensure_path(path, *args, **kwargs)
+
+    def set(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        with self._naming("write", path):
+            return super().set(path, *args, **kwargs)
+
+    def delete(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        with self._naming("delete", path):
+            return super().delete(path, *args, **kwargs)
 
 
 class _KazooWarnings(logging.Filter):
@@ -824,7 +890,7 @@ class _TreeReader:
         if err == NOAUTH:
             raise Zk2KraftError(
                 f"not allowed to {_op_name(opcode)} znode {self._server_path(rel)} on {self.source} (NOAUTH): "
-                "connect with credentials that have READ permission there (digest auth_data or SASL)"
+                + NOAUTH_HINT
             )
         if err:
             raise Zk2KraftError(

@@ -13,11 +13,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    KazooException,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, Id
 
 from migrate.errors import Zk2KraftError
-from migrate.zk.kazoo_adapter import Create, SetData, add_ops
+from migrate.zk.kazoo_adapter import Create, SetData, add_ops, transaction_paths
+from migrate.zk.live import NOAUTH_HINT, ZkConnectOptions
 from migrate.zk.tree import ZNode, ZTree
 
 # One multi request must stay well below jute.maxbuffer (1 MiB by default) on the server.
@@ -107,10 +115,9 @@ def load_tree(
         if txn_ops == 0:
             return
         results = txn.commit()
-        failures = [r for r in results if isinstance(r, Exception)]
-        if failures:
+        if any(isinstance(r, Exception) for r in results):
             _rollback(client, created)
-            raise Zk2KraftError(f"loading znodes failed and was rolled back: {failures[0]!r}")
+            raise Zk2KraftError(_multi_failure(client, transaction_paths(txn), results))
         report.transactions += 1
         txn, txn_bytes, txn_ops = client.transaction(), 0, 0
 
@@ -154,8 +161,24 @@ def load_tree(
                 client.set_acls(target, _kazoo_acl(node))
     except KazooException as exc:
         _rollback(client, created)
-        raise Zk2KraftError(f"loading znodes failed and was rolled back: {exc!r}") from None
+        # Our clients' errors already name the address and znode (a ZkNoAuthError); kazoo's name neither.
+        cause = str(exc) if isinstance(exc, Zk2KraftError) else repr(exc)
+        raise Zk2KraftError(f"loading znodes failed and was rolled back: {cause}") from None
     return report
+
+
+def _multi_failure(client: KazooClient, op_paths: list[str], results: list[object]) -> str:
+    """The failing op of a multi as a message naming the ensemble, the znode and ZooKeeper's error."""
+    failed = [
+        (path, r)
+        for path, r in zip(op_paths, results, strict=True)
+        if isinstance(r, Exception) and not isinstance(r, RolledBackError | RuntimeInconsistency)
+    ] or [(path, r) for path, r in zip(op_paths, results, strict=True) if isinstance(r, Exception)]
+    path, error = failed[0]
+    where = ZkConnectOptions.from_kazoo(client).describe()
+    if isinstance(error, NoAuthError):
+        return f"loading znodes failed and was rolled back: {where}: not allowed to write znode {path} (NOAUTH): {NOAUTH_HINT}"
+    return f"loading znodes failed and was rolled back: {where}: znode {path}: {type(error).__name__}"
 
 
 def _ensure_parents(client: KazooClient, path: str) -> None:

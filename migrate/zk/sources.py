@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from migrate.errors import Zk2KraftError
@@ -48,6 +48,17 @@ class ZkSource:
     chroot: str | None = None
     up_to_zxid: int | None = None
     accept_older_state: bool = False
+    # How to reach `connect` (credentials, TLS, timeouts; its own connect string is not used). Out of repr:
+    # it holds passwords, and the source travels into reports, logs and Spark tasks.
+    options: ZkConnectOptions | None = field(default=None, repr=False, compare=False)
+
+    def live_options(self, chroot: str = "/") -> ZkConnectOptions:
+        """How to connect to `connect`'s hosts, rooted at `chroot`, with the credentials and TLS of `options`."""
+        if not self.connect:
+            raise Zk2KraftError(f"{self.describe()} is not a live ZooKeeper")
+        hosts, _ = split_connect_string(self.connect)
+        root = normalize_chroot(chroot)
+        return replace(self.options or ZkConnectOptions(connect=hosts), connect=hosts + ("" if root == "/" else root))
 
     def describe(self) -> str:
         if self.connect:
@@ -93,11 +104,9 @@ def read_source(
     source.validate()
     chroot = full_tree_chroot(source)
     if source.connect:
-        hosts, _ = split_connect_string(source.connect)
-        tree = read_tree(hosts, chroot=chroot, progress=progress, acls=acls)
+        tree = read_tree(source.live_options(), chroot=chroot, progress=progress, acls=acls)
         if require_kafka and not looks_like_kafka(tree.children("/")):
-            options = ZkConnectOptions(connect=hosts + ("" if chroot == "/" else chroot))
-            raise Zk2KraftError(_no_kafka(source, chroot) + options.kafka_chroot_hint())
+            raise Zk2KraftError(_no_kafka(source, chroot) + source.live_options(chroot).kafka_chroot_hint())
         return ZTreeWithOrigin(tree, source.describe(), chroot)
     if source.dump:
         header, whole = read_dump_with_header(source.dump)

@@ -742,6 +742,7 @@ def test_a_write_zookeeper_keeps_refusing_is_shown_until_it_lands(
     )  # fmt: skip
     assert write["first_offset"] == end and write["last_offset"] == cluster.end_offset - 1
     assert "NOAUTH" in status["last_error"]
+    assert f"ZooKeeper {zk_connect} refused" in status["last_error"], "the refused multi names the ensemble"
     # /migration stays at the offset before the refused change: it never names a change ZooKeeper lacks.
     migration = cluster.read().migration
     assert migration is not None and migration.kraft_metadata_offset == end - 1

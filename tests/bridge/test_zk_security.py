@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kazoo.client import KazooClient
-from kazoo.security import ACL, Id, Permissions, make_digest_acl
+from kazoo.security import ACL, Id, Permissions
 
 from cli.main import cli
 from migrate.errors import EXIT_BAD_INPUT
@@ -15,35 +15,14 @@ from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import ZkConnectOptions
 from tests.support.bridge import NODE_ID
 from tests.support.bridge_process import bridge_process, seed_small_cluster, seeded_chroot
-
-USER, PASSWORD = "kafka", "kafka-secret"
-
-
-def _walk(client: KazooClient, path: str) -> list[str]:
-    out = [path]
-    for child in client.get_children(path):
-        out.extend(_walk(client, f"{path.rstrip('/')}/{child}"))
-    return out
-
-
-def _only_digest_user(connect: str, chroot: str) -> None:
-    """Every znode under the chroot readable and writable by the digest user only (Kafka's znodes ACL'd;
-    the chroot itself, the operator's, stays open)."""
-    client = ZkConnectOptions(connect=connect, auth_data=(("digest", f"{USER}:{PASSWORD}"),)).start_client()
-    try:
-        for path in _walk(client, chroot)[1:]:
-            client.set_acls(path, [make_digest_acl(USER, PASSWORD, all=True)])
-        assert client.get_acls(f"{chroot}/cluster/id")[0][0].id.scheme == "digest"
-    finally:
-        client.stop()
-        client.close()
+from tests.support.secured_zk import DIGEST, only_digest_user, walk
 
 
 def test_bridge_with_the_digest_credentials_reaches_dual_write_and_without_them_names_the_znode(
     zk_server: EmbeddedZooKeeper, zk_client: KazooClient, zk_chroot: str, zk_connect: str, tmp_path: Path
 ) -> None:
     seed_small_cluster(zk_client)
-    _only_digest_user(zk_server.connect_string, zk_chroot)
+    only_digest_user(zk_server.connect_string, zk_chroot)
     with bridge_process(
         zk_connect=zk_connect,
         metadata_dir=tmp_path / "refused",
@@ -61,12 +40,12 @@ def test_bridge_with_the_digest_credentials_reaches_dual_write_and_without_them_
         metadata_dir=tmp_path / "meta",
         node_id=NODE_ID,
         log_path=tmp_path / "digest.log",
-        extra_args=["--zk-digest", f"{USER}:{PASSWORD}"],
+        extra_args=["--zk-digest", DIGEST],
     ) as bridge:
         status = bridge.start().wait_for_state("DUAL_WRITE")
         assert status["state"] == "DUAL_WRITE"
         assert bridge.terminate() == 0, bridge.log_tail()
-    assert f"{USER}:{PASSWORD}" not in (tmp_path / "digest.log").read_text().split("\n", 2)[-1], (
+    assert DIGEST not in (tmp_path / "digest.log").read_text().split("\n", 2)[-1], (
         "no password logged"
     )
 
@@ -81,7 +60,7 @@ def test_bridge_over_tls_with_a_sasl_login_reaches_dual_write(
     seeded_chroot(zk_secure_server.connect_string, chroot)
     admin = ZkConnectOptions(connect=zk_secure_server.connect_string).start_client()
     try:
-        for path in _walk(admin, chroot)[1:]:
+        for path in walk(admin, chroot)[1:]:
             admin.set_acls(path, [ACL(Permissions.ALL, Id("sasl", user))])
     finally:
         admin.stop()

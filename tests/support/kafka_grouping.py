@@ -52,7 +52,7 @@ class UnfencedNotifier(ChangeNotifier):
                 self.zk.create_recursive(paths.CONFIG_CHANGES)
                 result = self.zk.request(note.request)
                 if not result.ok or result.created_path is None:
-                    raise_for_results(f"config change notification for {note.entity_path}", [result])
+                    raise_for_results(f"config change notification for {note.entity_path}", [result], where=self.zk.where)
                 continue
             result = self.zk.request(note.request)
             if not result.ok:  # Kafka ignores this result

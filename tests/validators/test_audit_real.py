@@ -10,6 +10,8 @@ from kazoo.client import KazooClient
 from pyspark.sql import SparkSession
 
 from cli.main import cli
+from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.live import ZkConnectOptions
 from migrate.zk.load import load_tree
 from migrate.zk.model import MigrationState
 from migrate.zk.znodes.controller import encode_migration
@@ -26,6 +28,8 @@ from tests.support.audit import (
     shared_spark,
     summary,
 )
+from tests.support.bridge_process import seed_small_cluster
+from tests.support.secured_zk import DIGEST, PASSWORD, files_holding, only_digest_user
 
 pytestmark = pytest.mark.spark
 
@@ -161,22 +165,49 @@ def test_a_live_ensemble_is_a_source_too(spark: SparkSession, migrated: Path, zk
 
 
 @pytest.mark.zookeeper
+def test_a_digest_protected_ensemble_is_read_in_the_spark_task_with_the_credentials_never_written(
+    spark: SparkSession,
+    zk_server: EmbeddedZooKeeper,
+    zk_client: KazooClient,
+    zk_chroot: str,
+    zk_connect: str,
+    tmp_path: Path,
+) -> None:
+    seed_small_cluster(zk_client)
+    only_digest_user(zk_server.connect_string, zk_chroot)
+    meta = tmp_path / "meta"
+    migrated = CliRunner().invoke(cli, ["migrate", "--zk", zk_connect, "--out", str(meta), "--zk-digest", DIGEST])
+    assert migrated.exit_code == 0, migrated.output
+    code, output = audit("--zk", zk_connect, "--kraft", str(meta), "--out", str(tmp_path / "refused"))
+    assert code == 2, output
+    assert zk_server.connect_string in output and "NOAUTH" in output and "znode /" in output, output
+    assert not (tmp_path / "refused").exists()
+    out = tmp_path / "audit"
+    code, output = audit("--zk", zk_connect, "--kraft", str(meta), "--out", str(out), "--zk-digest", DIGEST)
+    assert code == 0, output
+    assert summary(out)["inputs"]["zk_chroot"] == zk_chroot
+    assert PASSWORD not in output
+    assert files_holding(tmp_path, PASSWORD) == [], "no password in summary.json, the report or the work files"
+
+
+@pytest.mark.zookeeper
 def test_finalize_check_runs_the_audit_as_its_last_gate(
     spark: SparkSession, migrated: Path, zk_client: KazooClient, zk_connect: str, tmp_path: Path
 ) -> None:
     from cli.finalize_cmd import audit_condition
 
     load_tree(zk_client, real_tree())
-    passed = audit_condition(zk_connect, migrated, tmp_path / "ok", skip=False)
+    zk = ZkConnectOptions(connect=zk_connect)
+    passed = audit_condition(zk, None, migrated, tmp_path / "ok", skip=False)
     assert passed.verdict == "pass", passed.detail
     # A topic's config znode vanishing from ZooKeeper is a real divergence: the gate stays shut.
     topic = sorted(zk_client.get_children("/config/topics"))[0]
     zk_client.delete(f"/config/topics/{topic}")
-    failed = audit_condition(zk_connect, migrated, tmp_path / "bad", skip=False)
+    failed = audit_condition(zk, None, migrated, tmp_path / "bad", skip=False)
     assert failed.verdict == "fail" and "exit code 1" in failed.detail
     # A /migration written by a controller this log never had: the audit is refused, the gate fails with
     # the reason, and the other conditions are still shown.
     zk_client.create("/migration", encode_migration(MigrationState(kraft_controller_id=3001, kraft_controller_epoch=1, kraft_metadata_offset=66, kraft_metadata_epoch=1)))
-    refused = audit_condition(zk_connect, migrated, tmp_path / "refused", skip=False)
+    refused = audit_condition(zk, None, migrated, tmp_path / "refused", skip=False)
     assert refused.verdict == "fail" and "refused" in refused.detail and "controller 3001" in refused.detail
     assert not (tmp_path / "refused").exists()
