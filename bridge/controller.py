@@ -61,6 +61,7 @@ from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
 from bridge.pipeline import DualWritePipeline
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
+from bridge.zk.leadership import MigrationLeadershipState
 from bridge.zk.migration_client import ZkMigrationClient
 from migrate.errors import (
     EXIT_FAILED,
@@ -322,8 +323,12 @@ class BridgeController:
         if problem is not None:
             raise MigrationMismatchError(problem)
         znode = await loop.run_in_executor(None, read_migration_znode, self.zk)
-        if znode is not None and not config.adopt_existing_migration:
-            problem = check_log_matches_migration(found.image, found.end_offset, found.leader_epoch, znode)
+        if not config.adopt_existing_migration:
+            # An absent /migration is what the driver would create: Kafka's EMPTY state, judged the same way.
+            leadership = znode if znode is not None else MigrationLeadershipState()
+            problem = check_log_matches_migration(
+                found.image, found.end_offset, found.leader_epoch, leadership
+            )
             if problem is not None:
                 holder = await loop.run_in_executor(None, self.zk.controller_holder)
                 raise MigrationMismatchError(mismatch_refusal(problem, holder, config.node_id))

@@ -94,6 +94,14 @@ def foreign_migration(client: KazooClient) -> None:
     client.set("/migration", json.dumps(znode).encode())
 
 
+def tear_tail(meta: Path) -> None:
+    """Append the first bytes of a batch a crash interrupted to the newest segment."""
+    segment = list_segments(meta / METADATA_PARTITION_DIR)[-1].path
+    header = (10**6).to_bytes(8, "big") + (500).to_bytes(4, "big") + b"\x00\x00\x00\x07\x02"
+    with open(segment, "ab") as f:
+        f.write(header + os.urandom(20))
+
+
 # ---------------------------------------------------------------------------------------------- refusals
 
 
@@ -141,14 +149,29 @@ def test_a_refusal_does_not_truncate_a_torn_log_tail(
 ) -> None:
     meta = tmp_path / "meta"
     migrated_dir(zk_connect, meta, bridges)
-    segment = list_segments(meta / METADATA_PARTITION_DIR)[-1].path
-    with open(segment, "ab") as f:  # the first bytes of a batch a crash interrupted
-        f.write((10**6).to_bytes(8, "big") + (500).to_bytes(4, "big") + b"\x00\x00\x00\x07\x02" + os.urandom(20))
+    tear_tail(meta)
     foreign_migration(seeded)
     before = dir_bytes(meta)
     bridge = run(config(zk_connect, meta))
     assert bridge.exit_code == EXIT_REFUSED, bridge.error
     assert dir_bytes(meta) == before  # the torn tail is still there: recovery waits for a real start
+
+
+@pytest.mark.parametrize("torn", [False, True], ids=["intact-log", "torn-tail"])
+def test_a_completed_log_against_a_reset_zookeeper_is_refused_before_any_write(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController], torn: bool
+) -> None:
+    meta = tmp_path / "meta"
+    migrated_dir(zk_connect, meta, bridges)
+    if torn:
+        tear_tail(meta)
+    seeded.delete("/migration")  # ZooKeeper was reset: the log's completed migration is unknown to it
+    before_zk, before_dir = tree_state(zk_connect), dir_bytes(meta)
+    bridge = run(config(zk_connect, meta))
+    assert bridge.exit_code == EXIT_REFUSED, bridge.error
+    assert bridge.error is not None and "records none" in bridge.error
+    assert tree_state(zk_connect) == before_zk  # no /migration, /controller or /controller_epoch
+    assert dir_bytes(meta) == before_dir  # no LeaderChange, quorum-state, checkpoint or truncation
 
 
 # ---------------------------------------------------------------------------------------------- failures
