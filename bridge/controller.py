@@ -130,6 +130,8 @@ class BridgeController:
         # Connections already told they reached a controller instead of a broker.
         self._clients_told: set[tuple[str, int]] = set()
         self.status_server: StatusServer | None = None
+        # The listener and status server bound (their ports claimed) but not serving yet.
+        self._bound: tuple[KafkaListener, StatusServer | None] | None = None
         self.brokers: ZkBrokerRegistry | None = None
         self.watcher: ForeignWriteWatcher | None = None
         self.foreign_batches_handled = 0
@@ -341,26 +343,45 @@ class BridgeController:
                     f"would fail on this one; nothing was written to ZooKeeper or {config.metadata_dir}. "
                     f"Fix or remove the znode (as Kafka's own tools would write it), then start again"
                 ) from exc
+        await self._bind_addresses()
 
-    async def _start_serving(self, cluster_id: str) -> None:
-        """Start the Kafka-protocol listener and the metrics/status server; `start()` returns after this."""
+    async def _bind_addresses(self) -> tuple[KafkaListener, StatusServer | None]:
+        """Claim --listen and --metrics (a busy one is refused, naming it) before anything is written."""
+        if self._bound is not None:
+            return self._bound
         config = self.config
-        self.cluster_id = cluster_id
         handlers: dict[int, Any] = {key: self._on_request for key in [*self.handlers, ENVELOPE_KEY]}
         handlers[reads.METADATA] = self._on_metadata
         handlers[reads.DESCRIBE_CLUSTER] = self._on_describe_cluster
-        self.listener = KafkaListener(
+        listener = KafkaListener(
             config.listen_host,
             config.listen_port,
             handlers,
             {**self.supported, ENVELOPE_KEY: (0, 0), **reads.IDENTITY_VERSIONS},
             ssl_context=self._ssl_context,
         )
-        await self.listener.start()
+        await listener.bind("--listen")
+        status_server = None
         if config.metrics_port is not None:
-            self.status_server = StatusServer(
-                self.metrics, config.metrics_host, config.metrics_port, status=self.status
-            ).start()
+            status_server = StatusServer(self.metrics, config.metrics_host, config.metrics_port, status=self.status)
+            try:
+                status_server.bind("--metrics")
+            except Zk2KraftError:
+                await listener.stop()
+                raise
+        self._bound = (listener, status_server)
+        return self._bound
+
+    async def _start_serving(self, cluster_id: str) -> None:
+        """Start the Kafka-protocol listener and the metrics/status server; `start()` returns after this."""
+        config = self.config
+        self.cluster_id = cluster_id
+        listener, status_server = await self._bind_addresses()
+        self._bound = None
+        self.listener, self.status_server = listener, status_server
+        await listener.start()
+        if status_server is not None:
+            status_server.start()
         log.info(
             "event=listening listen=%s:%d metrics=%s node_id=%d cluster_id=%s standby=%s",
             config.listen_host, self.listener.port,
@@ -584,6 +605,12 @@ class BridgeController:
 
     async def _shutdown(self) -> None:
         loop = asyncio.get_running_loop()
+        if self._bound is not None:  # bound, never served: a refusal or failure came before serving
+            bound_listener, bound_status = self._bound
+            self._bound = None
+            await bound_listener.stop()
+            if bound_status is not None:
+                bound_status.stop()
         if self.listener is not None:
             with contextlib.suppress(Exception):
                 await self.listener.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -172,6 +173,25 @@ def test_a_completed_log_against_a_reset_zookeeper_is_refused_before_any_write(
     assert bridge.error is not None and "records none" in bridge.error
     assert tree_state(zk_connect) == before_zk  # no /migration, /controller or /controller_epoch
     assert dir_bytes(meta) == before_dir  # no LeaderChange, quorum-state, checkpoint or truncation
+
+
+@pytest.mark.parametrize("option", ["--listen", "--metrics"])
+def test_a_busy_port_is_refused_naming_the_option_before_formatting_or_claiming(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, option: str
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        field = "listen_port" if option == "--listen" else "metrics_port"
+        before = tree_state(zk_connect)
+        bridge = run(config(zk_connect, tmp_path / "meta", **{field: port}))
+    assert bridge.exit_code == EXIT_REFUSED, bridge.error
+    assert bridge.error is not None and f"{option} 127.0.0.1:{port}" in bridge.error
+    assert "already in use" in bridge.error
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    assert not (tmp_path / "meta").exists()
+    assert tree_state(zk_connect) == before
 
 
 # ---------------------------------------------------------------------------------------------- failures
