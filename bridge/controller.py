@@ -334,6 +334,16 @@ class BridgeController:
             if problem is not None:
                 holder = await loop.run_in_executor(None, self.zk.controller_holder)
                 raise MigrationMismatchError(mismatch_refusal(problem, holder, config.node_id))
+        holder = await loop.run_in_executor(None, self.zk.controller_holder)
+        if holder.present and holder.is_kraft and (holder.kraft_controller_epoch or 0) >= found.leader_epoch:
+            # Kafka's registration refuses an epoch that is not newer: the claim could only fail as fenced.
+            raise MigrationMismatchError(
+                f"refusing to start: {holder.describe()}, and this metadata log ({config.metadata_dir}) would "
+                f"claim it at epoch {found.leader_epoch}; a KRaft controller epoch must be newer than the one "
+                f"registered, so this controller could never take control. The epoch lives in the metadata "
+                f"log: start with controller {holder.broker_id}'s metadata dir (or a copy of it), not a fresh "
+                f"or older one. Nothing was written to ZooKeeper or {config.metadata_dir}"
+            )
         if found.image.features.zk_migration_state != ZkMigrationState.MIGRATION:
             try:
                 await loop.run_in_executor(None, read_zookeeper_for_migration, self.kazoo)

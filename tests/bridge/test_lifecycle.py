@@ -194,6 +194,22 @@ def test_a_busy_port_is_refused_naming_the_option_before_formatting_or_claiming(
     assert tree_state(zk_connect) == before
 
 
+def test_adopting_with_a_fresh_metadata_dir_is_refused_before_formatting(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    """A fresh log's first epoch cannot outrank the KRaft controller in /controller: it could never take over."""
+    migrated_dir(zk_connect, tmp_path / "first", bridges)
+    before = tree_state(zk_connect)
+    fresh = tmp_path / "fresh"
+    bridge = run(config(zk_connect, fresh, node_id=NODE_ID + 1, adopt_existing_migration=True))
+    assert bridge.exit_code == EXIT_REFUSED, bridge.error
+    assert bridge.error is not None and "could never take control" in bridge.error
+    assert f"KRaft controller {NODE_ID} holds /controller (kraftControllerEpoch 1" in bridge.error
+    assert "fenced" not in bridge.error
+    assert not fresh.exists()
+    assert tree_state(zk_connect) == before
+
+
 # ---------------------------------------------------------------------------------------------- failures
 
 
