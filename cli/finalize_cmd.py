@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -14,12 +15,17 @@ from migrate.plan.status import Condition, finalize_conditions, parse_duration, 
 from migrate.zk.sources import ZkSource
 
 
-def audit_condition(zk_connect: str, metadata_dir: Path | None, out: Path, skip: bool) -> Condition:
-    """Run `zk2kraft audit --fail-on lag` when a metadata dir was given: lag at the gate is a failure."""
+def audit_condition(zk_connect: str, metadata_dir: Path | None, out: Path | None, skip: bool) -> Condition:
+    """Run `zk2kraft audit --fail-on lag` when a metadata dir was given: lag at the gate is a failure.
+
+    Without `out` the report goes to a new temporary directory (named in the condition), never the
+    current directory."""
     if skip:
         return Condition(id="audit", verdict="not-checked", detail="skipped (--no-audit)")
     if metadata_dir is None:
         return Condition(id="audit", verdict="not-checked", detail="needs --metadata-dir (the controller's metadata log)")
+    if out is None:
+        out = Path(tempfile.mkdtemp(prefix="zk2kraft-finalize-audit-")) / "audit"
     # Imported here: Spark's start-up cost belongs to this condition, not to `--help`.
     from validators.audit import AuditOptions, run_audit
     from validators.spark import spark_session
@@ -44,7 +50,11 @@ def audit_condition(zk_connect: str, metadata_dir: Path | None, out: Path, skip:
     help="A controller's metadata log dir (migration state, KRaft broker registrations, audit input).",
 )
 @click.option("--min-soak", default="7d", show_default=True, help="No controller failover for at least this long (7d, 12h, 30m).")
-@click.option("--audit-out", type=click.Path(file_okay=False, path_type=Path), default=Path("finalize-audit"), show_default=True)
+@click.option(
+    "--audit-out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the audit writes its report (default: a new temporary directory, named in the audit condition).",
+)
 @click.option("--no-audit", is_flag=True, help="Do not run the audit (the condition then does not pass).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @handles_errors
@@ -54,7 +64,7 @@ def finalize_check_cmd(
     bridge_status: str | None,
     metadata_dir: Path | None,
     min_soak: str,
-    audit_out: Path,
+    audit_out: Path | None,
     no_audit: bool,
     fmt: str,
 ) -> None:
