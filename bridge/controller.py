@@ -65,6 +65,7 @@ from bridge.metrics import BridgeMetrics, BridgeStatus, BrokersStatus, StatusSer
 from bridge.pipeline import DualWritePipeline
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
+from bridge.zk.leadership import MigrationLeadershipState
 from bridge.zk.migration_client import ZkMigrationClient
 from migrate.errors import (
     EXIT_FAILED,
@@ -140,6 +141,8 @@ class BridgeController:
         # Connections already told they reached a controller instead of a broker.
         self._clients_told: set[tuple[str, int]] = set()
         self.status_server: StatusServer | None = None
+        # The listener and status server bound (their ports claimed) but not serving yet.
+        self._bound: tuple[KafkaListener, StatusServer | None] | None = None
         self.brokers: ZkBrokerRegistry | None = None
         self.watcher: ForeignWriteWatcher | None = None
         self.foreign_batches_handled = 0
@@ -333,11 +336,25 @@ class BridgeController:
         if problem is not None:
             raise MigrationMismatchError(problem)
         znode = await loop.run_in_executor(None, read_migration_znode, self.zk)
-        if znode is not None and not config.adopt_existing_migration:
-            problem = check_log_matches_migration(found.image, found.end_offset, found.leader_epoch, znode)
+        if not config.adopt_existing_migration:
+            # An absent /migration is what the driver would create: Kafka's EMPTY state, judged the same way.
+            leadership = znode if znode is not None else MigrationLeadershipState()
+            problem = check_log_matches_migration(
+                found.image, found.end_offset, found.leader_epoch, leadership
+            )
             if problem is not None:
                 holder = await loop.run_in_executor(None, self.zk.controller_holder)
                 raise MigrationMismatchError(mismatch_refusal(problem, holder, config.node_id))
+        holder = await loop.run_in_executor(None, self.zk.controller_holder)
+        if holder.present and holder.is_kraft and (holder.kraft_controller_epoch or 0) >= found.leader_epoch:
+            # Kafka's registration refuses an epoch that is not newer: the claim could only fail as fenced.
+            raise MigrationMismatchError(
+                f"refusing to start: {holder.describe()}, and this metadata log ({config.metadata_dir}) would "
+                f"claim it at epoch {found.leader_epoch}; a KRaft controller epoch must be newer than the one "
+                f"registered, so this controller could never take control. The epoch lives in the metadata "
+                f"log: start with controller {holder.broker_id}'s metadata dir (or a copy of it), not a fresh "
+                f"or older one. Nothing was written to ZooKeeper or {config.metadata_dir}"
+            )
         if found.image.features.zk_migration_state != ZkMigrationState.MIGRATION:
             try:
                 await loop.run_in_executor(None, read_zookeeper_for_migration, self.zk_options)
@@ -347,26 +364,45 @@ class BridgeController:
                     f"would fail on this one; nothing was written to ZooKeeper or {config.metadata_dir}. "
                     f"Fix or remove the znode (as Kafka's own tools would write it), then start again"
                 ) from exc
+        await self._bind_addresses()
 
-    async def _start_serving(self, cluster_id: str) -> None:
-        """Start the Kafka-protocol listener and the metrics/status server; `start()` returns after this."""
+    async def _bind_addresses(self) -> tuple[KafkaListener, StatusServer | None]:
+        """Claim --listen and --metrics (a busy one is refused, naming it) before anything is written."""
+        if self._bound is not None:
+            return self._bound
         config = self.config
-        self.cluster_id = cluster_id
         handlers: dict[int, Any] = {key: self._on_request for key in [*self.handlers, ENVELOPE_KEY]}
         handlers[reads.METADATA] = self._on_metadata
         handlers[reads.DESCRIBE_CLUSTER] = self._on_describe_cluster
-        self.listener = KafkaListener(
+        listener = KafkaListener(
             config.listen_host,
             config.listen_port,
             handlers,
             {**self.supported, ENVELOPE_KEY: (0, 0), **reads.IDENTITY_VERSIONS},
             ssl_context=self._ssl_context,
         )
-        await self.listener.start()
+        await listener.bind("--listen")
+        status_server = None
         if config.metrics_port is not None:
-            self.status_server = StatusServer(
-                self.metrics, config.metrics_host, config.metrics_port, status=self.status
-            ).start()
+            status_server = StatusServer(self.metrics, config.metrics_host, config.metrics_port, status=self.status)
+            try:
+                status_server.bind("--metrics")
+            except Zk2KraftError:
+                await listener.stop()
+                raise
+        self._bound = (listener, status_server)
+        return self._bound
+
+    async def _start_serving(self, cluster_id: str) -> None:
+        """Start the Kafka-protocol listener and the metrics/status server; `start()` returns after this."""
+        config = self.config
+        self.cluster_id = cluster_id
+        listener, status_server = await self._bind_addresses()
+        self._bound = None
+        self.listener, self.status_server = listener, status_server
+        await listener.start()
+        if status_server is not None:
+            status_server.start()
         log.info(
             "event=listening listen=%s:%d metrics=%s node_id=%d cluster_id=%s standby=%s",
             config.listen_host, self.listener.port,
@@ -694,6 +730,12 @@ class BridgeController:
 
     async def _shutdown(self) -> None:
         loop = asyncio.get_running_loop()
+        if self._bound is not None:  # bound, never served: a refusal or failure came before serving
+            bound_listener, bound_status = self._bound
+            self._bound = None
+            await bound_listener.stop()
+            if bound_status is not None:
+                bound_status.stop()
         if self.listener is not None:
             with contextlib.suppress(Exception):
                 await self.listener.stop()

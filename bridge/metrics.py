@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.api import DriverState
+from bridge.kafka.listener import bind_refusal
 from bridge.kafka.protocol import api_name
 from migrate.errors import InvalidRequestError
 from migrate.kraft.migration_state import ZkMigrationState, zk_migration_state_name
@@ -427,12 +428,25 @@ class StatusServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
+    def bind(self, option: str = "--metrics") -> StatusServer:
+        """Claim the address without serving yet, so a busy port is refused (naming `option`) before a
+        caller changes anything."""
+        if self._server is None:
+            try:
+                server = _Server((self.host, self.requested_port), _Handler)
+            except OSError as exc:
+                raise bind_refusal(option, self.host, self.requested_port, exc) from exc
+            server.owner = self
+            self._server = server
+        return self
+
     def start(self) -> StatusServer:
-        if self._server is not None:
+        """Serve (binding first unless `bind` did)."""
+        if self._thread is not None:
             return self
-        server = _Server((self.host, self.requested_port), _Handler)
-        server.owner = self
-        self._server = server
+        self.bind()
+        server = self._server
+        assert server is not None
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="bridge-status-http", daemon=True
         )
@@ -445,7 +459,8 @@ class StatusServer:
         server, thread = self._server, self._thread
         if server is None:
             return
-        server.shutdown()
+        if thread is not None:  # shutdown() waits for serve_forever, which a bound-only server never ran
+            server.shutdown()
         server.server_close()
         if thread is not None:
             thread.join(timeout=5)

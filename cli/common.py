@@ -185,10 +185,11 @@ def echo_json_line(text: str) -> None:
 
 @contextmanager
 def zk_session(
-    options: ZkConnectOptions, chroot: str | None = None, *, require_kafka: bool = True
+    options: ZkConnectOptions, chroot: str | None = None, *, require_kafka: bool = True, create_chroot: bool = False
 ) -> Iterator[KazooClient]:
     """A started kazoo client with `options`' credentials and TLS, rooted at Kafka's chroot (from the connect
-    string or --chroot).
+    string or --chroot); with `create_chroot`, rooted at the ensemble's root instead (the caller creates
+    the chroot).
 
     Errors name the address and chroot; kazoo's retry warnings stay out of the output for the whole session.
     """
@@ -197,8 +198,15 @@ def zk_session(
         raise Zk2KraftError("give the chroot either in --zk HOST:PORT/chroot or with --chroot, not both")
     root = (chroot or own).strip("/")
     rooted = replace(options, connect=hosts + (f"/{root}" if root else ""))
+    session = replace(options, connect=hosts) if create_chroot else rooted
     with kazoo_warnings_to_debug():
-        client = rooted.start_client(timeout=15, require_kafka=require_kafka)
+        try:
+            client = session.start_client(timeout=15, require_kafka=require_kafka)
+        except UnreachableError as exc:
+            if session is rooted:
+                raise
+            # Connected at the root only to create the chroot: the operator gave the chroot, so name it.
+            raise UnreachableError(str(exc).replace(session.describe(), rooted.describe())) from None
         try:
             yield client
         finally:

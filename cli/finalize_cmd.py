@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,18 @@ from migrate.zk.sources import ZkSource
 
 
 def audit_condition(
-    zk: ZkConnectOptions, chroot: str | None, metadata_dir: Path | None, out: Path, skip: bool
+    zk: ZkConnectOptions, chroot: str | None, metadata_dir: Path | None, out: Path | None, skip: bool
 ) -> Condition:
-    """Run `zk2kraft audit --fail-on lag` when a metadata dir was given: lag at the gate is a failure."""
+    """Run `zk2kraft audit --fail-on lag` when a metadata dir was given: lag at the gate is a failure.
+
+    Without `out` the report goes to a new temporary directory (named in the condition), never the
+    current directory."""
     if skip:
         return Condition(id="audit", verdict="not-checked", detail="skipped (--no-audit)")
     if metadata_dir is None:
         return Condition(id="audit", verdict="not-checked", detail="needs --metadata-dir (the controller's metadata log)")
+    if out is None:
+        out = Path(tempfile.mkdtemp(prefix="zk2kraft-finalize-audit-")) / "audit"
     # Imported here: Spark's start-up cost belongs to this condition, not to `--help`.
     from validators.audit import AuditOptions, run_audit
     from validators.spark import spark_session
@@ -51,7 +57,11 @@ def audit_condition(
     help="A controller's metadata log dir (migration state, KRaft broker registrations, audit input).",
 )
 @click.option("--min-soak", default="7d", show_default=True, help="No controller failover for at least this long (7d, 12h, 30m).")
-@click.option("--audit-out", type=click.Path(file_okay=False, path_type=Path), default=Path("finalize-audit"), show_default=True)
+@click.option(
+    "--audit-out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the audit writes its report (default: a new temporary directory, named in the audit condition).",
+)
 @click.option("--no-audit", is_flag=True, help="Do not run the audit (the condition then does not pass).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @zk_security_options
@@ -62,7 +72,7 @@ def finalize_check_cmd(
     bridge_status: str | None,
     metadata_dir: Path | None,
     min_soak: str,
-    audit_out: Path,
+    audit_out: Path | None,
     no_audit: bool,
     fmt: str,
     **zk_security: Any,

@@ -57,7 +57,8 @@ from migrate.plan.rollback import (
 @click.option(
     "--metadata-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="A controller's metadata log dir: refuse if the migration was finalized.",
+    help="A controller's metadata log dir: refuse if the migration was finalized, or while ZooKeeper's "
+    "/migration is behind the log's last metadata record (its lag; control and NoOp records do not count).",
 )
 @zk_security_options
 @handles_errors
@@ -81,8 +82,9 @@ def rollback_cmd(
     /controller and /migration in one version-checked transaction, and prints the per-broker steps left
     for the phase reached. Deprovision the KRaft controllers first; run this quickly — the cluster has
     no controller until /controller is gone. Refuses after finalization, and while the bridge at
-    --bridge-status still answers or ZooKeeper is behind its metadata log (write-behind lag), naming the
-    controller in /controller and the lag (--force overrides).
+    --bridge-status still answers or ZooKeeper is behind its metadata log (the write-behind lag, from
+    --bridge-status or --metadata-dir), naming the controller in /controller and the lag (--force
+    overrides).
 
     \b
     Examples:
@@ -97,12 +99,15 @@ def rollback_cmd(
         except UnreachableError as exc:
             # The expected case once the controllers are deprovisioned; said, not hidden.
             click.echo(f"note: {exc}: taken as a stopped bridge", err=True)
-    views = ([bridge] if bridge else []) + kraft_views(None, metadata_dir)
+    metadata = kraft_views(None, metadata_dir)
+    views = ([bridge] if bridge else []) + metadata
     states = [v.migration_state for v in views if v.migration_state]
     finalized = (states[0] == ZkMigrationState.POST_MIGRATION.name) if states else None
     with zk_session(zk_connect_from(zk_connect, zk_security), chroot) as client:
         state = read_rollback_state(client)
-        plan = plan_rollback(state, finalized=finalized, force=force, bridge=bridge)
+        plan = plan_rollback(
+            state, finalized=finalized, force=force, bridge=bridge, metadata=metadata[0] if metadata else None
+        )
         for note in plan.notes:
             click.echo(f"note: {note}")
         if plan.refusals:

@@ -43,12 +43,13 @@ def bridge_view(url: str) -> KraftView:
 
 def metadata_view(metadata_dir: Path) -> KraftView:
     """Replay a controller's metadata dir: ZkMigrationState and the brokers registered with KRaft."""
-    image, _report = load_image(metadata_dir)
+    image, report = load_image(metadata_dir)
     brokers = image.cluster.brokers
     return KraftView(
         source=str(metadata_dir),
         migration_state=zk_migration_state_name(image.features.zk_migration_state),
         committed_offset=image.provenance.last_contained_offset,
+        last_metadata_offset=report.last_metadata_offset,
         kraft_brokers=sorted(i for i, b in brokers.items() if not b.is_migrating_zk_broker),
         migrating_zk_brokers=sorted(i for i, b in brokers.items() if b.is_migrating_zk_broker),
     )

@@ -78,9 +78,9 @@ def load_cmd(dump: Path, zk_connect: str, force: bool, **zk_security: Any) -> No
     persistent ones, and ZooKeeper's own /zookeeper subtree is skipped.
     """
     tree = read_dump(dump)
-    hosts, chroot = split_connect_string(zk_connect)
-    # The target chroot is created by the load, so connect at the ensemble's root.
-    with zk_session(zk_connect_from(hosts, zk_security), require_kafka=False) as client, progress("loading znodes", total=len(tree)) as bar:
+    _hosts, chroot = split_connect_string(zk_connect)
+    # The target chroot is created by the load, so the session is at the ensemble's root.
+    with zk_session(zk_connect_from(zk_connect, zk_security), require_kafka=False, create_chroot=True) as client, progress("loading znodes", total=len(tree)) as bar:
         report = load_tree(client, tree, chroot=chroot, force=force, progress=lambda n: bar.update(completed=n))
     stderr.print(
         f"loaded {report.created} znodes into {zk_connect} in {report.transactions} transactions"

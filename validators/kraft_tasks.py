@@ -325,8 +325,12 @@ def _snapshot_files(
                 why += f" (newer snapshots are damaged: {', '.join(d.name for d in damaged)})"
             yield KraftFile(str(sp), "snapshot", True, None, last, why)
         elif sp in damaged:
-            instead = f"snapshot {plan.snapshot.name}" if plan.snapshot is not None else "no snapshot"
-            yield KraftFile(str(sp), "snapshot", False, None, last, f"damaged, so {instead} and the log after it were read instead: {damaged[sp]}")
+            instead = (
+                f"snapshot {plan.snapshot.name} and the log after it were read"
+                if plan.snapshot is not None
+                else "the whole log was read"
+            )
+            yield KraftFile(str(sp), "snapshot", False, None, last, f"damaged, so {instead} instead: {damaged[sp]}")
         elif limit is not None and sid.end_offset > limit:
             yield KraftFile(
                 str(sp), "snapshot", False, None, last,

@@ -24,7 +24,13 @@ from pydantic import ValidationError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from migrate.errors import CorruptDataError, Zk2KraftError, ZnodeFormatError
+from migrate.errors import (
+    CorruptDataError,
+    OlderStateError,
+    UnreachableError,
+    Zk2KraftError,
+    ZnodeFormatError,
+)
 from migrate.zk import paths
 from migrate.zk.dump import DUMP_FORMAT, DumpHeader, check_dump_count, read_dump, write_dump
 from migrate.zk.model import MigrationState
@@ -275,15 +281,20 @@ def prepare_zk_input(spark: SparkSession, source: ZkSource, work_dir: Path) -> Z
     task = partial(_export_in_task, source=source, dump=dump)
     outcome = spark.sparkContext.parallelize([0], 1).map(task).collect()[0]
     if outcome[0] == ERROR_KIND:
-        raise Zk2KraftError(outcome[1])
+        raise _TASK_ERRORS.get(outcome[2], Zk2KraftError)(outcome[1])
     _, origin, chroot, warnings, notes, older = outcome
     return ZkInput(dump, "/", origin, chroot, True, None, warnings, notes, older)
+
+
+# The kinds of error whose exit code is not bad input's (2), rebuilt by name after the task.
+_TASK_ERRORS: dict[str, type[Zk2KraftError]] = {kind.__name__: kind for kind in (UnreachableError, OlderStateError)}
 
 
 def _export_in_task(
     _index: int, *, source: ZkSource, dump: Path
 ) -> tuple[str, str, str, list[str], list[str], bool]:
-    """Inside a Spark task: read the source and write its dump; errors come back as text, not tracebacks."""
+    """Inside a Spark task: read the source and write its dump; errors come back as text and their kind's
+    name, not tracebacks."""
     try:
         got = read_source(source)
         write_dump(
@@ -294,7 +305,7 @@ def _export_in_task(
             accepted_older_state=got.older_state_accepted,
         )
     except Zk2KraftError as exc:
-        return ERROR_KIND, str(exc), "", [], [], False
+        return ERROR_KIND, str(exc), type(exc).__name__, [], [], False
     return "ok", got.origin, got.chroot, got.warnings, got.notes, got.older_state_accepted
 
 

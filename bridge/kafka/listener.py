@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import ssl
 import threading
@@ -42,7 +43,7 @@ from bridge.kafka.protocol import (
 )
 from bridge.kafka.sasl import SaslConfig
 from bridge.kafka.tls import ssl_principal
-from migrate.errors import Zk2KraftError
+from migrate.errors import InvalidRequestError, Zk2KraftError
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,16 @@ class ApiVersionsFeatures:
     finalized: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     finalized_epoch: int = -1
     zk_migration_ready: bool = False
+
+
+def bind_refusal(option: str, host: str, port: int, exc: OSError) -> InvalidRequestError:
+    """The error for an address a server cannot bind: the option and address, and why."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    shown = f"[{host}]" if ":" in host else host
+    return InvalidRequestError(
+        f"cannot listen on {option} {shown}:{port}: {reason}; stop what holds that address or choose "
+        f"another {option}"
+    )
 
 
 class KafkaListener:
@@ -130,12 +141,25 @@ class KafkaListener:
 
     # ------------------------------------------------------------ lifecycle
 
+    async def bind(self, option: str = "--listen") -> int:
+        """Claim the address without accepting yet, so a busy port is refused (naming `option`) before a
+        caller changes anything; returns the bound port (useful with port 0)."""
+        if self._server is None:
+            try:
+                self._server = await asyncio.start_server(
+                    self._serve, self.host, self.port, backlog=self.backlog, ssl=self.ssl_context,
+                    start_serving=False,
+                )  # fmt: skip
+            except OSError as exc:
+                raise bind_refusal(option, self.host, self.port, exc) from exc
+            self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
+
     async def start(self) -> int:
-        """Start listening; returns the bound port (useful with port 0)."""
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, backlog=self.backlog, ssl=self.ssl_context
-        )
-        self.port = int(self._server.sockets[0].getsockname()[1])
+        """Start listening (binding first unless `bind` did); returns the bound port (useful with port 0)."""
+        await self.bind()
+        assert self._server is not None
+        await self._server.start_serving()
         log.info(
             "Kafka listener on %s:%d (%s, apis %s)",
             self.host,

@@ -179,7 +179,19 @@ class ShimServer:
         return ",".join(format_address(c) for c in self.config.controllers)
 
     async def start(self) -> int:
-        """Follow the controller's log; wait for the cluster id and (bounded) the first catch-up; then listen."""
+        """Claim --listen; follow the controller's log; wait for the cluster id and (bounded) the first
+        catch-up; then listen. A busy --listen is refused before any of the waiting."""
+        handlers, supported = self.handler_table()
+        self.listener = KafkaListener(
+            self.config.listen_host,
+            self.config.listen_port,
+            handlers,
+            supported,
+            self.config.max_request_bytes,
+            ssl_context=self.ssl_context,
+            sasl=self.sasl,
+        )
+        await self.listener.bind("--listen")
         self.follower.start()
         if self.config.startup_catch_up_s > 0 and not await self.follower.catch_up(
             self.config.startup_catch_up_s
@@ -196,16 +208,6 @@ class ShimServer:
                 self.controllers_text, self.follower.last_error,
             )  # fmt: skip
             await self.follower.catch_up(WAITING_LOG_INTERVAL_S)
-        handlers, supported = self.handler_table()
-        self.listener = KafkaListener(
-            self.config.listen_host,
-            self.config.listen_port,
-            handlers,
-            supported,
-            self.config.max_request_bytes,
-            ssl_context=self.ssl_context,
-            sasl=self.sasl,
-        )
         port = await self.listener.start()
         log.info(
             "event=shim_listening listen=%s:%d advertised=%s:%d node_id=%d cluster_id=%s controllers=%s",

@@ -89,6 +89,9 @@ class LoadReport:
     """Data records read from the log (after the snapshot, before `up_to_offset`), NoOps included."""
     first_log_offset: int | None = None
     last_log_offset: int | None = None
+    last_metadata_offset: int | None = None
+    """The log's last record that a ZooKeeper dual write reflects: not a control record, not a NoOp. None
+    when the log after the snapshot holds none (a snapshot does not keep its records' offsets)."""
     segments: list[Path] = field(default_factory=list)
     torn_tail: tuple[Path, TornTail] | None = None
     pending_transaction_offset: int | None = None
@@ -377,6 +380,8 @@ def load_image(
                 replayer.advance(entry.offset, epoch=entry.leader_epoch, timestamp_ms=entry.timestamp_ms)
                 continue
             report.log_records += 1
+            if not isinstance(entry.record, rec.NoOpRecord):
+                report.last_metadata_offset = entry.offset
             replay(
                 entry.record,
                 entry.version,

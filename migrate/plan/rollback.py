@@ -24,7 +24,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
 from migrate.errors import Zk2KraftError, ZnodeFormatError
-from migrate.plan.status import KraftView
+from migrate.plan.status import KraftView, log_lag
 from migrate.zk import paths
 from migrate.zk.model import ControllerRegistration, MigrationState
 from migrate.zk.znodes.controller import decode_controller, decode_migration
@@ -151,13 +151,19 @@ def read_rollback_state(client: KazooClient) -> RollbackState:
 
 
 def plan_rollback(
-    state: RollbackState, *, finalized: bool | None, force: bool = False, bridge: KraftView | None = None
+    state: RollbackState,
+    *,
+    finalized: bool | None,
+    force: bool = False,
+    bridge: KraftView | None = None,
+    metadata: KraftView | None = None,
 ) -> RollbackPlan:
     """Decide the ZooKeeper writes; `finalized` is True/False when known (metadata dir, bridge), else None.
 
     `bridge` is what a bridge's /status answered (None: not asked, or it did not answer). A bridge that
     answers is a live controller, and its write-behind lag is acknowledged changes ZooKeeper lacks:
-    both refuse the rollback unless `force`.
+    both refuse the rollback unless `force`. `metadata` is a controller's replayed metadata dir: records
+    past `/migration`'s offset are such changes too.
     """
     plan = RollbackPlan()
     ctrl = state.decoded_controller()
@@ -182,7 +188,20 @@ def plan_rollback(
             plan.notes.append("--force: going ahead although " + message)
         else:
             plan.refusals.append(message + ", or give --force to lose them knowingly")
-    elif bridge is None and kraft_owned:
+    mig = state.decoded_migration()
+    log_behind = log_lag(metadata, mig.kraft_metadata_offset) if metadata is not None and mig is not None else None
+    if log_behind and metadata is not None and mig is not None:
+        message = (
+            f"ZooKeeper is {log_behind} record(s) behind the metadata log in {metadata.source} ({paths.MIGRATION} "
+            f"records offset {mig.kraft_metadata_offset}, the log's last metadata record is at offset "
+            f"{metadata.last_metadata_offset}): changes already acknowledged to clients exist only in that "
+            "log and would be lost; start its controller again so it writes them to ZooKeeper"
+        )
+        if force:
+            plan.notes.append("--force: going ahead although " + message)
+        else:
+            plan.refusals.append(message + ", or give --force to lose them knowingly")
+    if bridge is None and kraft_owned:
         plan.notes.append(
             f"{holder} was not checked for liveness or write-behind lag (give --bridge-status URL): if it still "
             "runs, changes it acknowledged but has not written to ZooKeeper are lost"
@@ -205,7 +224,6 @@ def plan_rollback(
         plan.delete.append(state.migration)
     kraft_brokers = sorted(set(state.assigned_broker_ids) - set(state.broker_ids))
     plan.kraft_brokers = kraft_brokers
-    mig = state.decoded_migration()
     if kraft_brokers and state.migration is not None:
         plan.phase = "brokers-to-kraft"
         message = (

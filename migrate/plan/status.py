@@ -49,6 +49,8 @@ class KraftView(BaseModel):
     migration_state: str | None = None
     write_behind_lag: int | None = None
     committed_offset: int | None = None
+    last_metadata_offset: int | None = None
+    """The log's last record ZooKeeper must reflect (control and NoOp records need no dual write)."""
     kraft_brokers: list[int] | None = None
     migrating_zk_brokers: list[int] | None = None
     driver_state: str | None = None
@@ -117,6 +119,8 @@ def read_status(client: KazooClient, kraft: list[KraftView] | None = None, *, no
     views = kraft or []
     state = next((v.migration_state for v in views if v.migration_state), None)
     lag = next((v.write_behind_lag for v in views if v.write_behind_lag is not None), None)
+    if lag is None and migration is not None:
+        lag = next((found for v in views if (found := log_lag(v, migration.kraft_metadata_offset)) is not None), None)
     phase, description = name_phase(controller, migration, brokers, state)
     return Status(
         phase=phase,
@@ -131,6 +135,14 @@ def read_status(client: KazooClient, kraft: list[KraftView] | None = None, *, no
         kraft=views,
         checked_at_ms=now_ms if now_ms is not None else int(time.time() * 1000),
     )
+
+
+def log_lag(view: KraftView, migration_offset: int) -> int | None:
+    """How many offsets of `view`'s metadata log ZooKeeper misses, against `/migration`'s offset (Kafka's
+    ZkWriteBehindLag, counted to the last record a dual write reflects); None: not known from `view`."""
+    if view.last_metadata_offset is None or migration_offset < 0:
+        return None
+    return max(view.last_metadata_offset - migration_offset, 0)
 
 
 def name_phase(
@@ -189,7 +201,9 @@ def finalize_conditions(status: Status, *, min_soak_ms: int) -> list[Condition]:
             Condition(id="migration-state", verdict="pass" if ok else "fail", detail=f"ZkMigrationState {status.migration_state}, phase {status.phase}")
         )
     if status.write_behind_lag is None:
-        out.append(Condition(id="write-behind-lag", verdict="not-checked", detail="needs --bridge-status"))
+        out.append(
+            Condition(id="write-behind-lag", verdict="not-checked", detail="needs --bridge-status or --metadata-dir")
+        )
     else:
         stuck = next((v.stuck_write for v in status.kraft if v.stuck_write), None)
         out.append(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +95,14 @@ def foreign_migration(client: KazooClient) -> None:
     client.set("/migration", json.dumps(znode).encode())
 
 
+def tear_tail(meta: Path) -> None:
+    """Append the first bytes of a batch a crash interrupted to the newest segment."""
+    segment = list_segments(meta / METADATA_PARTITION_DIR)[-1].path
+    header = (10**6).to_bytes(8, "big") + (500).to_bytes(4, "big") + b"\x00\x00\x00\x07\x02"
+    with open(segment, "ab") as f:
+        f.write(header + os.urandom(20))
+
+
 # ---------------------------------------------------------------------------------------------- refusals
 
 
@@ -141,14 +150,64 @@ def test_a_refusal_does_not_truncate_a_torn_log_tail(
 ) -> None:
     meta = tmp_path / "meta"
     migrated_dir(zk_connect, meta, bridges)
-    segment = list_segments(meta / METADATA_PARTITION_DIR)[-1].path
-    with open(segment, "ab") as f:  # the first bytes of a batch a crash interrupted
-        f.write((10**6).to_bytes(8, "big") + (500).to_bytes(4, "big") + b"\x00\x00\x00\x07\x02" + os.urandom(20))
+    tear_tail(meta)
     foreign_migration(seeded)
     before = dir_bytes(meta)
     bridge = run(config(zk_connect, meta))
     assert bridge.exit_code == EXIT_REFUSED, bridge.error
     assert dir_bytes(meta) == before  # the torn tail is still there: recovery waits for a real start
+
+
+@pytest.mark.parametrize("torn", [False, True], ids=["intact-log", "torn-tail"])
+def test_a_completed_log_against_a_reset_zookeeper_is_refused_before_any_write(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController], torn: bool
+) -> None:
+    meta = tmp_path / "meta"
+    migrated_dir(zk_connect, meta, bridges)
+    if torn:
+        tear_tail(meta)
+    seeded.delete("/migration")  # ZooKeeper was reset: the log's completed migration is unknown to it
+    before_zk, before_dir = tree_state(zk_connect), dir_bytes(meta)
+    bridge = run(config(zk_connect, meta))
+    assert bridge.exit_code == EXIT_REFUSED, bridge.error
+    assert bridge.error is not None and "records none" in bridge.error
+    assert tree_state(zk_connect) == before_zk  # no /migration, /controller or /controller_epoch
+    assert dir_bytes(meta) == before_dir  # no LeaderChange, quorum-state, checkpoint or truncation
+
+
+@pytest.mark.parametrize("option", ["--listen", "--metrics"])
+def test_a_busy_port_is_refused_naming_the_option_before_formatting_or_claiming(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, option: str
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        field = "listen_port" if option == "--listen" else "metrics_port"
+        before = tree_state(zk_connect)
+        bridge = run(config(zk_connect, tmp_path / "meta", **{field: port}))
+    assert bridge.exit_code == EXIT_REFUSED, bridge.error
+    assert bridge.error is not None and f"{option} 127.0.0.1:{port}" in bridge.error
+    assert "already in use" in bridge.error
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    assert not (tmp_path / "meta").exists()
+    assert tree_state(zk_connect) == before
+
+
+def test_adopting_with_a_fresh_metadata_dir_is_refused_before_formatting(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    """A fresh log's first epoch cannot outrank the KRaft controller in /controller: it could never take over."""
+    migrated_dir(zk_connect, tmp_path / "first", bridges)
+    before = tree_state(zk_connect)
+    fresh = tmp_path / "fresh"
+    bridge = run(config(zk_connect, fresh, node_id=NODE_ID + 1, adopt_existing_migration=True))
+    assert bridge.exit_code == EXIT_REFUSED, bridge.error
+    assert bridge.error is not None and "could never take control" in bridge.error
+    assert f"KRaft controller {NODE_ID} holds /controller (kraftControllerEpoch 1" in bridge.error
+    assert "fenced" not in bridge.error
+    assert not fresh.exists()
+    assert tree_state(zk_connect) == before
 
 
 # ---------------------------------------------------------------------------------------------- failures

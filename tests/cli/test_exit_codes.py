@@ -65,6 +65,7 @@ def test_an_unreachable_zookeeper_names_the_address_and_exits_5_quietly(command:
     assert result.stdout == ""
     (line,) = result.stderr.strip().splitlines()  # one line: no traceback, none of kazoo's retry warnings
     assert line.startswith("error: cannot connect to ZooKeeper") and address in line
+    assert "(chroot /kafka)" in line  # the chroot given, also where `zk load` connects at the root to create it
     assert "Connection refused" in line
 
 

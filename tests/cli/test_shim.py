@@ -70,3 +70,21 @@ def test_sigterm_while_no_controller_answers_stops_the_shim_cleanly() -> None:
     assert shim.returncode == 0, output
     assert "event=shim_stopped_before_serving" in output and closed in output, output
     assert "Traceback" not in output
+
+
+def test_a_busy_listen_port_is_refused_at_once_naming_it() -> None:
+    """The port is bound before the shim waits for a controller: a busy one is exit 2, not a wait or a traceback."""
+    with socket.socket() as busy, socket.socket() as probe:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        probe.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{probe.getsockname()[1]}"  # bound, never listening: connections are refused
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        command = [sys.executable, "-m", "cli.main", "shim", "run", "--listen", address, "--controller", closed]
+        # Bounded only so a regression fails instead of hanging (it would wait for the controller).
+        shim = subprocess.run(
+            command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=60
+        )
+    assert shim.returncode == 2, shim.stderr
+    assert f"--listen {address}" in shim.stderr and "already in use" in shim.stderr
+    assert "Traceback" not in shim.stderr

@@ -4,6 +4,7 @@ log's, a damaged newest snapshot, the files read and skipped, a failed audit's -
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from cli.main import cli
+from migrate.errors import EXIT_UNREACHABLE
 from migrate.zk.model import MigrationState
 from tests.support.audit import (
     PARTITION_DIR,
@@ -99,6 +101,7 @@ def test_every_kraft_file_is_listed_as_read_or_skipped_with_why(migrated: Path, 
     assert plan.snapshot is None and plan.segments == [migrated / PARTITION_DIR / "00000000000000000000.log"]
     skipped = next(f for f in plan.files if f.kind == "snapshot")
     assert not skipped.read and "damaged" in skipped.reason and "CRC mismatch" in skipped.reason
+    assert "damaged, so the whole log was read instead" in skipped.reason  # no other snapshot to fall back on
 
 
 def test_values_in_the_report_are_json_once_with_spaces_to_wrap_at() -> None:
@@ -137,6 +140,29 @@ def test_a_failed_audit_leaves_out_as_it_was(spark: SparkSession, migrated: Path
     (out / "notes.txt").write_text("mine")
     code, _stdout, stderr = audit("--zk-data-dir", str(REAL), "--chroot", REAL_CHROOT, "--kraft", str(migrated), "--out", str(out))
     assert code == 2 and "notes.txt" in stderr and (out / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.spark
+def test_a_segment_covered_by_the_snapshot_is_a_note_in_the_files_list_not_a_warning(
+    spark: SparkSession, migrated: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "audit"
+    code, stdout, stderr = audit("--zk-data-dir", str(REAL), "--chroot", REAL_CHROOT, "--kraft", str(migrated), "--out", str(out))
+    assert code == 0, stdout + stderr
+    assert "covered by the snapshot" not in stderr and not any("covered" in w for w in summary(out)["warnings"])
+    assert "skipped 00000000000000000000.log: all its offsets are in snapshot" in stdout
+
+
+@pytest.mark.spark
+def test_an_unreachable_zookeeper_is_exit_5_naming_it(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
+    """The error's kind survives the Spark task that reads ZooKeeper: unreachable is 5, not bad input."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"  # bound, never listening: connections are refused
+        code, _stdout, stderr = audit("--zk", address, "--kraft", str(migrated), "--out", str(tmp_path / "out"))
+    assert code == EXIT_UNREACHABLE, stderr
+    assert f"cannot reach ZooKeeper {address}" in stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.spark

@@ -15,9 +15,13 @@ from kazoo.client import KazooClient
 from bridge.api import DriverState
 from bridge.metrics import BridgeMetrics, StatusServer
 from cli.main import cli
+from migrate.kraft.reader import iter_log_dir
+from migrate.kraft.records import NoOpRecord
 from migrate.plan.rollback import RollbackState, Znode, plan_rollback
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import ControllerEpoch, MigrationState, ZkClusterModel
+from migrate.zk.tree import ZTree
+from tests.support.bridge import controller_config, running_bridge, start_controller
 from tests.support.plan import healthy_model, seed
 
 pytestmark = pytest.mark.zookeeper
@@ -190,3 +194,43 @@ def test_without_bridge_status_the_unchecked_controller_is_named() -> None:
     state = RollbackState(controller=controller, controller_epoch=None, migration=None, broker_ids=[], assigned_broker_ids=[])
     notes = plan_rollback(state, finalized=None).notes
     assert any("controller 3000" in n and "--bridge-status" in n for n in notes)
+
+
+def test_the_lag_read_from_the_metadata_dir_refuses_unless_forced(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> None:
+    """A real bridge's log against its /migration: trailing control records are no lag; ZooKeeper behind is."""
+    with running_bridge(zk_client, zk_connect, real_tree, tmp_path):
+        pass
+    meta = tmp_path / "meta"
+    # A second start appends a LeaderChange that ZooKeeper never needs: the log ends past /migration's offset.
+    again = start_controller(controller_config(zk_connect, meta))
+    assert again.wait_for_state(DriverState.DUAL_WRITE), again.error
+    again.stop()
+    entries = list(iter_log_dir(meta))
+    assert entries[-1].is_control  # the second start's LeaderChange ends the log
+    last = max(e.offset for e in entries if not e.is_control and not isinstance(e.record, NoOpRecord))
+    migration = json.loads(zk_client.get("/migration")[0])
+    # As a Kafka controller leaves it: /migration at the last metadata record, control records after it.
+    zk_client.set("/migration", json.dumps({**migration, "kraft_metadata_offset": last}).encode())
+    args = ["rollback", "--zk", zk_connect, "--metadata-dir", str(meta), "--dry-run"]
+    in_sync = CliRunner().invoke(cli, args)
+    assert in_sync.exit_code == 0, in_sync.output
+    assert "record(s) behind" not in in_sync.output + in_sync.stderr
+
+    behind = last - 3
+    zk_client.set("/migration", json.dumps({**migration, "kraft_metadata_offset": behind}).encode())
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 2, refused.output
+    assert f"ZooKeeper is 3 record(s) behind the metadata log in {meta}" in refused.stderr
+    assert "--force" in refused.stderr
+    forced = CliRunner().invoke(cli, [*args, "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert "note: --force: going ahead although ZooKeeper is 3 record(s) behind" in forced.output
+
+    checked = CliRunner().invoke(
+        cli, ["finalize-check", "--zk", zk_connect, "--metadata-dir", str(meta), "--no-audit", "--format", "json"]
+    )
+    conditions = {c["id"]: c for c in json.loads(checked.output)["conditions"]}
+    assert conditions["write-behind-lag"]["verdict"] == "fail"
+    assert "lag 3" in conditions["write-behind-lag"]["detail"]

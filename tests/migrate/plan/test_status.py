@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from cli.main import cli
 from migrate.plan.status import parse_duration
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import MigrationState, ZkClusterModel
+from tests.support.audit import migrate
 from tests.support.plan import healthy_model, seed
 
 pytestmark = pytest.mark.zookeeper
@@ -109,3 +112,24 @@ def test_finalize_check_help_and_durations(tmp_path: Path) -> None:
     assert parse_duration("14d") == 14 * 86_400_000 and parse_duration("90") == 90_000
     with pytest.raises(ValueError, match="cannot parse"):
         parse_duration("soon")
+
+
+@pytest.mark.spark
+def test_finalize_check_puts_its_audit_in_a_temp_dir_and_says_where(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = zk_chroot + "/kafka"
+    model = healthy_model()
+    seed(zk_admin, model, root)
+    meta = migrate(model, tmp_path / "meta")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = ["finalize-check", "--zk", zk_server.connect_string + root, "--metadata-dir", str(meta), "--format", "json"]
+    result = CliRunner().invoke(cli, args)
+    assert list(work.iterdir()) == []  # nothing written into the current directory
+    audit = {c["id"]: c for c in json.loads(result.stdout)["conditions"]}["audit"]
+    match = re.fullmatch(r"audit report in (\S+) \(exit code \d\)", audit["detail"])
+    assert match is not None, audit
+    report = Path(match[1])
+    assert report.is_relative_to(tempfile.gettempdir()) and (report / "summary.json").is_file()
