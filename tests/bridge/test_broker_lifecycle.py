@@ -20,6 +20,7 @@ from migrate.kraft.migration_state import ZkMigrationState
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config, eventually, start_controller
+from tests.support.kraft_broker import SimulatedKraftBroker
 from tests.support.zk_broker import SimulatedZkBroker
 
 SESSION_TIMEOUT_MS = 1500
@@ -73,6 +74,16 @@ def image(bridge: BridgeController) -> MetadataImage:
 def all_unfenced(bridge: BridgeController) -> bool:
     brokers = image(bridge).cluster.brokers
     return set(brokers) == set(BROKER_IDS) and not any(b.fenced for b in brokers.values())
+
+
+def runs_as_kraft_broker(bridge: BridgeController, kraft: SimulatedKraftBroker) -> bool:
+    registration = image(bridge).cluster.brokers.get(kraft.broker_id)
+    return (
+        registration is not None
+        and registration.incarnation_id == kraft.incarnation
+        and not registration.is_migrating_zk_broker
+        and not registration.fenced
+    )
 
 
 def partition_states(
@@ -173,3 +184,31 @@ def test_a_crashed_broker_is_fenced_and_its_leaderships_move_in_the_log_and_in_z
         )
 
     eventually(zookeeper_agrees, timeout=10)
+
+
+def test_brokers_restarted_in_kraft_mode_reregister_and_status_shows_no_migrating_brokers(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker], zk_client: KazooClient
+) -> None:
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    assert bridge.cluster_id is not None
+    restarted: list[SimulatedKraftBroker] = []
+    try:
+        for broker_id, zk_broker in brokers.items():
+            zk_broker.kill()
+            kraft = SimulatedKraftBroker(broker_id, ("127.0.0.1", bridge.listen_port), bridge.cluster_id)
+            restarted.append(kraft.start())
+            # Registered again as a KRaft broker (after its old session expired), then unfenced.
+            eventually(
+                lambda k=kraft: runs_as_kraft_broker(bridge, k), timeout=SESSION_TIMEOUT_MS / 1000 + 20
+            )
+            assert zk_client.exists(f"/brokers/ids/{broker_id}") is None  # no ZooKeeper registration
+            assert kraft.view.registrations == 1 and not kraft.view.is_fenced
+            # Until the old session expired, the controller refused the new incarnation as a duplicate.
+            assert set(kraft.view.errors) <= {ErrorCode.duplicate_broker_registration}
+        eventually(lambda: bridge.status().brokers.migrating_zk_brokers == 0, timeout=10)
+        status = bridge.status().brokers
+        assert (status.registered, status.fenced, status.migrating_zk_brokers) == (3, 0, 0)
+        assert "zk2kraft_migrating_zk_broker_count 0.0" in bridge.metrics.exposition().decode()
+    finally:
+        for kraft in restarted:
+            kraft.kill()
