@@ -648,13 +648,15 @@ class BridgeController:
         return ids
 
     async def _on_broker_request(self, ctx: RequestContext, body: Any) -> Any:
-        """BrokerRegistration and BrokerHeartbeat (Kafka's ControllerApis), served from WAIT_FOR_BROKERS on."""
+        """BrokerRegistration, BrokerHeartbeat, AssignReplicasToDirs (Kafka's ControllerApis), from WAIT_FOR_BROKERS on."""
         started = time.monotonic()
         lifecycle = self.broker_lifecycle
         if lifecycle is None or self._log_closed:
             response = error_response(ctx.api_key, ctx.api_version, body, ErrorCode.not_controller)
         elif ctx.api_key == BROKER_REGISTRATION:
             response = await lifecycle.register(body, ctx.api_version)
+        elif ctx.api_key == broker_lifecycle.ASSIGN_REPLICAS_TO_DIRS:
+            response = await lifecycle.assign_replicas_to_dirs(body, ctx.api_version)
         else:
             response = await lifecycle.heartbeat(body, ctx.api_version)
         asyncio.get_running_loop().call_soon(

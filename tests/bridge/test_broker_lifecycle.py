@@ -21,6 +21,7 @@ from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config, eventually, start_controller
 from tests.support.kraft_broker import SimulatedKraftBroker
+from tests.support.sim_broker import log_dir_id
 from tests.support.zk_broker import SimulatedZkBroker
 
 SESSION_TIMEOUT_MS = 1500
@@ -83,6 +84,27 @@ def runs_as_kraft_broker(bridge: BridgeController, kraft: SimulatedKraftBroker) 
         and registration.incarnation_id == kraft.incarnation
         and not registration.is_migrating_zk_broker
         and not registration.fenced
+    )
+
+
+def every_replica_placed(bridge: BridgeController) -> bool:
+    return all(
+        partition.directories == [log_dir_id(b) for b in partition.replicas]
+        for topic in image(bridge).topics_by_id.values()
+        for partition in topic.partitions.values()
+    )
+
+
+def zookeeper_matches_image(zk_client: KazooClient, bridge: BridgeController) -> bool:
+    partitions = {
+        (t.name, p): partition
+        for t in image(bridge).topics_by_name.values()
+        for p, partition in t.partitions.items()
+    }
+    return all(
+        (state["leader"], state["isr"], state["leader_epoch"])
+        == (partitions[key].leader, partitions[key].isr, partitions[key].leader_epoch)
+        for key, state in partition_states(zk_client, bridge).items()
     )
 
 
@@ -202,9 +224,14 @@ def test_brokers_restarted_in_kraft_mode_reregister_and_status_shows_no_migratin
                 lambda k=kraft: runs_as_kraft_broker(bridge, k), timeout=SESSION_TIMEOUT_MS / 1000 + 20
             )
             assert zk_client.exists(f"/brokers/ids/{broker_id}") is None  # no ZooKeeper registration
-            assert kraft.view.registrations == 1 and not kraft.view.is_fenced
+            eventually(lambda k=kraft: not k.view.is_fenced, timeout=10)  # its next heartbeat says so
+            assert kraft.view.registrations == 1
             # Until the old session expired, the controller refused the new incarnation as a duplicate.
             assert set(kraft.view.errors) <= {ErrorCode.duplicate_broker_registration}
+        # Migrated partitions carry no directory; the KRaft brokers place every replica in their log dir.
+        eventually(lambda: every_replica_placed(bridge), timeout=20)
+        assert all(kraft.assignments_sent >= 1 and not kraft.assignment_errors for kraft in restarted)
+        eventually(lambda: zookeeper_matches_image(zk_client, bridge), timeout=10)
         eventually(lambda: bridge.status().brokers.migrating_zk_brokers == 0, timeout=10)
         status = bridge.status().brokers
         assert (status.registered, status.fenced, status.migrating_zk_brokers) == (3, 0, 0)
