@@ -31,7 +31,7 @@ from kio.static.primitive import i32
 from bridge import broker_lifecycle, metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
 from bridge.broker_lifecycle import BrokerLifecycle
-from bridge.brokers.cluster import BROKER_REGISTRATION, ControllerSettings
+from bridge.brokers.cluster import BROKER_REGISTRATION, DEFAULT_SUPPORTED_FEATURES, ControllerSettings
 from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context, zk_connect_options
 from bridge.driver import (
     FencedOut,
@@ -48,7 +48,7 @@ from bridge.handlers import reads
 from bridge.handlers.alter_partition import unclean_election_enabled
 from bridge.handlers.registry import load_handlers, response_error_code
 from bridge.kafka.error_responses import error_response
-from bridge.kafka.listener import KafkaListener, RequestContext
+from bridge.kafka.listener import ApiVersionsFeatures, KafkaListener, RequestContext
 from bridge.kafka.protocol import (
     ANONYMOUS,
     EncodedResponse,
@@ -290,7 +290,9 @@ class BridgeController:
         config = self.config
         loop = asyncio.get_running_loop()
         options = self.zk_options
-        self.kazoo = await loop.run_in_executor(None, lambda: options.start_client(timeout=config.zk_session_timeout_s))
+        self.kazoo = await loop.run_in_executor(
+            None, lambda: options.start_client(timeout=config.zk_session_timeout_s)
+        )
         self.zk = ZkMigrationClient(self.kazoo)
         cluster_id = await loop.run_in_executor(None, self._zk_cluster_id)
         if config.dry_run:
@@ -361,6 +363,7 @@ class BridgeController:
             handlers,
             {**self.supported, ENVELOPE_KEY: (0, 0), **reads.IDENTITY_VERSIONS},
             ssl_context=self._ssl_context,
+            features=self._api_versions_features,
         )
         await self.listener.start()
         if config.metrics_port is not None:
@@ -373,6 +376,18 @@ class BridgeController:
             self.status_server.url if self.status_server else "off", config.node_id, cluster_id, config.standby,
         )  # fmt: skip
         self._ready.set()
+
+    def _api_versions_features(self) -> ApiVersionsFeatures:
+        """SimpleApiVersionManager's feature fields: supported ranges, the log's finalized features with their
+        epoch (FeaturesPublisher; a level of 0 is left out), and ZkMigrationReady (always migrating)."""
+        features = self.log.image.features if self.log is not None else MetadataImage().features
+        levels = {mvs.FEATURE_NAME: features.metadata_version, **features.finalized_versions}
+        return ApiVersionsFeatures(
+            supported=DEFAULT_SUPPORTED_FEATURES,
+            finalized={name: (level, level) for name, level in levels.items() if level != 0},
+            finalized_epoch=features.epoch,
+            zk_migration_ready=True,
+        )
 
     def _start_broker_registry(self) -> ZkBrokerRegistry:
         assert self.kazoo is not None
@@ -670,8 +685,7 @@ class BridgeController:
         if found is None:
             raise MigrationMismatchError(
                 f"ZooKeeper {self.config.zk_connect} has no {paths.CLUSTER_ID}: no Kafka broker ever started "
-                f"there, so there is no cluster to migrate"
-                + self.zk_options.kafka_chroot_hint()
+                f"there, so there is no cluster to migrate" + self.zk_options.kafka_chroot_hint()
             )
         return decode_cluster_id(paths.CLUSTER_ID, found[0])
 
@@ -688,6 +702,7 @@ class BridgeController:
                 f"# {self.config.metadata_dir} holds no completed migration: a real run would first migrate "
                 f"ZooKeeper into the log; reconciling the empty image would plan these writes:"
             ]
+
         async def in_thread(fn: Callable[[], Any]) -> Any:
             return await loop.run_in_executor(None, fn)
 

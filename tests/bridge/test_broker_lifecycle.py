@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kio.schema.api_versions.v3 import request as api_versions_v3
+from kio.schema.api_versions.v4 import request as api_versions_v4
 from kio.schema.errors import ErrorCode
 
 from bridge.api import DriverState
 from bridge.controller import BridgeController
+from bridge.kafka.client import send_request_sync
+from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.zk.load import load_tree
@@ -242,3 +246,29 @@ def test_brokers_restarted_in_kraft_mode_reregister_and_status_shows_no_migratin
     finally:
         for kraft in restarted:
             kraft.kill()
+
+
+def test_api_versions_carries_the_controllers_features_and_zk_migration_ready(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker]
+) -> None:
+    request = api_versions_v4.ApiVersionsRequest(client_software_name="test", client_software_version="1")
+    response = send_request_sync("127.0.0.1", bridge.listen_port, request)
+    assert response.error_code == ErrorCode.none
+    supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
+    assert supported == {
+        "metadata.version": (1, mvs.LATEST_PRODUCTION.feature_level),
+        "kraft.version": (0, 1),
+    }
+    features = image(bridge).features
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features}
+    assert finalized == {"metadata.version": (features.metadata_version, features.metadata_version)}
+    # The epoch is the log offset at which the migration recorded its state (the last feature change).
+    assert response.finalized_features_epoch == features.epoch > 0
+    assert response.zk_migration_ready
+    # Before v4 a feature whose minimum is 0 is left out (KAFKA-17492).
+    old = send_request_sync(
+        "127.0.0.1",
+        bridge.listen_port,
+        api_versions_v3.ApiVersionsRequest(client_software_name="test", client_software_version="1"),
+    )
+    assert [f.name for f in old.supported_features] == ["metadata.version"]

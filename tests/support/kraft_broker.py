@@ -17,15 +17,13 @@ from kio.schema.assign_replicas_to_dirs.v0 import request as assign_v0
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
+from bridge.brokers.cluster import DEFAULT_SUPPORTED_FEATURES
 from bridge.kafka.client import KafkaConnection
-from migrate.kraft import metadata_version as mvs
 from tests.support.sim_broker import SimulatedBroker, log_dir_id
 
 STARTING_HEARTBEAT_S = 0.01
 """BrokerLifecycleManager: heartbeats 10 ms apart while STARTING (until the controller says caught up)."""
 ASSIGN_REPLICAS_TO_DIRS = 73
-KRAFT_VERSION = ("kraft.version", 0, 1)
-"""Kafka 3.9's supported kraft.version range (KRaftVersion: 1 is production at 3.9-IV0)."""
 
 
 class SimulatedKraftBroker(SimulatedBroker):
@@ -43,10 +41,7 @@ class SimulatedKraftBroker(SimulatedBroker):
 
     def features(self) -> tuple[tuple[str, int, int], ...]:
         """BrokerFeatures.defaultSupportedFeatures: metadata.version from the first KRaft level, kraft.version."""
-        return (
-            (mvs.FEATURE_NAME, mvs.MINIMUM_KRAFT_VERSION.feature_level, mvs.LATEST_PRODUCTION.feature_level),
-            KRAFT_VERSION,
-        )
+        return tuple((name, low, high) for name, (low, high) in DEFAULT_SUPPORTED_FEATURES.items())
 
     def pause_s(self) -> float:
         return self.interval if self.view.is_caught_up else STARTING_HEARTBEAT_S
