@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i64
+from kio.static.constants import EntityType
+from kio.static.primitive import i32, i64
 
 from bridge.api import ControllerResult, DriverState, HandlerContext, RecordAndVersion
 from bridge.brokers.cluster import (
@@ -41,7 +43,8 @@ from migrate.kraft.migration_state import ZkMigrationState
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = {BROKER_REGISTRATION: (0, 4), BROKER_HEARTBEAT: (0, 1)}
+ASSIGN_REPLICAS_TO_DIRS = 73
+SUPPORTED = {BROKER_REGISTRATION: (0, 4), BROKER_HEARTBEAT: (0, 1), ASSIGN_REPLICAS_TO_DIRS: (0, 0)}
 """The versions Kafka 3.9's controller accepts (kio also knows BrokerHeartbeat v2)."""
 EXPIRY_CHECK_MAX_S = 0.25
 """The session-expiry timer wakes at least this often (a heartbeat may move the next expiry earlier)."""
@@ -197,6 +200,56 @@ class BrokerLifecycle:
             ErrorCode.none, is_caught_up=reply.is_caught_up, is_fenced=reply.is_fenced,
             should_shut_down=reply.should_shut_down,
         )  # fmt: skip
+
+    async def assign_replicas_to_dirs(self, body: Any, version: int) -> Any:
+        """AssignReplicasToDirs (KRaft brokers placing replicas, e.g. migrated ones that carry no directory)."""
+        response = response_class(ASSIGN_REPLICAS_TO_DIRS, version)
+        module = load_payload_module(ASSIGN_REPLICAS_TO_DIRS, version, EntityType.response)
+
+        def answer(code: ErrorCode, directories: tuple[Any, ...] = ()) -> Any:
+            return response(throttle_time=NO_THROTTLE, error_code=code, directories=directories)
+
+        # Not RUNS_IN_PREMIGRATION in Kafka; its records change partitions, which ZooKeeper must follow.
+        if not self._accepting() or self.driver is None or not self.driver.dual_write:
+            return answer(ErrorCode.not_controller)
+        assert self.log is not None
+        broker_id = int(body.broker_id)
+        requested = [
+            (d.id_, [(t.topic_id, [int(p.partition_index) for p in t.partitions]) for t in d.topics])
+            for d in body.directories
+        ]
+        result = self.replication.handle_assign_replicas_to_dirs(
+            self.log.image, broker_id, int(body.broker_epoch), requested
+        )
+        if result.error is not None:
+            return answer(result.error.code)
+        if result.records:
+            code = await self._commit(result.records, f"directory assignments of broker {broker_id}")
+            if code != ErrorCode.none:
+                return answer(code)
+            log.info(
+                "event=replicas_assigned_to_dirs broker_id=%d partitions_changed=%d",
+                broker_id, len(result.records),
+            )  # fmt: skip
+        return answer(
+            ErrorCode.none,
+            tuple(
+                module.DirectoryData(
+                    id_=directory,
+                    topics=tuple(
+                        module.TopicData(
+                            topic_id=topic_id,
+                            partitions=tuple(
+                                module.PartitionData(partition_index=i32(p), error_code=code)
+                                for p, code in parts
+                            ),
+                        )
+                        for topic_id, parts in topics
+                    ),
+                )
+                for directory, topics in result.directories
+            ),
+        )
 
     # ------------------------------------------------------------------ session expiry
 

@@ -31,7 +31,7 @@ from kio.static.primitive import i32
 from bridge import broker_lifecycle, metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
 from bridge.broker_lifecycle import BrokerLifecycle
-from bridge.brokers.cluster import BROKER_REGISTRATION, ControllerSettings
+from bridge.brokers.cluster import BROKER_REGISTRATION, DEFAULT_SUPPORTED_FEATURES, ControllerSettings
 from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context, zk_connect_options
 from bridge.driver import (
     FencedOut,
@@ -48,7 +48,7 @@ from bridge.handlers import reads
 from bridge.handlers.alter_partition import unclean_election_enabled
 from bridge.handlers.registry import load_handlers, response_error_code
 from bridge.kafka.error_responses import error_response
-from bridge.kafka.listener import KafkaListener, RequestContext
+from bridge.kafka.listener import ApiVersionsFeatures, KafkaListener, RequestContext
 from bridge.kafka.protocol import (
     ANONYMOUS,
     EncodedResponse,
@@ -293,7 +293,9 @@ class BridgeController:
         config = self.config
         loop = asyncio.get_running_loop()
         options = self.zk_options
-        self.kazoo = await loop.run_in_executor(None, lambda: options.start_client(timeout=config.zk_session_timeout_s))
+        self.kazoo = await loop.run_in_executor(
+            None, lambda: options.start_client(timeout=config.zk_session_timeout_s)
+        )
         self.zk = ZkMigrationClient(self.kazoo)
         cluster_id = await loop.run_in_executor(None, self._zk_cluster_id)
         if config.dry_run:
@@ -380,6 +382,7 @@ class BridgeController:
             handlers,
             {**self.supported, ENVELOPE_KEY: (0, 0), **reads.IDENTITY_VERSIONS},
             ssl_context=self._ssl_context,
+            features=self._api_versions_features,
         )
         await listener.bind("--listen")
         status_server = None
@@ -409,6 +412,18 @@ class BridgeController:
             self.status_server.url if self.status_server else "off", config.node_id, cluster_id, config.standby,
         )  # fmt: skip
         self._ready.set()
+
+    def _api_versions_features(self) -> ApiVersionsFeatures:
+        """SimpleApiVersionManager's feature fields: supported ranges, the log's finalized features with their
+        epoch (FeaturesPublisher; a level of 0 is left out), and ZkMigrationReady (always migrating)."""
+        features = self.log.image.features if self.log is not None else MetadataImage().features
+        levels = {mvs.FEATURE_NAME: features.metadata_version, **features.finalized_versions}
+        return ApiVersionsFeatures(
+            supported=DEFAULT_SUPPORTED_FEATURES,
+            finalized={name: (level, level) for name, level in levels.items() if level != 0},
+            finalized_epoch=features.epoch,
+            zk_migration_ready=True,
+        )
 
     def _start_broker_registry(self) -> ZkBrokerRegistry:
         assert self.kazoo is not None
@@ -684,13 +699,15 @@ class BridgeController:
         return ids
 
     async def _on_broker_request(self, ctx: RequestContext, body: Any) -> Any:
-        """BrokerRegistration and BrokerHeartbeat (Kafka's ControllerApis), served from WAIT_FOR_BROKERS on."""
+        """BrokerRegistration, BrokerHeartbeat, AssignReplicasToDirs (Kafka's ControllerApis), from WAIT_FOR_BROKERS on."""
         started = time.monotonic()
         lifecycle = self.broker_lifecycle
         if lifecycle is None or self._log_closed:
             response = error_response(ctx.api_key, ctx.api_version, body, ErrorCode.not_controller)
         elif ctx.api_key == BROKER_REGISTRATION:
             response = await lifecycle.register(body, ctx.api_version)
+        elif ctx.api_key == broker_lifecycle.ASSIGN_REPLICAS_TO_DIRS:
+            response = await lifecycle.assign_replicas_to_dirs(body, ctx.api_version)
         else:
             response = await lifecycle.heartbeat(body, ctx.api_version)
         asyncio.get_running_loop().call_soon(
@@ -704,8 +721,7 @@ class BridgeController:
         if found is None:
             raise MigrationMismatchError(
                 f"ZooKeeper {self.config.zk_connect} has no {paths.CLUSTER_ID}: no Kafka broker ever started "
-                f"there, so there is no cluster to migrate"
-                + self.zk_options.kafka_chroot_hint()
+                f"there, so there is no cluster to migrate" + self.zk_options.kafka_chroot_hint()
             )
         return decode_cluster_id(paths.CLUSTER_ID, found[0])
 
@@ -722,6 +738,7 @@ class BridgeController:
                 f"# {self.config.metadata_dir} holds no completed migration: a real run would first migrate "
                 f"ZooKeeper into the log; reconciling the empty image would plan these writes:"
             ]
+
         async def in_thread(fn: Callable[[], Any]) -> Any:
             return await loop.run_in_executor(None, fn)
 

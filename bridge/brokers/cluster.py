@@ -113,6 +113,14 @@ def is_reserved_directory(directory: uuid.UUID) -> bool:
     return msb == 0 and signed_lsb < 100
 
 
+DEFAULT_SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
+    mvs.FEATURE_NAME: (mvs.MINIMUM_KRAFT_VERSION.feature_level, mvs.LATEST_PRODUCTION.feature_level),
+    KRAFT_VERSION_FEATURE: (0, 1),
+}
+"""BrokerFeatures.defaultSupportedFeatures of Kafka 3.9 (transaction.version and group.version are not
+production there, so they are left out); a controller advertises these in ApiVersions."""
+
+
 def finalized_features(image: MetadataImage, kraft_version: int) -> dict[str, int]:
     """FeatureControlManager.finalizedFeatures plus the Raft layer's kraft.version (QuorumController)."""
     features = {mvs.FEATURE_NAME: image.features.metadata_version}

@@ -118,6 +118,8 @@ class PartitionChangeBuilder:
     target_adding: list[int] | None = None
     target_leader_recovery_state: int | None = None
     default_dir: Callable[[int], uuid.UUID] | None = None
+    target_directories: dict[int, uuid.UUID] = field(default_factory=dict)
+    """setDirectory: replicas moved to another directory (the others keep theirs)."""
     _isr: list[int] = field(init=False, default_factory=list)
     _replicas: list[int] = field(init=False, default_factory=list)
     _removing: list[int] = field(init=False, default_factory=list)
@@ -216,6 +218,7 @@ class PartitionChangeBuilder:
         if self._replicas:
             if self.metadata_version.is_directory_assignment_supported():
                 kept = dict(zip(p.replicas, p.directories, strict=False))
+                kept.update(self.target_directories)
                 directories = [kept[b] if b in kept else self._default_dir(b) for b in self._replicas]
                 if directories != p.directories:
                     record.directories = directories

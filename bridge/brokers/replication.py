@@ -21,6 +21,7 @@ from bridge.brokers.partition_change import (
     Election,
     PartitionChangeBuilder,
     default_directory,
+    is_online_directory,
     leader_acceptor,
 )
 from migrate.kraft import records as rec
@@ -77,6 +78,19 @@ class ElectionOutcome:
 
 
 PartitionRef = tuple[TopicImage, int, PartitionRegistration]
+DirectoryAssignment = tuple[uuid.UUID, list[tuple[uuid.UUID, list[int]]]]
+"""An AssignReplicasToDirs directory: its id and, per topic id, the partition indexes placed in it."""
+
+
+@dataclass(slots=True)
+class AssignmentResult:
+    """AssignReplicasToDirs' records and per-partition errors (same shape as the request), or its error."""
+
+    records: list[RecordAndVersion] = field(default_factory=list)
+    directories: list[tuple[uuid.UUID, list[tuple[uuid.UUID, list[tuple[int, ErrorCode]]]]]] = field(
+        default_factory=list
+    )
+    error: BrokerError | None = None
 
 
 class ReplicationControl:
@@ -328,6 +342,77 @@ class ReplicationControl:
             "Directories %s of broker %d marked offline; remaining: %s", newly_offline, broker_id, online
         )
         return records
+
+    # ------------------------------------------------------------ directory assignments
+
+    def handle_assign_replicas_to_dirs(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, directories: list[DirectoryAssignment]
+    ) -> AssignmentResult:
+        """handleAssignReplicasToDirs: record each replica's new directory; replicas on an offline one lose the
+        broker from their ISR and leadership."""
+        if not image.metadata_version.is_directory_assignment_supported():
+            return AssignmentResult(
+                error=BrokerError(ErrorCode.unsupported_version, "Directory assignment is not supported yet.")
+            )
+        stale = self.cluster.check_broker_epoch(image, broker_id, broker_epoch)
+        if stale is not None:
+            return AssignmentResult(error=stale)
+        broker = image.cluster.brokers[broker_id]
+        version = image.metadata_version.partition_change_record_version()
+        result = AssignmentResult()
+        offline_refs: list[PartitionRef] = []
+        for directory, topics in directories:
+            directory_offline = not is_online_directory(directory, broker.log_dirs)
+            answered_topics: list[tuple[uuid.UUID, list[tuple[int, ErrorCode]]]] = []
+            for topic_id, partition_ids in topics:
+                topic = image.topics_by_id.get(topic_id)
+                if topic is None:
+                    log.warning(
+                        "AssignReplicasToDirsRequest from broker %d references unknown topic ID %s",
+                        broker_id, topic_id,
+                    )  # fmt: skip
+                answered: list[tuple[int, ErrorCode]] = []
+                for partition_id in partition_ids:
+                    if topic is None:
+                        answered.append((partition_id, ErrorCode.unknown_topic_id))
+                        continue
+                    partition = topic.partitions.get(partition_id)
+                    if partition is None:
+                        log.warning(
+                            "AssignReplicasToDirsRequest from broker %d references unknown partition %s-%d",
+                            broker_id, topic.name, partition_id,
+                        )  # fmt: skip
+                        answered.append((partition_id, ErrorCode.unknown_topic_or_partition))
+                        continue
+                    if broker_id not in partition.replicas:
+                        log.warning(
+                            "AssignReplicasToDirsRequest from broker %d references non assigned partition %s-%d",
+                            broker_id, topic.name, partition_id,
+                        )  # fmt: skip
+                        answered.append((partition_id, ErrorCode.not_leader_or_follower))
+                        continue
+                    builder = self._builder(
+                        image,
+                        topic,
+                        partition_id,
+                        partition,
+                        leader_acceptor(image, partition),
+                        Election.ONLINE,
+                    )
+                    builder.target_directories = {broker_id: directory}
+                    record = builder.build()
+                    if record is not None:
+                        result.records.append((record, version))
+                    if directory_offline:
+                        offline_refs.append((topic, partition_id, partition))
+                    answered.append((partition_id, ErrorCode.none))
+                answered_topics.append((topic_id, answered))
+            result.directories.append((directory, answered_topics))
+        if offline_refs:
+            result.records += self.generate_leader_and_isr_updates(
+                image, iter(offline_refs), broker_to_remove=broker_id
+            )
+        return result
 
     # ------------------------------------------------------------ heartbeats and sessions
 

@@ -82,6 +82,7 @@ class MetadataFollower:
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         max_bytes: int = MAX_FETCH_SIZE_BYTES,
         ssl_context: ssl.SSLContext | None = None,
+        replica_id: int = -1,
     ) -> None:
         if not controllers:
             raise Zk2KraftError("the metadata follower needs at least one controller address")
@@ -91,6 +92,8 @@ class MetadataFollower:
         self.request_timeout = request_timeout
         self.max_bytes = max_bytes
         self.ssl_context = ssl_context  # TLS (with the shim's client certificate) to the controllers
+        self.replica_id = replica_id
+        """Fetch's ReplicaId: -1 for the shim (a consumer-like reader), the node id for a broker's observer."""
         self.resets = 0
         self._replayer = MetadataReplayer(source="fetched metadata log")
         self._position = 0
@@ -296,7 +299,7 @@ class MetadataFollower:
         )
         return m.FetchRequest(
             cluster_id=self.cluster_id,
-            replica_state=m.ReplicaState(replica_id=BrokerId(-1), replica_epoch=i64(-1)),
+            replica_state=m.ReplicaState(replica_id=BrokerId(self.replica_id), replica_epoch=i64(-1)),
             max_wait=i32Timedelta.parse(timedelta(milliseconds=0)),
             min_bytes=i32(0),
             max_bytes=i32(self.max_bytes),

@@ -150,6 +150,8 @@ class FeaturesImage:
     metadata_version: int = mvs.MINIMUM_KRAFT_VERSION.feature_level
     finalized_versions: dict[str, int] = field(default_factory=dict)
     zk_migration_state: int = ZkMigrationState.NONE
+    epoch: int = field(default=-1, compare=False)
+    """FinalizedFeatures' epoch: the image offset when features (or the migration state) last changed, -1 never."""
 
 
 @dataclass(slots=True)

@@ -430,6 +430,7 @@ def _load_snapshot(path: Path, sid: SnapshotId) -> tuple[MetadataImage, int]:
     image.provenance.last_contained_offset = sid.end_offset - 1
     image.provenance.last_contained_epoch = sid.epoch
     image.provenance.last_contained_log_time_ms = timestamp
+    image.features.epoch = sid.end_offset - 1  # a loaded snapshot publishes its features as one change
     return image, count
 
 

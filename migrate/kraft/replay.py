@@ -73,6 +73,7 @@ class MetadataReplayer:
         self._txn_name: str | None = None
         self._offset = -1
         self._position: int | None = None
+        self._features_changed = False
         self._handlers: dict[type, Callable[[Any], None]] = {
             rec.RegisterBrokerRecord: self._register_broker,
             rec.UnregisterBrokerRecord: self._unregister_broker,
@@ -148,6 +149,10 @@ class MetadataReplayer:
         provenance.last_contained_offset = offset
         provenance.last_contained_epoch = epoch
         provenance.last_contained_log_time_ms = timestamp_ms
+        if self._features_changed:
+            # FeaturesPublisher: the image's offset once the change is applied (after a whole transaction).
+            self._features_changed = False
+            self.image.features.epoch = offset
 
     def _control_flow(self, kind: type, record: Any, version: int, offset: int, position: int | None) -> None:
         """Transaction records, records buffered inside a transaction, and unknown record types."""
@@ -329,6 +334,7 @@ class MetadataReplayer:
 
     def _feature_level(self, r: Any) -> None:
         features = self.image.features
+        self._features_changed = True
         if r.name == mvs.FEATURE_NAME:
             try:
                 mvs.from_feature_level(r.feature_level)
@@ -343,6 +349,7 @@ class MetadataReplayer:
     def _zk_migration_state(self, r: Any) -> None:
         if r.zk_migration_state not in ZK_MIGRATION_STATES:
             self._fail(r, f"unknown ZkMigrationState value {r.zk_migration_state}")
+        self._features_changed = True
         self.image.features.zk_migration_state = r.zk_migration_state
 
     # ------------------------------------------------------------------------------ topics

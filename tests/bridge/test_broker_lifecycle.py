@@ -11,15 +11,21 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kio.schema.api_versions.v3 import request as api_versions_v3
+from kio.schema.api_versions.v4 import request as api_versions_v4
 from kio.schema.errors import ErrorCode
 
 from bridge.api import DriverState
 from bridge.controller import BridgeController
+from bridge.kafka.client import send_request_sync
+from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config, eventually, start_controller
+from tests.support.kraft_broker import SimulatedKraftBroker
+from tests.support.sim_broker import log_dir_id
 from tests.support.zk_broker import SimulatedZkBroker
 
 SESSION_TIMEOUT_MS = 1500
@@ -75,6 +81,37 @@ def all_unfenced(bridge: BridgeController) -> bool:
     return set(brokers) == set(BROKER_IDS) and not any(b.fenced for b in brokers.values())
 
 
+def runs_as_kraft_broker(bridge: BridgeController, kraft: SimulatedKraftBroker) -> bool:
+    registration = image(bridge).cluster.brokers.get(kraft.broker_id)
+    return (
+        registration is not None
+        and registration.incarnation_id == kraft.incarnation
+        and not registration.is_migrating_zk_broker
+        and not registration.fenced
+    )
+
+
+def every_replica_placed(bridge: BridgeController) -> bool:
+    return all(
+        partition.directories == [log_dir_id(b) for b in partition.replicas]
+        for topic in image(bridge).topics_by_id.values()
+        for partition in topic.partitions.values()
+    )
+
+
+def zookeeper_matches_image(zk_client: KazooClient, bridge: BridgeController) -> bool:
+    partitions = {
+        (t.name, p): partition
+        for t in image(bridge).topics_by_name.values()
+        for p, partition in t.partitions.items()
+    }
+    return all(
+        (state["leader"], state["isr"], state["leader_epoch"])
+        == (partitions[key].leader, partitions[key].isr, partitions[key].leader_epoch)
+        for key, state in partition_states(zk_client, bridge).items()
+    )
+
+
 def partition_states(
     zk_client: KazooClient, bridge: BridgeController
 ) -> dict[tuple[str, int], dict[str, object]]:
@@ -119,7 +156,9 @@ def test_brokers_register_as_migrating_zk_brokers_and_are_unfenced_once_caught_u
         assert registration.is_migrating_zk_broker
         assert registration.incarnation_id == broker.incarnation
         assert registration.epoch == broker.view.broker_epoch
-        assert broker.view.is_caught_up and not broker.view.is_fenced
+        eventually(
+            lambda b=broker: b.view.is_caught_up and not b.view.is_fenced, timeout=10
+        )  # next heartbeat
         # Only NOT_CONTROLLER, while the bridge was still reading ZooKeeper (the broker retries).
         assert set(broker.view.errors) <= {ErrorCode.not_controller}
 
@@ -173,3 +212,63 @@ def test_a_crashed_broker_is_fenced_and_its_leaderships_move_in_the_log_and_in_z
         )
 
     eventually(zookeeper_agrees, timeout=10)
+
+
+def test_brokers_restarted_in_kraft_mode_reregister_and_status_shows_no_migrating_brokers(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker], zk_client: KazooClient
+) -> None:
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    assert bridge.cluster_id is not None
+    restarted: list[SimulatedKraftBroker] = []
+    try:
+        for broker_id, zk_broker in brokers.items():
+            zk_broker.kill()
+            kraft = SimulatedKraftBroker(broker_id, ("127.0.0.1", bridge.listen_port), bridge.cluster_id)
+            restarted.append(kraft.start())
+            # Registered again as a KRaft broker (after its old session expired), then unfenced.
+            eventually(
+                lambda k=kraft: runs_as_kraft_broker(bridge, k), timeout=SESSION_TIMEOUT_MS / 1000 + 20
+            )
+            assert zk_client.exists(f"/brokers/ids/{broker_id}") is None  # no ZooKeeper registration
+            eventually(lambda k=kraft: not k.view.is_fenced, timeout=10)  # its next heartbeat says so
+            assert kraft.view.registrations == 1
+            # Until the old session expired, the controller refused the new incarnation as a duplicate.
+            assert set(kraft.view.errors) <= {ErrorCode.duplicate_broker_registration}
+        # Migrated partitions carry no directory; the KRaft brokers place every replica in their log dir.
+        eventually(lambda: every_replica_placed(bridge), timeout=20)
+        eventually(lambda: all(k.assignments_sent >= 1 for k in restarted), timeout=10)  # answers arrived
+        assert {k.broker_id: k.assignment_errors for k in restarted} == {b: [] for b in BROKER_IDS}
+        eventually(lambda: zookeeper_matches_image(zk_client, bridge), timeout=10)
+        eventually(lambda: bridge.status().brokers.migrating_zk_brokers == 0, timeout=10)
+        status = bridge.status().brokers
+        assert (status.registered, status.fenced, status.migrating_zk_brokers) == (3, 0, 0)
+        assert "zk2kraft_migrating_zk_broker_count 0.0" in bridge.metrics.exposition().decode()
+    finally:
+        for kraft in restarted:
+            kraft.kill()
+
+
+def test_api_versions_carries_the_controllers_features_and_zk_migration_ready(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker]
+) -> None:
+    request = api_versions_v4.ApiVersionsRequest(client_software_name="test", client_software_version="1")
+    response = send_request_sync("127.0.0.1", bridge.listen_port, request)
+    assert response.error_code == ErrorCode.none
+    supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
+    assert supported == {
+        "metadata.version": (1, mvs.LATEST_PRODUCTION.feature_level),
+        "kraft.version": (0, 1),
+    }
+    features = image(bridge).features
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features}
+    assert finalized == {"metadata.version": (features.metadata_version, features.metadata_version)}
+    # The epoch is the log offset at which the migration recorded its state (the last feature change).
+    assert response.finalized_features_epoch == features.epoch > 0
+    assert response.zk_migration_ready
+    # Before v4 a feature whose minimum is 0 is left out (KAFKA-17492).
+    old = send_request_sync(
+        "127.0.0.1",
+        bridge.listen_port,
+        api_versions_v3.ApiVersionsRequest(client_software_name="test", client_software_version="1"),
+    )
+    assert [f.name for f in old.supported_features] == ["metadata.version"]

@@ -1,61 +1,31 @@
 """A simulated ZooKeeper-mode Kafka 3.9 broker in migration mode, at the protocol level (controller-broker.md §5.2).
 
-It registers in ZooKeeper (`/brokers/ids/<id>`, ephemeral, as a 3.9 broker writes it), follows the
-controller's `__cluster_metadata` as a Raft observer (the shim's MetadataFollower: Fetch), registers with the
-controller (`IsMigratingZkBroker = true`, `metadata.version` pinned to its IBP, a new incarnation per start),
-heartbeats every interval with the offset it has applied, asks to be unfenced once caught up, and can shut
-down in a controlled way or crash. Every request and response goes through kio's classes.
-It serves no LeaderAndIsr/UpdateMetadata yet (the bridge sends none).
+Besides what every simulated broker does (`sim_broker.py`), it registers in ZooKeeper first
+(`/brokers/ids/<id>`, ephemeral, as a 3.9 broker writes it) and registers with the controller as a migrating
+ZooKeeper broker (`IsMigratingZkBroker = true`, `metadata.version` pinned to its IBP). Killing it ends its
+ZooKeeper session. It serves no LeaderAndIsr/UpdateMetadata yet (the bridge sends none).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import threading
 import time
-import uuid
-from dataclasses import dataclass, field
-from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
-from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
-from kio.schema.broker_registration.v4 import request as registration_v4
-from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16, i32, i64, u16
 
-from bridge.kafka.client import ConnectionClosedError, KafkaConnection
-from bridge.shim.follower import MetadataFollower
 from migrate.kraft import metadata_version as mvs
 from migrate.zk import model as zk_model
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.znodes.brokers import encode_broker
-
-LISTENER = "PLAINTEXT"
-PLAINTEXT_ID = 0
+from tests.support.sim_broker import LISTENER, SimulatedBroker
 
 
-def log_dir_id(broker_id: int) -> uuid.UUID:
-    """A stable, non-reserved directory id for the broker's one log dir."""
-    return uuid.UUID(int=(broker_id << 64) | 0xD1D1 | (9 << 120))
-
-
-@dataclass
-class HeartbeatView:
-    """What the broker last heard from the controller."""
-
-    broker_epoch: int = -1
-    is_caught_up: bool = False
-    is_fenced: bool = True
-    should_shut_down: bool = False
-    last_error: int = 0
-    registrations: int = 0
-    errors: list[int] = field(default_factory=list)
-
-
-class SimulatedZkBroker:
+class SimulatedZkBroker(SimulatedBroker):
     """One ZooKeeper-mode broker process in migration mode; `start()`, then `shutdown()` or `kill()`."""
+
+    is_migrating_zk_broker = True
+    kind = "zk-broker"
 
     def __init__(
         self,
@@ -68,57 +38,32 @@ class SimulatedZkBroker:
         heartbeat_interval_s: float = 0.2,
         port: int = 9092,
     ) -> None:
-        self.broker_id = broker_id
-        self.controller = controller
-        self.cluster_id = cluster_id
+        super().__init__(
+            broker_id, controller, cluster_id, metadata_version=metadata_version,
+            heartbeat_interval_s=heartbeat_interval_s, port=port,
+        )  # fmt: skip
         self.zk_connect = zk_connect
-        self.metadata_version = metadata_version
-        self.interval = heartbeat_interval_s
-        self.port = port
-        self.incarnation = uuid.uuid4()
-        self.view = HeartbeatView()
-        self.follower: MetadataFollower | None = None
         self._zk: KazooClient | None = None
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name=f"sim-broker-{broker_id}", daemon=True
-        )
-        self._main: asyncio.Future[Any] | None = None
-        self._want_shut_down = False
-
-    # ------------------------------------------------------------------ control (test thread)
 
     def start(self) -> SimulatedZkBroker:
         """ZooKeeper registration first (as KafkaServer does), then the observer, registration and heartbeats."""
         if self.zk_connect is not None:
             self._register_in_zookeeper()
-        self._thread.start()
-        self._main = asyncio.run_coroutine_threadsafe(self._run(), self._loop)  # type: ignore[assignment]
+        super().start()
         return self
 
     def kill(self) -> None:
         """Crash: no more heartbeats, the ZooKeeper session ends, nothing is said to the controller."""
-        self._stop_loop()
+        super().kill()
         if self._zk is not None:
             with contextlib.suppress(Exception):
                 self._zk.stop()
                 self._zk.close()
 
-    def shutdown(self, timeout: float = 30.0) -> bool:
-        """Controlled shutdown through heartbeats (the cached controller is KRaft); True once told to shut down."""
-        self._want_shut_down = True
-        deadline = time.monotonic() + timeout
-        while not self.view.should_shut_down and time.monotonic() < deadline:
-            time.sleep(0.02)
-        told = self.view.should_shut_down
-        self.kill()
-        return told
-
-    def applied_offset(self) -> int:
-        follower = self.follower
-        return -1 if follower is None else follower.position - 1
-
-    # ------------------------------------------------------------------ ZooKeeper
+    def features(self) -> tuple[tuple[str, int, int], ...]:
+        """Only metadata.version, pinned to the IBP (KafkaServer)."""
+        level = self.metadata_version.feature_level
+        return ((mvs.FEATURE_NAME, level, level),)
 
     def _register_in_zookeeper(self) -> None:
         assert self.zk_connect is not None
@@ -134,89 +79,3 @@ class SimulatedZkBroker:
         with contextlib.suppress(NoNodeError):  # the seeded tree's znode stands for an earlier session
             client.delete(path)
         client.create(path, encode_broker(registration), ephemeral=True, makepath=True)
-
-    # ------------------------------------------------------------------ the broker's loop
-
-    def _stop_loop(self) -> None:
-        loop = self._loop
-        if loop.is_closed() or not self._thread.is_alive():
-            return
-
-        async def stop() -> None:
-            if self._main is not None:
-                self._main.cancel()
-            if self.follower is not None:
-                await self.follower.stop()
-
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        self._thread.join(10)
-
-    async def _run(self) -> None:
-        self.follower = MetadataFollower([self.controller], cluster_id=self.cluster_id, poll_interval=0.05)
-        self.follower.start()
-        connection: KafkaConnection | None = None
-        while True:
-            try:
-                if connection is None:
-                    connection = await KafkaConnection.open(
-                        *self.controller, client_id=f"broker-{self.broker_id}"
-                    )
-                if self.view.broker_epoch < 0:
-                    await self._register(connection)
-                else:
-                    await self._heartbeat(connection)
-            except ConnectionClosedError:
-                if connection is not None:
-                    await connection.close()
-                connection = None
-            await asyncio.sleep(self.interval)
-
-    async def _register(self, connection: KafkaConnection) -> None:
-        level = self.metadata_version.feature_level
-        request = registration_v4.BrokerRegistrationRequest(
-            broker_id=i32(self.broker_id),
-            cluster_id=self.cluster_id,
-            incarnation_id=self.incarnation,
-            listeners=(
-                registration_v4.Listener(
-                    name=LISTENER, host="localhost", port=u16(self.port), security_protocol=i16(PLAINTEXT_ID)
-                ),
-            ),
-            features=(
-                registration_v4.Feature(
-                    name=mvs.FEATURE_NAME, min_supported_version=i16(level), max_supported_version=i16(level)
-                ),
-            ),
-            rack=None,
-            is_migrating_zk_broker=True,
-            log_dirs=(log_dir_id(self.broker_id),),
-            previous_broker_epoch=i64(-1),
-        )
-        response = await connection.send(request)
-        self.view.last_error = int(response.error_code)
-        if response.error_code == ErrorCode.none:
-            self.view.broker_epoch = int(response.broker_epoch)
-            self.view.registrations += 1
-        else:
-            self.view.errors.append(int(response.error_code))
-
-    async def _heartbeat(self, connection: KafkaConnection) -> None:
-        view = self.view
-        request = heartbeat_v1.BrokerHeartbeatRequest(
-            broker_id=i32(self.broker_id),
-            broker_epoch=i64(view.broker_epoch),
-            current_metadata_offset=i64(self.applied_offset()),
-            # ready to unfence once the controller said it is caught up (initialCatchUpFuture)
-            want_fence=not view.is_caught_up,
-            want_shut_down=self._want_shut_down,
-        )
-        response = await connection.send(request)
-        view.last_error = int(response.error_code)
-        if response.error_code != ErrorCode.none:
-            view.errors.append(int(response.error_code))
-            return
-        view.is_caught_up = view.is_caught_up or response.is_caught_up
-        view.is_fenced = response.is_fenced
-        view.should_shut_down = response.should_shut_down

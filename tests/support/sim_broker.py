@@ -1,0 +1,213 @@
+"""What every simulated Kafka 3.9 broker does with its controller (controller-broker.md §2.1, §4.1, §5.2-5.3).
+
+One process start: a Raft observer following `__cluster_metadata` (Fetch with the broker's id), registration
+with a new incarnation, heartbeats every interval with the offset it has applied, asking to be unfenced once
+the controller says it is caught up, controlled shutdown through heartbeats, or a crash. The ZooKeeper-mode
+and KRaft brokers (`zk_broker.py`, `kraft_broker.py`) differ only in their hooks. Every request and response
+goes through kio's classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
+from kio.schema.broker_registration.v4 import request as registration_v4
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16, i32, i64, u16
+
+from bridge.kafka.client import ConnectionClosedError, KafkaConnection
+from bridge.shim.follower import MetadataFollower
+from migrate.kraft import metadata_version as mvs
+
+LISTENER = "PLAINTEXT"
+PLAINTEXT_ID = 0
+
+
+def log_dir_id(broker_id: int) -> uuid.UUID:
+    """A stable, non-reserved directory id for the broker's one log dir."""
+    return uuid.UUID(int=(broker_id << 64) | 0xD1D1 | (9 << 120))
+
+
+@dataclass
+class HeartbeatView:
+    """What the broker last heard from the controller."""
+
+    broker_epoch: int = -1
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+    last_error: int = 0
+    registrations: int = 0
+    errors: list[int] = field(default_factory=list)
+
+
+class SimulatedBroker:
+    """One broker process; `start()`, then `shutdown()` or `kill()`. Subclasses say what kind of broker it is."""
+
+    is_migrating_zk_broker = False
+    kind = "broker"
+
+    def __init__(
+        self,
+        broker_id: int,
+        controller: tuple[str, int],
+        cluster_id: str,
+        *,
+        metadata_version: mvs.MetadataVersion = mvs.LATEST_PRODUCTION,
+        heartbeat_interval_s: float = 0.2,
+        port: int = 9092,
+    ) -> None:
+        self.broker_id = broker_id
+        self.controller = controller
+        self.cluster_id = cluster_id
+        self.metadata_version = metadata_version
+        self.interval = heartbeat_interval_s
+        self.port = port
+        self.incarnation = uuid.uuid4()
+        self.view = HeartbeatView()
+        self.follower: MetadataFollower | None = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"sim-{self.kind}-{broker_id}", daemon=True
+        )
+        self._main: asyncio.Future[Any] | None = None
+        self._want_shut_down = False
+
+    # ------------------------------------------------------------------ control (test thread)
+
+    def start(self) -> SimulatedBroker:
+        """The observer, then registration and heartbeats, on the broker's own thread."""
+        self._thread.start()
+        self._main = asyncio.run_coroutine_threadsafe(self._run(), self._loop)  # type: ignore[assignment]
+        return self
+
+    def kill(self) -> None:
+        """Crash: no more heartbeats, nothing is said to the controller."""
+        self._stop_loop()
+
+    def shutdown(self, timeout: float = 30.0) -> bool:
+        """Controlled shutdown through heartbeats (the cached controller is KRaft); True once told to shut down."""
+        self._want_shut_down = True
+        deadline = time.monotonic() + timeout
+        while not self.view.should_shut_down and time.monotonic() < deadline:
+            time.sleep(0.02)
+        told = self.view.should_shut_down
+        self.kill()
+        return told
+
+    def applied_offset(self) -> int:
+        follower = self.follower
+        return -1 if follower is None else follower.position - 1
+
+    # ------------------------------------------------------------------ hooks
+
+    def features(self) -> tuple[tuple[str, int, int], ...]:
+        """The (name, min, max) feature ranges the registration carries."""
+        raise NotImplementedError
+
+    async def on_connect(self, connection: KafkaConnection) -> None:
+        """Whatever the broker sends first on a new controller connection."""
+
+    async def after_heartbeat(self, connection: KafkaConnection) -> None:
+        """Whatever the broker sends once a heartbeat was answered (directory assignments, ...)."""
+
+    def pause_s(self) -> float:
+        """How long until the next heartbeat."""
+        return self.interval
+
+    # ------------------------------------------------------------------ the broker's loop
+
+    def _stop_loop(self) -> None:
+        loop = self._loop
+        if loop.is_closed() or not self._thread.is_alive():
+            return
+
+        async def stop() -> None:
+            if self._main is not None:
+                self._main.cancel()
+            if self.follower is not None:
+                await self.follower.stop()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        self._thread.join(10)
+
+    async def _run(self) -> None:
+        self.follower = MetadataFollower(
+            [self.controller], cluster_id=self.cluster_id, poll_interval=0.05, replica_id=self.broker_id
+        )
+        self.follower.start()
+        connection: KafkaConnection | None = None
+        while True:
+            try:
+                if connection is None:
+                    connection = await KafkaConnection.open(
+                        *self.controller, client_id=f"{self.kind}-{self.broker_id}"
+                    )
+                    await self.on_connect(connection)
+                if self.view.broker_epoch < 0:
+                    await self._register(connection)
+                else:
+                    await self._heartbeat(connection)
+                    await self.after_heartbeat(connection)
+            except ConnectionClosedError:
+                if connection is not None:
+                    await connection.close()
+                connection = None
+            await asyncio.sleep(self.pause_s())
+
+    async def _register(self, connection: KafkaConnection) -> None:
+        request = registration_v4.BrokerRegistrationRequest(
+            broker_id=i32(self.broker_id),
+            cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation,
+            listeners=(
+                registration_v4.Listener(
+                    name=LISTENER, host="localhost", port=u16(self.port), security_protocol=i16(PLAINTEXT_ID)
+                ),
+            ),
+            features=tuple(
+                registration_v4.Feature(
+                    name=name, min_supported_version=i16(low), max_supported_version=i16(high)
+                )
+                for name, low, high in self.features()
+            ),
+            rack=None,
+            is_migrating_zk_broker=self.is_migrating_zk_broker,
+            log_dirs=(log_dir_id(self.broker_id),),
+            previous_broker_epoch=i64(-1),
+        )
+        response = await connection.send(request)
+        self.view.last_error = int(response.error_code)
+        if response.error_code == ErrorCode.none:
+            self.view.broker_epoch = int(response.broker_epoch)
+            self.view.registrations += 1
+        else:
+            self.view.errors.append(int(response.error_code))
+
+    async def _heartbeat(self, connection: KafkaConnection) -> None:
+        view = self.view
+        request = heartbeat_v1.BrokerHeartbeatRequest(
+            broker_id=i32(self.broker_id),
+            broker_epoch=i64(view.broker_epoch),
+            current_metadata_offset=i64(self.applied_offset()),
+            # ready to unfence once the controller said it is caught up (initialCatchUpFuture)
+            want_fence=not view.is_caught_up,
+            want_shut_down=self._want_shut_down,
+        )
+        response = await connection.send(request)
+        view.last_error = int(response.error_code)
+        if response.error_code != ErrorCode.none:
+            view.errors.append(int(response.error_code))
+            return
+        view.is_caught_up = view.is_caught_up or response.is_caught_up
+        view.is_fenced = response.is_fenced
+        view.should_shut_down = response.should_shut_down
