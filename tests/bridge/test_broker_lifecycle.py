@@ -173,3 +173,36 @@ def test_a_crashed_broker_is_fenced_and_its_leaderships_move_in_the_log_and_in_z
         )
 
     eventually(zookeeper_agrees, timeout=10)
+
+
+def leaders_in_zookeeper(zk_client: KazooClient, bridge: BridgeController) -> dict[tuple[str, int], int]:
+    return {key: int(str(state["leader"])) for key, state in partition_states(zk_client, bridge).items()}
+
+
+def test_controlled_shutdown_moves_every_leadership_away_before_the_broker_is_told_to_shut_down(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker], zk_client: KazooClient
+) -> None:
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    before = {
+        (t.name, p): partition
+        for t in image(bridge).topics_by_name.values()
+        for p, partition in t.partitions.items()
+    }
+    led = {key for key, partition in before.items() if partition.leader == 2}
+    assert led, "broker 2 leads partitions in the real cluster"
+
+    assert brokers[2].shutdown(timeout=30), f"broker 2 was never told to shut down: {brokers[2].view}"
+
+    # Read at once: the answer that let the broker go came after the moves were in the log and ZooKeeper.
+    zk_leaders = leaders_in_zookeeper(zk_client, bridge)
+    assert not [key for key, leader in zk_leaders.items() if leader == 2]
+    after = image(bridge)
+    assert after.cluster.brokers[2].in_controlled_shutdown or after.cluster.brokers[2].fenced
+    for key in led:
+        new = after.topics_by_name[key[0]].partitions[key[1]]
+        survivors = [b for b in before[key].isr if b != 2]
+        expected = next((b for b in before[key].replicas if b in survivors), -1)
+        assert (new.leader, zk_leaders[key]) == (expected, expected)
+        assert new.leader_epoch == before[key].leader_epoch + 1
+    # The other brokers were never fenced by it.
+    assert not after.cluster.brokers[1].fenced and not after.cluster.brokers[3].fenced
