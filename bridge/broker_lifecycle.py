@@ -267,6 +267,30 @@ class BrokerLifecycle:
                     break
                 await self._commit_offset(records, "session expiry")
 
+    # ------------------------------------------------------------------ preferred-leader balancing
+
+    async def balance_leaders(self, interval_s: float) -> None:
+        """QuorumController's MAYBE_BALANCE_PARTITION_LEADERS event (auto.leader.rebalance.enable).
+
+        Every `interval_s` (leader.imbalance.check.interval.seconds) while dual-writing, a preferred election
+        for each partition not led by its first replica, at most MAX_ELECTIONS_PER_IMBALANCE at a time; a
+        pass that stopped at that limit is followed by the next one at once, as in Kafka.
+        """
+        again_now = False
+        while True:
+            if not again_now:
+                await asyncio.sleep(interval_s)
+            again_now = False
+            driver, metadata_log = self.driver, self.log
+            if driver is None or metadata_log is None or not driver.dual_write:
+                continue
+            records, more = self.replication.maybe_balance_partition_leaders(metadata_log.image)
+            if not records:
+                continue
+            log.info("event=preferred_leader_balance elections=%d more=%s", len(records), more)
+            committed = await self._commit_offset(records, "preferred leader balancing")
+            again_now = more and committed is not None
+
     def next_expiry_s(self) -> float | None:
         """Seconds until the oldest unfenced session expires (None: no broker is unfenced)."""
         at = self.cluster.heartbeats.next_check_time_ns()

@@ -63,6 +63,14 @@ class BridgeConfig(BaseModel):
     broker_session_timeout_ms: int = Field(
         9000, gt=0, description="Kafka's broker.session.timeout.ms: a broker silent this long is fenced"
     )
+    auto_leader_rebalance_enable: bool = Field(
+        True,
+        description="Kafka's auto.leader.rebalance.enable: preferred-leader elections run every "
+        "leader_imbalance_check_interval_s while a partition is led by another than its first replica",
+    )
+    leader_imbalance_check_interval_s: float = Field(
+        300.0, gt=0, description="Kafka's leader.imbalance.check.interval.seconds"
+    )
     inter_broker_listener_name: str = Field(
         "PLAINTEXT",
         description="Kafka's inter.broker.listener.name: migrating ZooKeeper brokers must register a listener of it",

@@ -90,7 +90,7 @@ log = logging.getLogger(__name__)
 
 ENVELOPE_KEY = 58
 # Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
-FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 44, 49, 51})
+FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 49, 51})
 
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
@@ -626,6 +626,10 @@ class BridgeController:
                 on_change=self._sync_brokers,
             )
             self._spawn(self.broker_lifecycle.expire_sessions)
+            if self.config.auto_leader_rebalance_enable and not self.config.rehearsal:
+                # In a rehearsal nobody registers: every preferred election would find no valid leader.
+                lifecycle, interval = self.broker_lifecycle, self.config.leader_imbalance_check_interval_s
+                self._spawn(lambda: lifecycle.balance_leaders(interval))
         self.broker_lifecycle.activate(metadata_log, driver)
         self._sync_brokers()
 

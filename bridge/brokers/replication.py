@@ -93,6 +93,63 @@ class AssignmentResult:
     error: BrokerError | None = None
 
 
+def partition_builder(
+    image: MetadataImage,
+    topic: TopicImage,
+    partition_id: int,
+    partition: PartitionRegistration,
+    accept: Callable[[int], bool],
+    election: Election,
+    zk_migration_enabled: bool,
+) -> PartitionChangeBuilder:
+    """The PartitionChangeBuilder ReplicationControlManager sets up for one partition."""
+    return PartitionChangeBuilder(
+        partition=partition,
+        topic_id=topic.topic_id,
+        partition_id=partition_id,
+        is_acceptable_leader=accept,
+        metadata_version=image.metadata_version,
+        zk_migration_enabled=zk_migration_enabled,
+        election=election,
+        default_dir=lambda b: default_directory(image, b),
+    )
+
+
+def elect_leader(
+    image: MetadataImage,
+    topic_name: str,
+    partition_id: int,
+    election_type: ElectionType,
+    zk_migration_enabled: bool,
+) -> tuple[ElectionOutcome, list[RecordAndVersion]]:
+    """ReplicationControlManager.electLeader: one partition's preferred or unclean election."""
+    topic = image.topics_by_name.get(topic_name)
+    if topic is None:
+        return ElectionOutcome(ErrorCode.unknown_topic_or_partition, f"No such topic as {topic_name}"), []
+    partition = topic.partitions.get(partition_id)
+    if partition is None:
+        return (
+            ElectionOutcome(
+                ErrorCode.unknown_topic_or_partition, f"No such partition as {topic_name}-{partition_id}"
+            ),
+            [],
+        )
+    preferred = partition.replicas[0] if partition.replicas else NO_LEADER
+    if (election_type is ElectionType.PREFERRED and partition.leader == preferred) or (
+        election_type is ElectionType.UNCLEAN and partition.leader != NO_LEADER
+    ):
+        return ElectionOutcome(ErrorCode.election_not_needed), []
+    election = Election.UNCLEAN if election_type is ElectionType.UNCLEAN else Election.PREFERRED
+    record = partition_builder(
+        image, topic, partition_id, partition, leader_acceptor(image, partition), election, zk_migration_enabled
+    ).build()
+    if record is None:
+        if election_type is ElectionType.PREFERRED:
+            return ElectionOutcome(ErrorCode.preferred_leader_not_available), []
+        return ElectionOutcome(ErrorCode.eligible_leaders_not_available), []
+    return ElectionOutcome(ErrorCode.none), [(record, image.metadata_version.partition_change_record_version())]
+
+
 class ReplicationControl:
     """ReplicationControlManager's broker-driven parts over a ClusterControl.
 
@@ -142,15 +199,8 @@ class ReplicationControl:
         accept: Callable[[int], bool],
         election: Election,
     ) -> PartitionChangeBuilder:
-        return PartitionChangeBuilder(
-            partition=partition,
-            topic_id=topic.topic_id,
-            partition_id=partition_id,
-            is_acceptable_leader=accept,
-            metadata_version=image.metadata_version,
-            zk_migration_enabled=self.cluster.zk_registration_allowed(image),
-            election=election,
-            default_dir=lambda b: default_directory(image, b),
+        return partition_builder(
+            image, topic, partition_id, partition, accept, election, self.cluster.zk_registration_allowed(image)
         )
 
     def generate_leader_and_isr_updates(
@@ -184,33 +234,9 @@ class ReplicationControl:
         self, image: MetadataImage, topic_name: str, partition_id: int, election_type: ElectionType
     ) -> tuple[ElectionOutcome, list[RecordAndVersion]]:
         """ReplicationControlManager.electLeader: one partition's preferred or unclean election."""
-        topic = image.topics_by_name.get(topic_name)
-        if topic is None:
-            return ElectionOutcome(ErrorCode.unknown_topic_or_partition, f"No such topic as {topic_name}"), []
-        partition = topic.partitions.get(partition_id)
-        if partition is None:
-            return (
-                ElectionOutcome(
-                    ErrorCode.unknown_topic_or_partition, f"No such partition as {topic_name}-{partition_id}"
-                ),
-                [],
-            )
-        preferred = partition.replicas[0] if partition.replicas else NO_LEADER
-        if (election_type is ElectionType.PREFERRED and partition.leader == preferred) or (
-            election_type is ElectionType.UNCLEAN and partition.leader != NO_LEADER
-        ):
-            return ElectionOutcome(ErrorCode.election_not_needed), []
-        election = Election.UNCLEAN if election_type is ElectionType.UNCLEAN else Election.PREFERRED
-        record = self._builder(
-            image, topic, partition_id, partition, leader_acceptor(image, partition), election
-        ).build()
-        if record is None:
-            if election_type is ElectionType.PREFERRED:
-                return ElectionOutcome(ErrorCode.preferred_leader_not_available), []
-            return ElectionOutcome(ErrorCode.eligible_leaders_not_available), []
-        return ElectionOutcome(ErrorCode.none), [
-            (record, image.metadata_version.partition_change_record_version())
-        ]
+        return elect_leader(
+            image, topic_name, partition_id, election_type, self.cluster.zk_registration_allowed(image)
+        )
 
     def imbalanced_partitions(self, image: MetadataImage) -> Iterator[PartitionRef]:
         """ReplicationControlManager.imbalancedPartitions: led by someone other than the first replica."""

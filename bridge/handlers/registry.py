@@ -15,6 +15,7 @@ from migrate.errors import Zk2KraftError
 HANDLER_MODULES = (
     "bridge.handlers.topics",
     "bridge.handlers.alter_partition",
+    "bridge.handlers.elect_leaders",
     "bridge.handlers.producer_ids",
     "bridge.handlers.configs",
     "bridge.handlers.quotas",

@@ -17,7 +17,8 @@ from kio.schema.errors import ErrorCode
 
 from bridge.api import DriverState
 from bridge.controller import BridgeController
-from bridge.kafka.client import send_request_sync
+from bridge.kafka.client import send_envelope_sync, send_request_sync
+from bridge.kafka.protocol import KafkaPrincipal, encode_request
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
@@ -25,6 +26,7 @@ from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config, eventually, start_controller
 from tests.support.kraft_broker import SimulatedKraftBroker
+from tests.support.requests import PREFERRED, UNCLEAN, alter_partition, elect_leaders
 from tests.support.sim_broker import log_dir_id
 from tests.support.zk_broker import SimulatedZkBroker
 
@@ -38,13 +40,14 @@ def seeded(zk_client: KazooClient, real_tree: ZTree) -> KazooClient:
     return zk_client
 
 
-def start_bridge(zk_connect: str, tmp_path: Path) -> BridgeController:
+def start_bridge(zk_connect: str, tmp_path: Path, **fields: object) -> BridgeController:
     """A bridge as Kafka's controller behaves (no rehearsal): it waits for the brokers before migrating."""
     return start_controller(
         controller_config(
-            zk_connect, tmp_path / "meta", rehearsal=False, broker_session_timeout_ms=SESSION_TIMEOUT_MS
+            zk_connect, tmp_path / "meta", rehearsal=False, broker_session_timeout_ms=SESSION_TIMEOUT_MS,
+            **fields,
         )
-    )
+    )  # fmt: skip
 
 
 def start_broker(bridge: BridgeController, broker_id: int, zk_connect: str) -> SimulatedZkBroker:
@@ -272,3 +275,180 @@ def test_api_versions_carries_the_controllers_features_and_zk_migration_ready(
         api_versions_v3.ApiVersionsRequest(client_software_name="test", client_software_version="1"),
     )
     assert [f.name for f in old.supported_features] == ["metadata.version"]
+
+
+def leaders_in_zookeeper(zk_client: KazooClient, bridge: BridgeController) -> dict[tuple[str, int], int]:
+    return {key: int(str(state["leader"])) for key, state in partition_states(zk_client, bridge).items()}
+
+
+def test_controlled_shutdown_moves_every_leadership_away_before_the_broker_is_told_to_shut_down(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker], zk_client: KazooClient
+) -> None:
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    before = {
+        (t.name, p): partition
+        for t in image(bridge).topics_by_name.values()
+        for p, partition in t.partitions.items()
+    }
+    led = {key for key, partition in before.items() if partition.leader == 2}
+    assert led, "broker 2 leads partitions in the real cluster"
+
+    assert brokers[2].shutdown(timeout=30), f"broker 2 was never told to shut down: {brokers[2].view}"
+
+    # Read at once: the answer that let the broker go came after the moves were in the log and ZooKeeper.
+    zk_leaders = leaders_in_zookeeper(zk_client, bridge)
+    assert not [key for key, leader in zk_leaders.items() if leader == 2]
+    after = image(bridge)
+    assert after.cluster.brokers[2].in_controlled_shutdown or after.cluster.brokers[2].fenced
+    for key in led:
+        new = after.topics_by_name[key[0]].partitions[key[1]]
+        survivors = [b for b in before[key].isr if b != 2]
+        expected = next((b for b in before[key].replicas if b in survivors), -1)
+        assert (new.leader, zk_leaders[key]) == (expected, expected)
+        assert new.leader_epoch == before[key].leader_epoch + 1
+    # The other brokers were never fenced by it.
+    assert not after.cluster.brokers[1].fenced and not after.cluster.brokers[3].fenced
+
+
+def alter_isr(
+    bridge: BridgeController,
+    leader: SimulatedZkBroker,
+    topic: str,
+    partition_id: int,
+    isr_epochs: dict[int, int],
+) -> ErrorCode:
+    """AlterPartition v3 from `leader`, as its replica fetcher would send it, with the ISR's broker epochs."""
+    topic_image = image(bridge).topics_by_name[topic]
+    partition = topic_image.partitions[partition_id]
+    request = alter_partition(
+        3, leader.broker_id, leader.view.broker_epoch, partition_id, partition.leader_epoch,
+        partition.partition_epoch, list(isr_epochs), topic=topic, topic_id=topic_image.topic_id,
+        isr_epochs=isr_epochs,
+    )  # fmt: skip
+    response = send_request_sync("127.0.0.1", bridge.listen_port, request)
+    assert response.error_code == ErrorCode.none
+    return ErrorCode(response.topics[0].partitions[0].error_code)
+
+
+def election_errors(response: object) -> dict[tuple[str, int], ErrorCode]:
+    return {
+        (topic.topic, int(result.partition_id)): ErrorCode(result.error_code)
+        for topic in response.replica_election_results  # type: ignore[attr-defined]
+        for result in topic.partition_result
+    }
+
+
+@pytest.mark.parametrize("incarnation", ["same", "new"])
+def test_a_fenced_broker_back_leads_where_it_is_the_only_choice_and_preferred_elections_move_leadership_back(
+    bridge: BridgeController,
+    brokers: dict[int, SimulatedZkBroker],
+    zk_client: KazooClient,
+    zk_connect: str,
+    incarnation: str,
+) -> None:
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    port = bridge.listen_port
+    old_epoch = brokers[1].view.broker_epoch
+    if incarnation == "same":
+        brokers[1].silent = True  # a long pause: the session expires, the process lives on
+    else:
+        brokers[1].kill()
+    eventually(lambda: image(bridge).cluster.brokers[1].fenced, timeout=SESSION_TIMEOUT_MS / 1000 + 10)
+    fenced = image(bridge)
+    only_one = {
+        (t.name, p): partition
+        for t in fenced.topics_by_name.values()
+        for p, partition in t.partitions.items()
+        if partition.isr == [1]
+    }
+    assert only_one and all(p.leader == -1 for p in only_one.values())
+    (shared_topic, shared_id), shared = next(
+        ((t.name, p), partition)
+        for t in fenced.topics_by_name.values()
+        for p, partition in t.partitions.items()
+        if partition.replicas == [1, 3]
+    )
+    assert (shared.leader, shared.isr) == (3, [3])
+    some_topic, some_id = next(iter(only_one))
+
+    # While fenced it may not rejoin an ISR, nor be elected, even uncleanly.
+    assert alter_isr(
+        bridge, brokers[3], shared_topic, shared_id, {3: brokers[3].view.broker_epoch, 1: old_epoch}
+    ) == (ErrorCode.ineligible_replica)
+    response = send_request_sync("127.0.0.1", port, elect_leaders(UNCLEAN, {some_topic: [some_id]}))
+    assert election_errors(response) == {(some_topic, some_id): ErrorCode.eligible_leaders_not_available}
+
+    if incarnation == "same":
+        brokers[1].silent = False
+    else:
+        brokers[1] = start_broker(bridge, 1, zk_connect)
+    eventually(lambda: not image(bridge).cluster.brokers[1].fenced, timeout=20)
+    back = image(bridge)
+    registration = back.cluster.brokers[1]
+    assert registration.incarnation_id == brokers[1].incarnation
+    assert (registration.epoch == old_epoch) == (incarnation == "same")
+    # Unfencing elects it wherever it is the only valid choice; nowhere else moves.
+    for (topic, partition_id), before in only_one.items():
+        now = back.topics_by_name[topic].partitions[partition_id]
+        assert (now.leader, now.isr, now.leader_epoch) == (1, [1], before.leader_epoch + 1)
+    assert back.topics_by_name[shared_topic].partitions[shared_id].leader == 3
+
+    # Not in the ISR yet: its preferred election cannot happen.
+    response = send_request_sync("127.0.0.1", port, elect_leaders(PREFERRED, {shared_topic: [shared_id]}))
+    assert election_errors(response) == {(shared_topic, shared_id): ErrorCode.preferred_leader_not_available}
+    if incarnation == "new":  # the old incarnation's epoch no longer counts
+        assert alter_isr(
+            bridge, brokers[3], shared_topic, shared_id, {3: brokers[3].view.broker_epoch, 1: old_epoch}
+        ) == (ErrorCode.ineligible_replica)
+    caught_up = {3: brokers[3].view.broker_epoch, 1: registration.epoch}
+    assert alter_isr(bridge, brokers[3], shared_topic, shared_id, caught_up) == ErrorCode.none
+
+    # Preferred election forwarded by a broker in an Envelope: leadership moves back, in ZooKeeper too.
+    inner = encode_request(
+        elect_leaders(PREFERRED, {shared_topic: [shared_id]}), correlation_id=5, client_id="b-2"
+    )
+    result = send_envelope_sync(
+        "127.0.0.1", port, inner, principal=KafkaPrincipal("User", "admin"), client_host_address="10.0.0.2"
+    )
+    assert result.error_code == ErrorCode.none and result.inner_response is not None
+    assert election_errors(result.inner_response) == {(shared_topic, shared_id): ErrorCode.none}
+    moved = image(bridge).topics_by_name[shared_topic].partitions[shared_id]
+    assert (moved.leader, moved.isr) == (1, [3, 1])
+    assert leaders_in_zookeeper(zk_client, bridge)[(shared_topic, shared_id)] == 1
+    response = send_request_sync("127.0.0.1", port, elect_leaders(PREFERRED, {shared_topic: [shared_id]}))
+    assert election_errors(response) == {(shared_topic, shared_id): ErrorCode.election_not_needed}
+    # Every partition (null): those needing no election are left out, and none does now.
+    response = send_request_sync("127.0.0.1", port, elect_leaders(PREFERRED, None))
+    assert election_errors(response) == {}
+    assert {t.topic for t in response.replica_election_results} == set(back.topics_by_name)
+
+
+def test_with_auto_leader_rebalance_a_partition_goes_back_to_its_preferred_leader(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path
+) -> None:
+    controller = start_bridge(zk_connect, tmp_path, leader_imbalance_check_interval_s=0.5)
+    started = [start_broker(controller, broker_id, zk_connect) for broker_id in BROKER_IDS]
+    try:
+        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+        migrated = image(controller)
+        # The real cluster has a partition led by its second replica, both in sync.
+        (topic, partition_id), partition = next(
+            ((t.name, p), partition)
+            for t in migrated.topics_by_name.values()
+            for p, partition in t.partitions.items()
+            if partition.replicas == [2, 1]
+        )
+        assert (partition.leader, partition.isr) == (1, [1, 2])
+
+        def balanced() -> bool:
+            now = image(controller).topics_by_name[topic].partitions[partition_id]
+            return now.leader == 2 and leaders_in_zookeeper(seeded, controller)[(topic, partition_id)] == 2
+
+        eventually(balanced, timeout=30)
+        now = image(controller).topics_by_name[topic].partitions[partition_id]
+        # (A pass before the brokers were unfenced may have left it leaderless for a moment, as Kafka would.)
+        assert now.isr == [1, 2] and now.leader_epoch > partition.leader_epoch
+    finally:
+        for broker in started:
+            broker.kill()
+        controller.stop()

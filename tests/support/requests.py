@@ -137,3 +137,20 @@ def alter_partition(
         broker_epoch=i64(epoch),
         topics=(topic_cls(partitions=(part_cls(**values),), **name_or_id),),
     )
+
+
+ELECT_LEADERS = 43
+PREFERRED, UNCLEAN = 0, 1
+
+
+def elect_leaders(election_type: int, partitions: dict[str, list[int]] | None, *, version: int = 2) -> Any:
+    """ElectLeaders of `partitions` by topic (None: every partition); v0 knows only preferred elections."""
+    cls = protocol.request_class(ELECT_LEADERS, version)
+    topics = None
+    if partitions is not None:
+        topic_cls = nested(cls, "TopicPartitions")
+        topics = tuple(topic_cls(topic=t, partitions=tuple(i32(p) for p in ps)) for t, ps in partitions.items())
+    values: dict[str, Any] = {"topic_partitions": topics}
+    if version >= 1:
+        values["election_type"] = i8(election_type)
+    return cls(**values)

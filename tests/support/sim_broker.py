@@ -79,6 +79,8 @@ class SimulatedBroker:
         )
         self._main: asyncio.Future[Any] | None = None
         self._want_shut_down = False
+        self.silent = False
+        """While set, the broker sends nothing (a long GC pause or a network partition): its session expires."""
 
     # ------------------------------------------------------------------ control (test thread)
 
@@ -147,6 +149,9 @@ class SimulatedBroker:
         self.follower.start()
         connection: KafkaConnection | None = None
         while True:
+            if self.silent:
+                await asyncio.sleep(self.interval)
+                continue
             try:
                 if connection is None:
                     connection = await KafkaConnection.open(

@@ -5,10 +5,11 @@ ZooKeeper in Kafka's formats."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -267,3 +268,33 @@ def test_broker_configs_reach_the_broker_the_client_names(
     described = result(admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")], request_timeout=15))
     (entries,) = described.values()
     assert entries["message.max.bytes"].value == "2000000"
+
+
+# ---------------------------------------------------------------------------------------------- elections
+
+
+def test_elect_leaders_preferred_and_unclean_through_the_shim(
+    admin: AdminClient, bridge: BridgeController, zk_client: KazooClient
+) -> None:
+    assert bridge.log is not None
+    # The real cluster has one partition led by its second replica, both replicas in sync.
+    topic, index = next(
+        (t.name, p)
+        for t in bridge.log.image.topics_by_name.values()
+        for p, partition in t.partitions.items()
+        if partition.replicas == [2, 1] and partition.leader == 1
+    )
+    before = bridge.log.image.topics_by_name[topic].partitions[index]
+    wanted = TopicPartition(topic, index)
+    outcome = admin.elect_leaders(ElectionType.PREFERRED, [wanted]).result(timeout=TIMEOUT)
+    assert {(tp.topic, tp.partition): error for tp, error in outcome.items()} == {(topic, index): None}
+    after = bridge.log.image.topics_by_name[topic].partitions[index]
+    assert (after.leader, after.leader_epoch) == (2, before.leader_epoch + 1)
+    state, _ = zk_client.get(f"/brokers/topics/{topic}/partitions/{index}/state")
+    assert json.loads(state)["leader"] == 2
+
+    # Asked again, or uncleanly while it has a leader: nothing to do, and nothing written.
+    for election in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+        errors = list(admin.elect_leaders(election, [wanted]).result(timeout=TIMEOUT).values())
+        assert [e.code() for e in errors] == [KafkaError.ELECTION_NOT_NEEDED], election
+    assert bridge.log.image.topics_by_name[topic].partitions[index] == after
