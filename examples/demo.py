@@ -1,9 +1,12 @@
 """`make demo`: a migration rehearsal on an embedded ZooKeeper and the sample cluster in examples/.
 
 Every step runs the real `zk2kraft` command, printed before it runs, so the demo doubles as a tutorial.
-Then `zk2kraft bridge run` runs over the sample cluster until DUAL_WRITE and gets admin requests over the
-Kafka protocol, directly and through `zk2kraft shim run` with confluent-kafka's AdminClient; each change is
-shown in ZooKeeper and in the KRaft metadata log.
+Then `zk2kraft bridge run --rehearsal` runs over the sample cluster until DUAL_WRITE and gets admin
+requests over the Kafka protocol, directly and through `zk2kraft shim run` with confluent-kafka's
+AdminClient; each change is shown in ZooKeeper and in the KRaft metadata log. Last, the real path: a
+bridge without `--rehearsal` over a fresh copy of the cluster, three simulated ZooKeeper-mode brokers
+(processes of their own) that register and are unfenced, and one of them killed: it is fenced and its
+leaderships move, in the bridge's log and in ZooKeeper alike.
 """
 
 from __future__ import annotations
@@ -121,6 +124,8 @@ def _later_steps(zk: EmbeddedZooKeeper) -> None:
         "--out",
         str(OUT / "audit"),
     )
+
+    _broker_steps(zk, dump)
 
 
 # ---------------------------------------------------------------- step 6: the bridge controller
@@ -252,6 +257,234 @@ def _shim_step(zk_connect: str, controller_port: int) -> int:
         _stop_child(shim, log_path, "shim")
     # TopicRecord, a PartitionRecord each, the created config's ConfigRecord, the altered one's.
     return 1 + SHIM_PARTITIONS + 2
+
+
+# ---------------------------------------------------------------- steps 12-15: brokers join the bridge
+
+REAL_CHROOT = "/demo-live-cluster"
+BROKER_IDS = (1, 2, 3)
+KILLED = 1
+SESSION_TIMEOUT_S = 9.0  # Kafka's broker.session.timeout.ms default, which the bridge uses
+BROKERS_TIMEOUT_S = 60.0
+
+
+def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
+    """The real path: a bridge that waits for brokers, three simulated brokers, one of them killed."""
+    zk_connect = zk.connect_string + REAL_CHROOT
+    step("12. Real path: a bridge without --rehearsal waits for the brokers")
+    say("A fresh copy of the sample cluster stands for the live cluster (brokers 1, 2, 3).")
+    run("zk", "load", str(dump), "--zk", zk_connect)
+    meta = OUT / "bridge-live-meta"
+    log_path = OUT / "bridge-live.log"
+    args = [
+        "bridge", "run", "--zk", zk_connect, "--metadata-dir", str(meta), "--node-id", "3000",
+        "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+    ]  # fmt: skip
+    say(f"[bold cyan]$ zk2kraft {' '.join(shlex.quote(a) for a in args)} 2> {log_path.name} &[/]")
+    with open(log_path, "w") as log_file:
+        bridge = subprocess.Popen(
+            [str(BIN), *args], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file
+        )
+    brokers: dict[int, tuple[subprocess.Popen[bytes], Path]] = {}
+    agree = False
+    try:
+        listen_port, status_url = _wait_until_listening(bridge, log_path)
+        waiting = _wait_for_status(bridge, log_path, status_url, "to wait for brokers", _waiting_for)
+        say(f"  /status: state {waiting['state']}, waiting for brokers {waiting['brokers']['waiting_for']}")
+        shown = re.search(r"event=waiting_for_brokers.*", log_path.read_text())
+        if shown:
+            say(f"  log: {shown.group(0)}")
+
+        step("13. Three simulated ZooKeeper-mode brokers register and are unfenced")
+        say(
+            "Each is a process of its own (tests/support/broker_process.py): it registers in ZooKeeper, follows "
+            "__cluster_metadata, registers with the bridge (IsMigratingZkBroker=true) and heartbeats every 2 s."
+        )
+        for broker_id in BROKER_IDS:
+            brokers[broker_id] = _start_broker(broker_id, zk_connect, listen_port)
+        status = _wait_for_status(bridge, log_path, status_url, "to unfence all three brokers", _all_unfenced)
+        _wait_for_broker_logs(brokers, ", unfenced,")
+        for line in log_path.read_text().splitlines():
+            found = re.search(
+                r"event=(state_transition from=\w+ to=(?:WAIT_FOR_BROKERS|DUAL_WRITE)|broker_registered .*)",
+                line,
+            )
+            if found:
+                say(f"  log: {found.group(0)}")
+        for broker_id, (_, broker_log) in brokers.items():
+            say(f"  broker {broker_id} log, last line: {broker_log.read_text().splitlines()[-1]}")
+        say(f"  /status: state {status['state']}, brokers {status['brokers']}")
+        picks = _partitions_led_by(zk_connect, KILLED)
+        say("Leaderships before (the bridge's log, through Metadata; ZooKeeper's state znodes):")
+        _show_leaderships(listen_port, zk_connect, picks)
+
+        step(f"14. Kill broker {KILLED} (SIGKILL): it is fenced and its leaderships move")
+        process, _ = brokers.pop(KILLED)
+        say(f"[bold cyan]$ kill -KILL {process.pid}[/]  (broker {KILLED})")
+        killed_at = time.monotonic()
+        process.kill()
+        process.wait()
+        _wait_for_status(bridge, log_path, status_url, f"to fence broker {KILLED}", _one_fenced)
+        say(
+            f"  broker {KILLED} fenced {time.monotonic() - killed_at:.1f} s after it died "
+            f"(broker.session.timeout.ms = {SESSION_TIMEOUT_S * 1000:g})"
+        )
+        say("Leaderships after:")
+        agree = _show_leaderships(listen_port, zk_connect, picks)
+        say(
+            "  the log and ZooKeeper agree on every partition shown"
+            if agree
+            else "[bold red]  the log and ZooKeeper DISAGREE (see above)[/]"
+        )
+
+        step("15. Stop everything: brokers by controlled shutdown, then the bridge")
+        for broker_id, (process, broker_log) in sorted(brokers.items()):
+            _stop_child(process, broker_log, f"broker {broker_id}")
+            say(f"  broker {broker_id} log, last line: {broker_log.read_text().splitlines()[-1]}")
+        brokers.clear()
+    finally:
+        for process, broker_log in brokers.values():
+            _stop_child(process, broker_log, "broker")
+        _stop_bridge(bridge, log_path)
+    run("dump", "--summary", "--format", "table", str(meta / "__cluster_metadata-0"))
+    if not agree:
+        sys.exit(1)
+
+
+def _start_broker(broker_id: int, zk_connect: str, port: int) -> tuple[subprocess.Popen[bytes], Path]:
+    args = [
+        "-m", "tests.support.broker_process", "--id", str(broker_id), "--zk", zk_connect,
+        "--controller", f"127.0.0.1:{port}",
+    ]  # fmt: skip
+    log_path = OUT / f"broker-{broker_id}.log"
+    say(f"[bold cyan]$ python {' '.join(shlex.quote(a) for a in args)} > {log_path.name} &[/]")
+    with open(log_path, "w") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file
+        )
+    return process, log_path
+
+
+def _wait_for_broker_logs(brokers: dict[int, tuple[subprocess.Popen[bytes], Path]], text: str) -> None:
+    """Until each broker's last line has `text` (a heartbeat's answer reaches a broker just after /status)."""
+    deadline = time.monotonic() + BROKERS_TIMEOUT_S
+    while time.monotonic() < deadline:
+        lasts = [log.read_text().splitlines()[-1:] for _, log in brokers.values()]
+        if all(last and text in last[0] for last in lasts):
+            return
+        time.sleep(0.1)
+    say(
+        f"[bold red]not every broker's log says {text.strip(' ,')!r}; see {OUT.relative_to(ROOT)}/broker-*.log[/]"
+    )
+
+
+def _waiting_for(status: dict[str, Any]) -> bool:
+    return bool((status.get("brokers") or {}).get("waiting_for"))
+
+
+def _all_unfenced(status: dict[str, Any]) -> bool:
+    brokers = status.get("brokers") or {}
+    return (
+        status.get("state") == "DUAL_WRITE" and brokers.get("registered") == 3 and brokers.get("fenced") == 0
+    )
+
+
+def _one_fenced(status: dict[str, Any]) -> bool:
+    return (status.get("brokers") or {}).get("fenced") == 1
+
+
+def _wait_for_status(
+    bridge: subprocess.Popen[bytes], log_path: Path, status_url: str, what: str, done: Any
+) -> dict[str, Any]:
+    """Poll /status until `done(status)`; a bridge that exits or takes too long ends the demo."""
+    deadline = time.monotonic() + BROKERS_TIMEOUT_S
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        if bridge.poll() is not None:
+            _bridge_failed(bridge, log_path, f"exited with code {bridge.returncode} waiting {what}")
+        try:
+            with urllib.request.urlopen(f"{status_url}/status", timeout=5) as reply:
+                status = json.loads(reply.read())
+        except OSError:  # the bridge is going away: the poll above says how
+            time.sleep(0.1)
+            continue
+        if done(status):
+            return status
+        time.sleep(0.1)
+    _bridge_failed(bridge, log_path, f"took more than {BROKERS_TIMEOUT_S:g} s {what}; /status: {status}")
+    raise AssertionError("unreachable")
+
+
+def _partitions_led_by(zk_connect: str, broker_id: int) -> list[tuple[str, int]]:
+    """Every partition of `current_stock` (replication factor 2) and one of `__consumer_offsets` (1)
+    that `broker_id` leads: one moves to another in-sync replica, one is left without a leader."""
+    client = ZkConnectOptions(connect=zk_connect).kazoo_client()
+    client.start(timeout=30)
+    try:
+        picks = [(TOPIC, int(p)) for p in sorted(client.get_children(f"/brokers/topics/{TOPIC}/partitions"))]
+        for p in sorted(int(p) for p in client.get_children("/brokers/topics/__consumer_offsets/partitions")):
+            data, _ = client.get(f"/brokers/topics/__consumer_offsets/partitions/{p}/state")
+            if json.loads(data)["leader"] == broker_id:
+                picks.append(("__consumer_offsets", p))
+                break
+    finally:
+        client.stop()
+        client.close()
+    return picks
+
+
+def _show_leaderships(port: int, zk_connect: str, picks: list[tuple[str, int]]) -> bool:
+    """One line a partition: leader, leader epoch and ISR in the bridge's log and in ZooKeeper; all agree?"""
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.types import TopicName
+
+    from bridge.kafka.client import send_request_sync
+
+    topics = sorted({topic for topic, _ in picks})
+    request = MetadataRequest(
+        topics=tuple(MetadataRequestTopic(topic_id=None, name=TopicName(t)) for t in topics),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    response = send_request_sync("127.0.0.1", port, request)
+    in_log = {
+        (t.name, int(p.partition_index)): (
+            int(p.leader_id),
+            int(p.leader_epoch),
+            sorted(map(int, p.isr_nodes)),
+        )
+        for t in response.topics
+        for p in t.partitions
+    }
+    client = ZkConnectOptions(connect=zk_connect).kazoo_client()
+    client.start(timeout=30)
+    agree = True
+    try:
+        for topic, partition in picks:
+            data, _ = client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+            state = json.loads(data)
+            in_zk = (state["leader"], state["leader_epoch"], sorted(state["isr"]))
+            log_side = in_log.get((topic, partition))
+            same = log_side == in_zk
+            agree = agree and same
+            shown = "(missing)" if log_side is None else _leadership(*log_side)
+            name = f"{topic}-{partition}"
+            say(
+                f"  {name:<22} log: {shown:<34} ZooKeeper: {_leadership(*in_zk):<34} {'agree' if same else 'DIFFER'}"
+            )
+    finally:
+        client.stop()
+        client.close()
+    return agree
+
+
+def _leadership(leader: int, epoch: int, isr: list[int]) -> str:
+    return f"leader {leader:>2}, epoch {epoch}, isr {isr}"
+
+
+def say(text: str) -> None:
+    """One line of the real-path steps, never wrapped (it stays one line in a log)."""
+    console.print(text, soft_wrap=True)
 
 
 def _free_port() -> int:

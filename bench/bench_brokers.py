@@ -1,0 +1,506 @@
+"""Benchmark: many brokers heartbeating to the bridge while admin clients change configs, against a floor.
+
+    python -m bench.bench_brokers [--brokers 2000] [--clients 16] [--seconds 20]
+
+A private embedded ZooKeeper is seeded with a small synthetic Kafka cluster (`bench.generate_cluster`, brokers
+1-6), and a bridge controller runs over it in a child process WITHOUT rehearsal: it waits for the brokers,
+as Kafka's controller does. A fleet of simulated ZooKeeper-mode brokers in this process (one asyncio loop)
+each opens its own connection to the bridge's listener, registers (BrokerRegistration v4, a new
+incarnation, IsMigratingZkBroker) and heartbeats every `--interval` seconds (BrokerHeartbeat v1, Kafka's
+broker.heartbeat.interval.ms of 2 s by default) with the offset the fleet's one Raft observer of
+`__cluster_metadata` has applied, asking to be unfenced once the controller says it is caught up. Every
+byte goes through kio. Once every broker is unfenced, two phases of `--seconds` each:
+
+- brokers only: heartbeats, and the FLOOR, an ApiVersions round trip every 20 ms on the same listener from
+  the same event loop (no append, no ZooKeeper: what the listener and both event loops cost);
+- brokers and `--clients` admin clients, each on its own connection, sending config changes
+  (IncrementalAlterConfigs) back to back, with the floor probe still running.
+
+Reported: heartbeat p50/p99 in each phase, the floor's p99 in the same phase and the ratio; the brokers
+wrongly fenced (a broker that kept its schedule but was answered fenced, or an error, after its unfence;
+and the fenced count in the bridge's /status at the end); how late the fleet sent heartbeats (a fleet that
+falls behind would be fenced rightly). Target: heartbeat p99 < 50 ms under admin load, no wrong fence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
+from kio.schema.broker_registration.v4 import request as registration_v4
+from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
+from kio.static.primitive import i16, i64, u16
+
+from bench.bench_bridge import (
+    CHROOT,
+    NODE_ID,
+    ROOT,
+    check_ok,
+    latency_summary,
+    load_average,
+    seed_cluster,
+    set_topic_config,
+    user_topics,
+)
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
+from bridge.kafka.client import ConnectionClosedError, KafkaConnection
+from bridge.shim.follower import MetadataFollower
+from migrate.errors import Zk2KraftError
+from migrate.kraft import metadata_version as mvs
+from migrate.zk.embedded import EmbeddedZooKeeper
+
+TARGET_P99_MS = 50.0
+LISTENER = "PLAINTEXT"
+PLAINTEXT_ID = 0
+PROBE_EVERY_S = 0.02
+READY_TIMEOUT_S = 600.0
+
+
+# ---------------------------------------------------------------- the bridge (a child process)
+
+
+def serve(zk_connect: str, metadata_dir: Path) -> int:
+    """Child: a bridge as Kafka's controller behaves (no rehearsal); ports on stdout; stops at stdin's EOF."""
+    config = BridgeConfig.model_validate(
+        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": True}
+    )
+    controller = BridgeController(config).start()
+    print(
+        json.dumps({"listen_port": controller.listen_port, "metrics_port": controller.metrics_port}),
+        flush=True,
+    )
+    sys.stdin.read()
+    return controller.stop() or 0
+
+
+@dataclass
+class Bridge:
+    process: subprocess.Popen[str]
+    log_path: Path
+    listen_port: int
+    metrics_port: int
+
+    @classmethod
+    def start(cls, zk_connect: str, metadata_dir: Path) -> Bridge:
+        log_path = metadata_dir.parent / "controller.log"
+        command = [sys.executable, "-m", "bench.bench_brokers", "--serve", zk_connect, str(metadata_dir)]
+        with open(log_path, "w") as log_file:
+            process = subprocess.Popen(
+                command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True
+            )
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            process.wait(30)
+            raise Zk2KraftError(
+                f"the bridge child exited with {process.returncode}:\n{log_path.read_text()[-3000:]}"
+            )
+        ports = json.loads(line)
+        return cls(process, log_path, int(ports["listen_port"]), int(ports["metrics_port"]))
+
+    def status(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/status", timeout=10) as reply:
+            result: dict[str, Any] = json.loads(reply.read())
+        return result
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(120)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.returncode != 0:
+            tail = self.log_path.read_text()[-3000:]
+            raise Zk2KraftError(f"the bridge child exited with {self.process.returncode}:\n{tail}")
+
+
+# ---------------------------------------------------------------- the fleet
+
+
+@dataclass
+class FleetBroker:
+    """One simulated ZooKeeper-mode broker of the fleet: its own connection, incarnation and session."""
+
+    broker_id: int
+    incarnation: uuid.UUID = field(default_factory=uuid.uuid4)
+    broker_epoch: int = -1
+    caught_up: bool = False
+    fenced: bool = True
+    unfenced_once: bool = False
+    wrongly_fenced: bool = False
+    errors: list[str] = field(default_factory=list)
+    last_sent: float = 0.0
+    max_gap_s: float = 0.0
+
+
+@dataclass
+class Samples:
+    """Latencies (seconds) of the phase being measured; None between phases."""
+
+    heartbeats: list[float] | None = None
+    floor: list[float] | None = None
+
+
+class Fleet:
+    """`count` brokers heartbeating to the bridge at `port` from this event loop."""
+
+    def __init__(self, port: int, cluster_id: str, count: int, interval_s: float) -> None:
+        self.port = port
+        self.cluster_id = cluster_id
+        self.interval = interval_s
+        self.brokers = [FleetBroker(broker_id) for broker_id in range(1, count + 1)]
+        self.samples = Samples()
+        self.follower = MetadataFollower([("127.0.0.1", port)], cluster_id=cluster_id, poll_interval=0.05)
+        self.tasks: list[asyncio.Task[None]] = []
+        self.measuring = False
+
+    def start(self) -> None:
+        self.follower.start()
+        for i, broker in enumerate(self.brokers):
+            # Spread over one interval, as brokers started at different times are.
+            delay = self.interval * i / len(self.brokers)
+            self.tasks.append(asyncio.create_task(self._run(broker, delay)))
+
+    async def stop(self) -> None:
+        await cancel_all(self.tasks)
+        await self.follower.stop()
+
+    def unfenced(self) -> int:
+        return sum(1 for b in self.brokers if b.broker_epoch >= 0 and not b.fenced)
+
+    def applied_offset(self) -> int:
+        return self.follower.position - 1
+
+    async def _run(self, broker: FleetBroker, delay: float) -> None:
+        await asyncio.sleep(delay)
+        connection: KafkaConnection | None = None
+        try:
+            while True:
+                try:
+                    if connection is None:
+                        connection = await KafkaConnection.open(
+                            "127.0.0.1", self.port, client_id=f"broker-{broker.broker_id}"
+                        )
+                    if broker.broker_epoch < 0:
+                        await self._register(connection, broker)
+                    else:
+                        await self._heartbeat(connection, broker)
+                except (TimeoutError, ConnectionClosedError, OSError) as exc:
+                    broker.errors.append(type(exc).__name__)
+                    if connection is not None:
+                        await connection.close()
+                    connection = None
+                await asyncio.sleep(self.interval)
+        finally:
+            if connection is not None:
+                await connection.close()
+
+    async def _register(self, connection: KafkaConnection, broker: FleetBroker) -> None:
+        level = mvs.LATEST_PRODUCTION.feature_level
+        request = registration_v4.BrokerRegistrationRequest(
+            broker_id=BrokerId(broker.broker_id),
+            cluster_id=self.cluster_id,
+            incarnation_id=broker.incarnation,
+            listeners=(
+                registration_v4.Listener(
+                    name=LISTENER,
+                    host="localhost",
+                    port=u16(9092 + broker.broker_id % 50000),
+                    security_protocol=i16(PLAINTEXT_ID),
+                ),
+            ),
+            features=(
+                registration_v4.Feature(
+                    name=mvs.FEATURE_NAME, min_supported_version=i16(level), max_supported_version=i16(level)
+                ),
+            ),
+            rack=None,
+            is_migrating_zk_broker=True,
+            log_dirs=(uuid.UUID(int=(broker.broker_id << 64) | 0xD1D1 | (9 << 120)),),
+            previous_broker_epoch=i64(-1),
+        )
+        response = await connection.send(request)
+        if response.error_code == ErrorCode.none:
+            broker.broker_epoch = int(response.broker_epoch)
+        elif response.error_code != ErrorCode.not_controller:  # NOT_CONTROLLER: still reading ZooKeeper
+            broker.errors.append(response.error_code.name)
+
+    async def _heartbeat(self, connection: KafkaConnection, broker: FleetBroker) -> None:
+        request = heartbeat_v1.BrokerHeartbeatRequest(
+            broker_id=BrokerId(broker.broker_id),
+            broker_epoch=i64(broker.broker_epoch),
+            current_metadata_offset=i64(self.applied_offset()),
+            want_fence=not broker.caught_up,
+            want_shut_down=False,
+        )
+        now = time.perf_counter()
+        if broker.last_sent and self.measuring:
+            broker.max_gap_s = max(broker.max_gap_s, now - broker.last_sent)
+        broker.last_sent = now
+        response = await connection.send(request)
+        took = time.perf_counter() - now
+        samples = self.samples.heartbeats
+        if samples is not None:
+            samples.append(took)
+        if response.error_code != ErrorCode.none:
+            broker.errors.append(response.error_code.name)
+            if broker.unfenced_once:
+                broker.wrongly_fenced = True
+            return
+        broker.caught_up = broker.caught_up or bool(response.is_caught_up)
+        broker.fenced = bool(response.is_fenced)
+        if not broker.fenced:
+            broker.unfenced_once = True
+        elif broker.unfenced_once:
+            broker.wrongly_fenced = True
+
+
+async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel `tasks` until all are done: Python 3.11's wait_for (inside KafkaConnection) can swallow a cancel
+    that lands as its inner wait ends (the same loop as MetadataFollower.stop)."""
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.1)
+
+
+async def probe_floor(port: int, samples: Samples) -> None:
+    """ApiVersions every PROBE_EVERY_S on its own connection; latencies go to the phase being measured."""
+    connection = await KafkaConnection.open("127.0.0.1", port, client_id="bench-floor")
+    async with connection:
+        while True:
+            started = time.perf_counter()
+            await connection.send(
+                ApiVersionsRequest(client_software_name="bench", client_software_version="1")
+            )
+            took = time.perf_counter() - started
+            if samples.floor is not None:
+                samples.floor.append(took)
+            await asyncio.sleep(PROBE_EVERY_S)
+
+
+async def admin_load(port: int, topics: list[str], clients: int, stop: asyncio.Event) -> dict[str, Any]:
+    """`clients` connections sending config changes back to back until `stop`."""
+    connections = [
+        await KafkaConnection.open("127.0.0.1", port, client_id=f"bench-admin-{c}") for c in range(clients)
+    ]
+    latencies: list[float] = []
+
+    async def client(c: int) -> None:
+        topic, i = topics[c % len(topics)], 0
+        while not stop.is_set():
+            started = time.perf_counter()
+            response = await connections[c].send(set_topic_config(topic, 7_200_000 + c * 1_000_000 + i))
+            latencies.append(time.perf_counter() - started)
+            check_ok(response, f"IncrementalAlterConfigs of {topic}")
+            i += 1
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(client(c) for c in range(clients)))
+    finally:
+        for connection in connections:
+            await connection.close()
+    elapsed = time.perf_counter() - started
+    return {
+        "clients": clients,
+        "changes": len(latencies),
+        "changes_per_s": round(len(latencies) / elapsed) if elapsed else 0,
+        "latency": latency_summary(latencies) if latencies else {"count": 0},
+    }
+
+
+async def measure(
+    fleet: Fleet, bridge: Bridge, topics: list[str], clients: int, seconds: float
+) -> dict[str, Any]:
+    """Wait until every broker is unfenced, then the two phases; their figures."""
+    fleet.start()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    started = time.monotonic()
+    last_shown = 0.0
+    while fleet.unfenced() < len(fleet.brokers):
+        if time.monotonic() > deadline:
+            raise Zk2KraftError(
+                f"{fleet.unfenced()} of {len(fleet.brokers)} brokers unfenced after {READY_TIMEOUT_S:g} s; "
+                f"bridge state {bridge.status().get('state')}"
+            )
+        if bridge.process.poll() is not None:
+            raise Zk2KraftError(f"the bridge exited with {bridge.process.returncode}")
+        if time.monotonic() - last_shown > 10:
+            registered = sum(1 for b in fleet.brokers if b.broker_epoch >= 0)
+            print(
+                f"... {registered} registered, {fleet.unfenced()} unfenced of {len(fleet.brokers)} "
+                f"({time.monotonic() - started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+            last_shown = time.monotonic()
+        await asyncio.sleep(0.2)
+    ready_s = time.monotonic() - started
+    # One full interval more, so every broker has heartbeated since its unfence before measuring.
+    await asyncio.sleep(fleet.interval)
+    probe = asyncio.create_task(probe_floor(fleet.port, fleet.samples))
+    fleet.measuring = True
+    try:
+        phases: dict[str, Any] = {}
+        for name, with_admin in (("brokers_only", False), ("with_admin_load", True)):
+            print(f"... phase {name}: {seconds:g} s", file=sys.stderr, flush=True)
+            fleet.samples.heartbeats, fleet.samples.floor = [], []
+            stop = asyncio.Event()
+            load = asyncio.create_task(admin_load(fleet.port, topics, clients, stop)) if with_admin else None
+            await asyncio.sleep(seconds)
+            stop.set()
+            heartbeats, floor = fleet.samples.heartbeats, fleet.samples.floor
+            fleet.samples.heartbeats = fleet.samples.floor = None
+            phase: dict[str, Any] = {
+                "heartbeats": latency_summary(heartbeats),
+                "floor_api_versions": latency_summary(floor),
+            }
+            phase["heartbeat_p99_over_floor_p99"] = round(
+                phase["heartbeats"]["p99_ms"] / phase["floor_api_versions"]["p99_ms"], 2
+            )
+            if load is not None:
+                phase["admin"] = await load
+            phases[name] = phase
+    finally:
+        fleet.measuring = False
+        await cancel_all([probe])
+    # The brokers keep heartbeating a moment, so a fence decided at the end shows in /status.
+    await asyncio.sleep(fleet.interval)
+    status = bridge.status()
+    await fleet.stop()
+    gaps = [b.max_gap_s for b in fleet.brokers]
+    return {
+        "ready_s": round(ready_s, 1),
+        **phases,
+        "wrongly_fenced": sum(1 for b in fleet.brokers if b.wrongly_fenced),
+        "fenced_in_status_at_end": (status.get("brokers") or {}).get("fenced"),
+        "registered_in_status_at_end": (status.get("brokers") or {}).get("registered"),
+        "state_at_end": status.get("state"),
+        "broker_errors": sorted({e for b in fleet.brokers for e in b.errors}),
+        "heartbeat_max_gap_s": round(max(gaps), 3),
+    }
+
+
+# ---------------------------------------------------------------- the whole run
+
+
+def run(
+    brokers: int,
+    clients: int,
+    *,
+    seconds: float = 20.0,
+    interval_s: float = 2.0,
+    zk_connect: str | None = None,
+    topics: int = 20,
+) -> dict[str, Any]:
+    """The whole benchmark; `zk_connect` (with a chroot) reuses a running ZooKeeper instead of starting one."""
+    if brokers < 6:
+        raise ValueError("the seeded cluster has brokers 1-6; the fleet needs at least 6")
+    load_before = load_average()
+    with tempfile.TemporaryDirectory(prefix="bench-brokers-") as tmp_text:
+        tmp = Path(tmp_text)
+        zookeeper = None
+        if zk_connect is None:
+            zookeeper = EmbeddedZooKeeper(tmp / "zk").start()
+            zk_connect = zookeeper.connect_string
+        try:
+            cluster = seed_cluster(zk_connect, CHROOT, topics, seed=4)
+            metadata_dir = tmp / "controller" / "meta"
+            metadata_dir.parent.mkdir()
+            bridge = Bridge.start(zk_connect + CHROOT, metadata_dir)
+            try:
+                assert cluster.model.cluster_id is not None
+                fleet = Fleet(bridge.listen_port, cluster.model.cluster_id, brokers, interval_s)
+                measured = asyncio.run(measure(fleet, bridge, user_topics(cluster), clients, seconds))
+            finally:
+                bridge.stop()
+        finally:
+            if zookeeper is not None:
+                zookeeper.close()
+    return {
+        "machine": platform.platform(),
+        "cpus": os.cpu_count(),
+        "brokers": brokers,
+        "heartbeat_interval_s": interval_s,
+        "phase_seconds": seconds,
+        **measured,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    """The figures against the targets, one line each."""
+    lines = []
+    for name in ("brokers_only", "with_admin_load"):
+        phase = result[name]
+        beats, floor = phase["heartbeats"], phase["floor_api_versions"]
+        line = (
+            f"{name}: {beats['count']:,} heartbeats p50 {beats['p50_ms']} ms, p99 {beats['p99_ms']} ms; "
+            f"floor (ApiVersions, same listener and load) p99 {floor['p99_ms']} ms; "
+            f"ratio {phase['heartbeat_p99_over_floor_p99']}x"
+        )
+        if "admin" in phase:
+            admin = phase["admin"]
+            line += f"; {admin['clients']} admin clients made {admin['changes_per_s']:,} config changes/s"
+        lines.append(line)
+    p99 = result["with_admin_load"]["heartbeats"]["p99_ms"]
+    wrong = result["wrongly_fenced"] + (result["fenced_in_status_at_end"] or 0)
+    met = p99 < TARGET_P99_MS and wrong == 0
+    lines.append(
+        f"{result['brokers']:,} brokers: heartbeat p99 under admin load {p99} ms (target < {TARGET_P99_MS:g} ms), "
+        f"{result['wrongly_fenced']} wrongly fenced, {result['fenced_in_status_at_end']} fenced in /status at the "
+        f"end (target 0): {'met' if met else 'NOT met'}"
+    )
+    lines.append(
+        f"fleet: all unfenced after {result['ready_s']} s; latest heartbeat gap {result['heartbeat_max_gap_s']} s "
+        f"(interval {result['heartbeat_interval_s']:g} s); load average {result['load_average_before']} -> "
+        f"{result['load_average_after']}"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--brokers", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=16, help="admin clients making config changes")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each measured phase")
+    parser.add_argument(
+        "--interval", type=float, default=2.0, help="broker.heartbeat.interval.ms, in seconds"
+    )
+    parser.add_argument("--topics", type=int, default=20, help="topics of the seeded cluster")
+    parser.add_argument("--serve", nargs=2, metavar=("ZK", "DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        sys.exit(serve(args.serve[0], Path(args.serve[1])))
+    result = run(
+        args.brokers, args.clients, seconds=args.seconds, interval_s=args.interval, topics=args.topics
+    )
+    print(json.dumps(result, indent=2))
+    print(report(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""One simulated ZooKeeper-mode broker as a process of its own: `python -m tests.support.broker_process`.
+
+Run from the repository root. Like a Kafka 3.9 ZooKeeper-mode broker in migration mode it reads the cluster
+id from ZooKeeper, registers there and with the controller, and heartbeats; SIGTERM shuts it down in a
+controlled way (KafkaServer's shutdown hook), SIGKILL is a crash. It prints one line per change of what the
+controller told it, so a log shows its life (the demo runs three of these).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+
+from kazoo.exceptions import NoNodeError
+
+from migrate.zk.live import ZkConnectOptions
+from migrate.zk.znodes.singletons import decode_cluster_id
+from tests.support.zk_broker import HeartbeatView, SimulatedZkBroker
+
+SHUTDOWN_TIMEOUT_S = 20.0
+
+
+def cluster_id_from_zookeeper(zk_connect: str) -> str:
+    """`/cluster/id`, as a ZooKeeper-mode broker reads it at start-up."""
+    client = ZkConnectOptions(connect=zk_connect).kazoo_client()
+    client.start(timeout=15)
+    try:
+        data, _ = client.get("/cluster/id")
+    except NoNodeError:
+        raise SystemExit(f"{zk_connect}: no /cluster/id; is this a Kafka cluster's ZooKeeper?") from None
+    finally:
+        client.stop()
+        client.close()
+    return decode_cluster_id("/cluster/id", data)
+
+
+def describe(view: HeartbeatView) -> str:
+    if view.broker_epoch < 0:
+        return "not registered"
+    state = "fenced" if view.is_fenced else "unfenced"
+    caught_up = "caught up" if view.is_caught_up else "catching up"
+    return f"registered, broker epoch {view.broker_epoch}, {state}, {caught_up}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--id", type=int, required=True, help="broker.id")
+    parser.add_argument("--zk", required=True, help="zookeeper.connect, with the cluster's chroot")
+    parser.add_argument("--controller", required=True, metavar="HOST:PORT", help="the bridge's listener")
+    parser.add_argument(
+        "--heartbeat-interval-ms", type=int, default=2000, help="broker.heartbeat.interval.ms"
+    )
+    args = parser.parse_args(argv)
+    host, _, port = args.controller.rpartition(":")
+    broker = SimulatedZkBroker(
+        args.id,
+        (host, int(port)),
+        cluster_id_from_zookeeper(args.zk),
+        zk_connect=args.zk,
+        heartbeat_interval_s=args.heartbeat_interval_ms / 1000,
+        port=9092 + args.id,
+    )
+    stop = threading.Event()
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    say = f"broker {args.id}:"
+    print(f"{say} registered in ZooKeeper; registering with the controller at {args.controller}", flush=True)
+    broker.start()
+    shown = ""
+    while not stop.wait(0.05):
+        now = describe(broker.view)
+        if now != shown:
+            print(f"{say} {now} (applied offset {broker.applied_offset()})", flush=True)
+            shown = now
+    print(f"{say} controlled shutdown requested", flush=True)
+    started = time.monotonic()
+    told = broker.shutdown(SHUTDOWN_TIMEOUT_S)
+    took = time.monotonic() - started
+    if told:
+        print(f"{say} the controller said shut down after {took:.1f} s; stopped", flush=True)
+        return 0
+    print(f"{say} not told to shut down within {SHUTDOWN_TIMEOUT_S:g} s; stopped anyway", flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
