@@ -19,7 +19,8 @@ from kazoo.exceptions import NoNodeError
 
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.znodes.singletons import decode_cluster_id
-from tests.support.zk_broker import HeartbeatView, SimulatedZkBroker
+from tests.support.sim_broker import HeartbeatView
+from tests.support.zk_broker import SimulatedZkBroker
 
 SHUTDOWN_TIMEOUT_S = 20.0
 
