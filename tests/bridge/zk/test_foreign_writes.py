@@ -71,6 +71,7 @@ from migrate.zk.znodes.acls import encode_acls
 from migrate.zk.znodes.configs import encode_client_quota_config, encode_config_change, encode_entity_config
 from migrate.zk.znodes.singletons import encode_producer_id_block
 from migrate.zk.znodes.topics import encode_topic
+from tests.support.bridge import eventually
 
 FOO_ID = uuid.UUID("6c1f7b0e-3c9a-4d55-9f0e-2a1b3c4d5e6f")
 FOO_ACL = ResourcePattern(ResourceType.TOPIC, "foo", PatternType.LITERAL)
@@ -329,6 +330,7 @@ def test_kafka_configs_through_zookeeper_is_reported_with_its_path(
     # The watch was re-armed: the next change is seen too.
     set_topic_config(client, "foo", {"retention.ms": "1000"})  # back to the image's value: nothing foreign
     client.delete(paths.config_path("brokers/1"))
+    eventually(lambda: len(driver.writes()) > 1)  # the watch event may come after the watcher went idle
     settle(watcher)
     assert driver.writes()[1:] == [("/config/brokers/1", DELETED)]
 
@@ -348,6 +350,7 @@ def test_new_entities_under_watched_containers_are_seen(
     )
     client.create("/kafka-acl-extended/prefixed/Group/g-", encode_acls(prefixed), makepath=True)
     client.create("/admin/delete_topics/foo", b"", makepath=True)
+    eventually(lambda: len(driver.writes()) >= 4)  # the watch events may come after the watcher went idle
     settle(watcher)
     assert sorted(driver.writes()) == [
         ("/admin/delete_topics/foo", CREATED),
@@ -432,8 +435,11 @@ def test_revert_mode_restores_the_images_znodes(
             "/brokers/topics/foo",
             encode_topic(Topic("foo", FOO_ID, {0: [1, 2], 1: [2, 1], 2: [1, 2]})),
         )
+        # Idle is not enough: ZooKeeper may not have delivered the watch events yet.
+        expected = [("/brokers/topics/foo", CHANGED), ("/config/topics/foo", CHANGED)]
+        eventually(lambda: sorted(driver.writes()) == expected)
         settle(watcher)
-        assert sorted(driver.writes()) == [("/brokers/topics/foo", CHANGED), ("/config/topics/foo", CHANGED)]
+        assert sorted(driver.writes()) == expected
         ops = [op for batch in driver.batches for op in batch.revert_operations(driver.image)]
         assert {op.op_type for op in ops} >= {"UpdateTopic", "UpdateTopicConfig"}
         with watcher.own_writes():
