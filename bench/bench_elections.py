@@ -15,8 +15,8 @@ session-expiry timer's `maybe_fence_one_stale_broker` returning the records):
 - until the bridge's dual write of them has been answered by ZooKeeper (every new partition state written);
   afterwards every changed partition state znode is read back and compared with the log's image.
 
-FLOOR: the same partition state znodes written directly with kazoo, `--multi-ops` setData ops a multi, every
-multi sent before the first answer is awaited (pipelined), on the same ZooKeeper, once before the bridge
+FLOOR: the same partition state znodes written directly with kazoo, `--multi-ops` setData ops a multi, up to
+16 multis sent and unanswered at a time (pipelined), on the same ZooKeeper, once before the bridge
 starts (the old states) and once after the fence (the new states); the target (ZooKeeper fully updated
 within 2x its floor) is judged against the faster of the two. Prints a JSON result, then the verdict.
 """
@@ -58,6 +58,8 @@ BROKERS = (1, 2, 3)
 VICTIM = 1
 SESSION_TIMEOUT_MS = 2000
 HEARTBEAT_S = 0.25
+MULTIS_IN_FLIGHT = 16
+"""The floor keeps this many multis sent and unanswered (pipelined, without starving kazoo's pings)."""
 
 
 def load_average() -> list[float]:
@@ -158,25 +160,43 @@ def floor_write(zk_connect: str, paths: list[str], multi_ops: int) -> dict[str, 
     client = ZkConnectOptions(connect=zk_connect).kazoo_client()
     client.start(timeout=30)
     try:
-        datas = [r.get() for r in [client.get_async(p) for p in paths]]
+        datas = [reply.get() for reply in windowed(client.get_async, paths)]
         start = time.perf_counter()
-        pending = []
+        multis = 0
+        in_flight: list[Any] = []
         for first in range(0, len(paths), multi_ops):
             transaction = client.transaction()
             for path, (data, _stat) in zip(
                 paths[first : first + multi_ops], datas[first : first + multi_ops], strict=True
             ):
                 transaction.set_data(path, data)
-            pending.append(transaction.commit_async())
-        for result in pending:
-            outcome = result.get()
-            if any(isinstance(r, Exception) for r in outcome):
-                raise Zk2KraftError(f"floor multi failed: {outcome[:3]}")
+            in_flight.append(transaction.commit_async())
+            multis += 1
+            if len(in_flight) >= MULTIS_IN_FLIGHT:
+                _check_multi(in_flight.pop(0).get())
+        for result in in_flight:
+            _check_multi(result.get())
         seconds = time.perf_counter() - start
     finally:
         client.stop()
         client.close()
-    return {"seconds": round(seconds, 4), "znodes": len(paths), "multis": len(pending)}
+    return {"seconds": round(seconds, 4), "znodes": len(paths), "multis": multis}
+
+
+def _check_multi(outcome: list[Any]) -> None:
+    if any(isinstance(r, Exception) for r in outcome):
+        raise Zk2KraftError(f"floor multi failed: {outcome[:3]}")
+
+
+def windowed(send: Callable[[str], Any], paths: list[str], window: int = 2000) -> list[Any]:
+    """`send(path)` for every path with at most `window` unanswered (kazoo's pings wait behind the queue)."""
+    replies: list[Any] = []
+    for first in range(0, len(paths), window):
+        chunk = [send(p) for p in paths[first : first + window]]
+        for reply in chunk:
+            reply.get()
+        replies += chunk
+    return replies
 
 
 # ---------------------------------------------------------------- the run
@@ -327,7 +347,7 @@ def _compare(
     client = ZkConnectOptions(connect=zk_connect).kazoo_client()
     client.start(timeout=30)
     try:
-        replies = [client.get_async(state_path(t, p)) for t, p in changed]
+        replies = windowed(client.get_async, [state_path(t, p) for t, p in changed])
         wrong = 0
         for key, reply in zip(changed, replies, strict=True):
             state = json.loads(reply.get()[0])
