@@ -139,6 +139,15 @@ def _principals(value: str | None) -> frozenset[str] | None:
     "Without it the bridge behaves as Kafka's controller: it waits (WAIT_FOR_BROKERS) until every broker "
     "runs in migration mode and has registered, and fences brokers whose session expires.",
 )
+@click.option(
+    "--broker-session-timeout-ms",
+    type=click.IntRange(min=1),
+    default=9000,
+    show_default=True,
+    help="Kafka's broker.session.timeout.ms: a registered broker not heard from this long is fenced and its "
+    "leaderships move (only in dual-write; a restarted bridge judges sessions from its own start). Use the "
+    "value the cluster's controllers would have.",
+)
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -158,6 +167,7 @@ def run_cmd(
     listen_ssl_ca: Path | None,
     envelope_principals: str | None,
     rehearsal: bool,
+    broker_session_timeout_ms: int,
     no_fsync: bool,
     verbose: bool,
     **zk_security: Any,
@@ -214,6 +224,7 @@ def run_cmd(
             fsync=not no_fsync,
             **{f"zk_{name}": value for name, value in zk_security_from(zk_security).items()},
             rehearsal=rehearsal,
+            broker_session_timeout_ms=broker_session_timeout_ms,
         )
     )
     controller = BridgeController(config)

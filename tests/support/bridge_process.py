@@ -566,6 +566,7 @@ class ZkReplyCutter:
     """A TCP relay in front of a ZooKeeper server that, when armed, lets the next multi-op request through
     and then drops the connection instead of relaying the server's answer: the multi is applied, but the
     client sees only a lost connection (a network cut at the worst moment). Clients reconnect through it.
+    Armed with `withhold`, it stalls the way out instead: ZooKeeper never gets that multi.
     """
 
     def __init__(self, target_port: int) -> None:
@@ -575,6 +576,7 @@ class ZkReplyCutter:
         self._armed = threading.Event()
         self._containing = b""
         self._hold = False
+        self._withhold = False
         self._lose_earlier = False
         self.cuts = 0
         self._closed = False
@@ -585,13 +587,23 @@ class ZkReplyCutter:
     def connect_string(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def arm(self, containing: bytes = b"", *, hold: bool = False, lose_earlier_replies: bool = False) -> None:
+    def arm(
+        self,
+        containing: bytes = b"",
+        *,
+        hold: bool = False,
+        withhold: bool = False,
+        lose_earlier_replies: bool = False,
+    ) -> None:
         """Cut the connection that carries the next multi-op request (whose bytes hold `containing`) once
         the server received it; `hold`: keep the connection open but relay nothing more to the client (the
-        answer never comes, as with a server that hangs); `lose_earlier_replies`: the server's answers from
-        now until the cut are lost too, however the client's sends and the server's answers interleave."""
+        answer never comes, as with a server that hangs); `withhold`: keep the connection open but relay
+        neither that multi nor anything the client sends after it (ZooKeeper never applies it, the client
+        waits); `lose_earlier_replies`: the server's answers from now until the cut are lost too, however
+        the client's sends and the server's answers interleave."""
         self._containing = containing
         self._hold = hold
+        self._withhold = withhold
         self._lose_earlier = lose_earlier_replies
         self._armed.set()
 
@@ -623,9 +635,11 @@ class ZkReplyCutter:
 
     def _up(self, client: socket.socket, server: socket.socket, cut: threading.Event) -> None:
         """Client → server, frame by frame (length-prefixed; the first frame is the connect request)."""
-        buffer, first = b"", True
+        buffer, first, stalled = b"", True, False
         try:
             while data := client.recv(65536):
+                if stalled:
+                    continue  # withheld: this connection's requests never reach the server
                 buffer += data
                 out = b""
                 while len(buffer) >= 4:
@@ -640,9 +654,14 @@ class ZkReplyCutter:
                         and self._armed.is_set()
                         and self._containing in frame
                     ):
-                        cut.set()  # before disarming, so the reply side never relays in between
+                        if self._withhold:
+                            stalled = True
+                        else:
+                            cut.set()  # before disarming, so the reply side never relays in between
                         self._armed.clear()
                         self.cuts += 1
+                        if stalled:
+                            break
                     first = False
                     out += frame
                 server.sendall(out)

@@ -1,0 +1,395 @@
+"""Benchmark: a broker dies in a large cluster; how long until its partitions' elections are durable in the
+log and ZooKeeper holds every new partition state, against a floor measured in the same run.
+
+    python -m bench.bench_elections [--topics 2000 --partitions-per-topic 100] [--multi-ops 1000]
+
+A private embedded ZooKeeper starts from a generated Kafka cluster (`bench.generate_cluster`: 3 brokers,
+replication factor 3, so broker 1 leads about a third of the partitions and sits in nearly every ISR). A
+BridgeController runs in this process as Kafka's controller (no rehearsal); three minimal brokers register
+(BrokerRegistration v4, kio's classes) and heartbeat with the log end as their applied offset. Once all are
+unfenced and the bridge dual-writes, broker 1 stops heartbeating. Measured from the fence decision (the
+session-expiry timer's `maybe_fence_one_stale_broker` returning the records):
+
+- until the fence's records (every PartitionChangeRecord, then the BrokerRegistrationChangeRecord) are
+  fsynced in the log;
+- until the bridge's dual write of them has been answered by ZooKeeper (every new partition state written);
+  afterwards every changed partition state znode is read back and compared with the log's image.
+
+FLOOR: the same partition state znodes written directly with kazoo, `--multi-ops` setData ops a multi, up to
+16 multis sent and unanswered at a time (pipelined), on the same ZooKeeper, once before the bridge
+starts (the old states) and once after the fence (the new states); the target (ZooKeeper fully updated
+within 2x its floor) is judged against the faster of the two. Prints a JSON result, then the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
+from kio.schema.broker_registration.v4 import request as registration_v4
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16, i32, i64, u16
+
+from bench.generate_cluster import ClusterSpec, generate, write_data_dir
+from bridge.api import DriverState
+from bridge.config import BridgeConfig
+from bridge.controller import BridgeController
+from bridge.kafka.client import ConnectionClosedError, KafkaConnection
+from migrate.errors import Zk2KraftError
+from migrate.kraft import metadata_version as mvs
+from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.live import ZkConnectOptions
+
+CHROOT = "/kafka"
+NODE_ID = 3000
+BROKERS = (1, 2, 3)
+VICTIM = 1
+SESSION_TIMEOUT_MS = 2000
+HEARTBEAT_S = 0.25
+MULTIS_IN_FLIGHT = 16
+"""The floor keeps this many multis sent and unanswered (pipelined, without starving kazoo's pings)."""
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+
+# ---------------------------------------------------------------- minimal brokers
+
+
+class Broker:
+    """A ZooKeeper-mode broker in migration mode reduced to registration and heartbeats (kio's classes).
+
+    Its applied offset is the controller's log end (read in this process): no Raft observer is needed.
+    """
+
+    def __init__(self, broker_id: int, port: int, cluster_id: str, applied: Callable[[], int]) -> None:
+        self.broker_id, self.port, self.cluster_id, self.applied = broker_id, port, cluster_id, applied
+        self.epoch = -1
+        self.caught_up = False
+        self.fenced = True
+        self.stopped = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    def start(self) -> Broker:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self._thread.join(10)
+
+    async def _run(self) -> None:
+        connection: KafkaConnection | None = None
+        while not self.stopped.is_set():
+            try:
+                if connection is None:
+                    connection = await KafkaConnection.open(
+                        "127.0.0.1", self.port, client_id=f"b{self.broker_id}"
+                    )
+                if self.epoch < 0:
+                    await self._register(connection)
+                else:
+                    await self._heartbeat(connection)
+            except ConnectionClosedError:
+                connection = None
+            await asyncio.sleep(HEARTBEAT_S)
+        if connection is not None:
+            await connection.close()
+
+    async def _register(self, connection: KafkaConnection) -> None:
+        level = mvs.LATEST_PRODUCTION.feature_level
+        request = registration_v4.BrokerRegistrationRequest(
+            broker_id=i32(self.broker_id),
+            cluster_id=self.cluster_id,
+            incarnation_id=uuid.uuid4(),
+            listeners=(
+                registration_v4.Listener(
+                    name="PLAINTEXT", host="localhost", port=u16(9092), security_protocol=i16(0)
+                ),
+            ),
+            features=(
+                registration_v4.Feature(
+                    name=mvs.FEATURE_NAME, min_supported_version=i16(level), max_supported_version=i16(level)
+                ),
+            ),
+            rack=None,
+            is_migrating_zk_broker=True,
+            log_dirs=(uuid.UUID(int=(self.broker_id << 64) | (9 << 120) | 1),),
+            previous_broker_epoch=i64(-1),
+        )
+        response = await connection.send(request)
+        if response.error_code == ErrorCode.none:
+            self.epoch = int(response.broker_epoch)
+
+    async def _heartbeat(self, connection: KafkaConnection) -> None:
+        request = heartbeat_v1.BrokerHeartbeatRequest(
+            broker_id=i32(self.broker_id),
+            broker_epoch=i64(self.epoch),
+            current_metadata_offset=i64(self.applied()),
+            want_fence=not self.caught_up,
+            want_shut_down=False,
+        )
+        response = await connection.send(request)
+        if response.error_code == ErrorCode.none:
+            self.caught_up = self.caught_up or response.is_caught_up
+            self.fenced = response.is_fenced
+
+
+# ---------------------------------------------------------------- the floor
+
+
+def floor_write(zk_connect: str, paths: list[str], multi_ops: int) -> dict[str, Any]:
+    """Seconds to rewrite `paths` (their current data) with pipelined multis of `multi_ops` setData ops."""
+    client = ZkConnectOptions(connect=zk_connect).kazoo_client()
+    client.start(timeout=30)
+    try:
+        datas = [reply.get() for reply in windowed(client.get_async, paths)]
+        start = time.perf_counter()
+        multis = 0
+        in_flight: list[Any] = []
+        for first in range(0, len(paths), multi_ops):
+            transaction = client.transaction()
+            for path, (data, _stat) in zip(
+                paths[first : first + multi_ops], datas[first : first + multi_ops], strict=True
+            ):
+                transaction.set_data(path, data)
+            in_flight.append(transaction.commit_async())
+            multis += 1
+            if len(in_flight) >= MULTIS_IN_FLIGHT:
+                _check_multi(in_flight.pop(0).get())
+        for result in in_flight:
+            _check_multi(result.get())
+        seconds = time.perf_counter() - start
+    finally:
+        client.stop()
+        client.close()
+    return {"seconds": round(seconds, 4), "znodes": len(paths), "multis": multis}
+
+
+def _check_multi(outcome: list[Any]) -> None:
+    if any(isinstance(r, Exception) for r in outcome):
+        raise Zk2KraftError(f"floor multi failed: {outcome[:3]}")
+
+
+def windowed(send: Callable[[str], Any], paths: list[str], window: int = 2000) -> list[Any]:
+    """`send(path)` for every path with at most `window` unanswered (kazoo's pings wait behind the queue)."""
+    replies: list[Any] = []
+    for first in range(0, len(paths), window):
+        chunk = [send(p) for p in paths[first : first + window]]
+        for reply in chunk:
+            reply.get()
+        replies += chunk
+    return replies
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run(
+    topics: int, partitions_per_topic: int, *, multi_ops: int = 1000, seed: int = 7, fsync: bool = True
+) -> dict[str, Any]:
+    load_before = load_average()
+    spec = ClusterSpec(
+        topics=topics, partitions_per_topic=partitions_per_topic, brokers=len(BROKERS), replication_factor=3,
+        seed=seed,
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="bench-elections-") as tmp_text:
+        tmp = Path(tmp_text)
+        cluster = generate(spec, CHROOT)
+        write_data_dir(cluster, tmp / "zk" / "data")
+        model = cluster.model
+        changed = sorted(
+            (name, pid)
+            for name, topic in model.topics.items()
+            for pid, state in topic.states.items()
+            if VICTIM in state.isr
+        )
+        led = sum(
+            1 for topic in model.topics.values() for state in topic.states.values() if state.leader == VICTIM
+        )
+        partitions = sum(len(t.partitions) for t in model.topics.values())
+        paths = [state_path(t, p) for t, p in changed]
+        with EmbeddedZooKeeper(tmp / "zk", startup_timeout=120) as zookeeper:
+            zk_connect = zookeeper.connect_string + CHROOT
+            floor_before = floor_write(zk_connect, paths, multi_ops)
+            measured = _fence_through_bridge(zk_connect, tmp / "meta", model.cluster_id or "", fsync)
+            floor_after = floor_write(zk_connect, paths, multi_ops)
+            mismatches = _compare(zk_connect, measured.pop("image_states"), changed)
+    floor = max(min(floor_before["seconds"], floor_after["seconds"]), 1e-4)
+    return {
+        "machine": platform.platform(),
+        "cpus": os.cpu_count(),
+        "cluster": {"partitions": partitions, "brokers": len(BROKERS), "victim_leads": led,
+                    "partitions_changed": len(changed)},
+        "fsync": fsync,
+        "multi_ops": multi_ops,
+        "floor_before": floor_before,
+        "floor_after": floor_after,
+        **measured,
+        "zk_mismatches": mismatches,
+        "ratios": {
+            "zookeeper_over_floor": round(measured["fence_to_zookeeper_s"] / floor, 2),
+            "durable_over_floor": round(measured["fence_to_durable_s"] / floor, 2),
+        },
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+    }  # fmt: skip
+
+
+def _fence_through_bridge(
+    zk_connect: str, metadata_dir: Path, cluster_id: str, fsync: bool
+) -> dict[str, Any]:
+    config = BridgeConfig.model_validate(
+        {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": fsync,
+         "rehearsal": False, "broker_session_timeout_ms": SESSION_TIMEOUT_MS,
+         "auto_leader_rebalance_enable": False}
+    )  # fmt: skip
+    started = time.perf_counter()
+    controller = BridgeController(config).start()
+    brokers: list[Broker] = []
+    try:
+
+        def applied() -> int:
+            return -1 if controller.log is None else controller.log.end_offset - 1
+
+        brokers = [Broker(b, controller.listen_port, cluster_id, applied).start() for b in BROKERS]
+        if not controller.wait_for_state(DriverState.DUAL_WRITE, timeout=1800):
+            raise Zk2KraftError(f"the bridge did not reach DUAL_WRITE: {controller.error}")
+        migrated_s = time.perf_counter() - started
+        deadline = time.monotonic() + 120
+        while any(b.fenced for b in brokers) or controller.status().brokers.fenced:
+            if time.monotonic() > deadline:
+                raise Zk2KraftError("the brokers were not unfenced within 120 s")
+            time.sleep(0.05)
+        lifecycle, metadata_log = controller.broker_lifecycle, controller.log
+        assert lifecycle is not None and metadata_log is not None
+        marks: dict[str, float] = {}
+        fence_records: list[int] = []
+        decide = lifecycle.replication.maybe_fence_one_stale_broker
+        append = metadata_log.append
+        commit = controller.pipeline.commit
+
+        def timed_decide(image: Any) -> Any:
+            records = decide(image)
+            if records and "decision" not in marks:
+                marks["decision"] = time.perf_counter()
+                fence_records.append(len(records))
+            return records
+
+        def timed_append(records: Any, *args: Any, **kwargs: Any) -> Any:
+            appended = append(records, *args, **kwargs)
+            if fence_records and "durable" not in marks and len(records) == fence_records[0]:
+                appended.durable.add_done_callback(
+                    lambda _f: marks.setdefault("durable", time.perf_counter())
+                )
+            return appended
+
+        async def timed_commit(records: Any, *args: Any, **kwargs: Any) -> int:
+            last = await commit(records, *args, **kwargs)
+            if fence_records and len(records) == fence_records[0]:
+                marks.setdefault("zookeeper", time.perf_counter())
+            return last
+
+        # Instrumentation only: the same calls, timed (the bridge looks these up on its objects at call time).
+        lifecycle.replication.maybe_fence_one_stale_broker = timed_decide  # type: ignore[method-assign]
+        metadata_log.append = timed_append  # type: ignore[method-assign]
+        controller.pipeline.commit = timed_commit  # type: ignore[method-assign]
+        brokers[VICTIM - 1].stop()
+        deadline = time.monotonic() + SESSION_TIMEOUT_MS / 1000 + 1800
+        while "zookeeper" not in marks:
+            if time.monotonic() > deadline or controller.error:
+                raise Zk2KraftError(f"the fence did not reach ZooKeeper: {controller.error}")
+            time.sleep(0.01)
+        image = metadata_log.image
+        fenced = image.cluster.brokers[VICTIM].fenced
+        image_states = {
+            (name, pid): (p.leader, list(p.isr), p.leader_epoch)
+            for name, topic in image.topics_by_name.items()
+            for pid, p in topic.partitions.items()
+        }
+    finally:
+        for broker in brokers:
+            broker.stop()
+        controller.stop()
+    return {
+        "start_to_dual_write_s": round(migrated_s, 1),
+        "fence_records": fence_records[0],
+        "victim_fenced_in_image": fenced,
+        "fence_to_durable_s": round(marks["durable"] - marks["decision"], 4),
+        "fence_to_zookeeper_s": round(marks["zookeeper"] - marks["decision"], 4),
+        "image_states": image_states,
+    }
+
+
+def _compare(
+    zk_connect: str,
+    image_states: dict[tuple[str, int], tuple[int, list[int], int]],
+    changed: list[tuple[str, int]],
+) -> int:
+    """How many changed partitions' state znodes differ from the log's image (leader, ISR, leader epoch)."""
+    client = ZkConnectOptions(connect=zk_connect).kazoo_client()
+    client.start(timeout=30)
+    try:
+        replies = windowed(client.get_async, [state_path(t, p) for t, p in changed])
+        wrong = 0
+        for key, reply in zip(changed, replies, strict=True):
+            state = json.loads(reply.get()[0])
+            if (state["leader"], state["isr"], state["leader_epoch"]) != image_states[key] or state[
+                "leader"
+            ] == VICTIM:
+                wrong += 1
+        return wrong
+    finally:
+        client.stop()
+        client.close()
+
+
+def report(result: dict[str, Any]) -> str:
+    floor = min(result["floor_before"]["seconds"], result["floor_after"]["seconds"])
+    ratio = result["ratios"]["zookeeper_over_floor"]
+    cluster = result["cluster"]
+    return "\n".join(
+        [
+            f"broker {VICTIM} fenced: {cluster['partitions_changed']:,} of {cluster['partitions']:,} partitions "
+            f"changed ({cluster['victim_leads']:,} led by it), {result['fence_records']:,} records",
+            f"fence -> durable in the log: {result['fence_to_durable_s']} s",
+            f"fence -> ZooKeeper holds every new state: {result['fence_to_zookeeper_s']} s; floor {floor} s "
+            f"-> {ratio}x (target <= 2x: {'met' if ratio <= 2 else 'NOT met'}); "
+            f"{result['zk_mismatches']} znode(s) differ from the log",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--topics", type=int, default=2000)
+    parser.add_argument("--partitions-per-topic", type=int, default=100)
+    parser.add_argument("--multi-ops", type=int, default=1000, help="setData ops per multi in the floor")
+    args = parser.parse_args(argv)
+    print(f"# {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC", flush=True)
+    result = run(args.topics, args.partitions_per_topic, multi_ops=args.multi_ops)
+    print(json.dumps(result, indent=2))
+    print(report(result))
+
+
+if __name__ == "__main__":
+    main()
