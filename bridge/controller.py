@@ -90,7 +90,7 @@ log = logging.getLogger(__name__)
 
 ENVELOPE_KEY = 58
 # Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
-FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 49, 51})
+FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 49, 51, metadata_fetch.DESCRIBE_QUORUM_KEY})
 
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
@@ -117,8 +117,9 @@ class BridgeController:
             loaded, loaded_supported = load_handlers()
             self.handlers: dict[int, ControllerHandler] = loaded
             self.supported: dict[int, tuple[int, int]] = dict(supported or loaded_supported)
-            # Fetch/FetchSnapshot of __cluster_metadata for followers (shims), served from the live log.
-            metadata_fetch.register(self.handlers, self.supported, lambda: self.log)
+            # Fetch/FetchSnapshot/DescribeQuorum of __cluster_metadata, served from the live log; the voter is
+            # named with the address this controller listens on.
+            metadata_fetch.register(self.handlers, self.supported, lambda: self.log, self._voter_endpoint)
         else:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})
@@ -872,6 +873,11 @@ class BridgeController:
             reads.ENDPOINT_CONTROLLERS, me.cluster_id or "", controller, [me.node_id], me.host, me.port, None,
             body, ctx.api_version,
         )  # fmt: skip
+
+    def _voter_endpoint(self) -> tuple[str, int] | None:
+        """Where this voter listens (controller.quorum.voters names it so); None before it listens."""
+        listener = self.listener
+        return None if listener is None else (self.config.listen_host, listener.port)
 
     def _identity(self, ctx: RequestContext) -> reads.ShimIdentity:
         """This controller as clients reach it: the address the connection came in on."""

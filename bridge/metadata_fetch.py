@@ -8,6 +8,11 @@ and 8 MiB per response, at least one batch), the high watermark, and the leader'
 that does not match the log answers with a diverging epoch, and one below the log start (or 0 while a
 snapshot exists) with the snapshot id to download with FetchSnapshot.
 
+It also answers DescribeQuorum (v0-2) as the only voter does (RaftUtil.singletonDescribeQuorumResponse): the
+leader, its epoch, the high watermark, itself as the voter, and as observers every replica id that fetched the
+log (LeaderState's observer states: fetch offset, last fetch and last caught-up times, forgotten after five
+minutes without a fetch, reset with a new leadership).
+
 Unlike Kafka's leader this serves only durable (fsynced) batches: for a single-voter quorum that is exactly the
 committed log, so an observer never sees a batch the controller could still lose. Fetches are answered at once
 (the pure-handler contract cannot park a request until `MaxWaitMs`); followers poll.
@@ -21,6 +26,7 @@ import mmap
 import os
 import struct
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -30,7 +36,7 @@ from typing import Any, Final, Protocol
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
-from kio.static.primitive import i32, i64
+from kio.static.primitive import i32, i64, u16
 
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext
 from bridge.handlers._common import build, nested
@@ -42,6 +48,7 @@ log = logging.getLogger(__name__)
 
 FETCH_KEY: Final = 1
 FETCH_SNAPSHOT_KEY: Final = 59
+DESCRIBE_QUORUM_KEY: Final = 55
 METADATA_TOPIC: Final = "__cluster_metadata"
 METADATA_PARTITION: Final = 0
 # KafkaRaftClient.MAX_FETCH_SIZE_BYTES: what one read of the metadata log returns at most (beyond one batch).
@@ -49,7 +56,16 @@ MAX_FETCH_SIZE_BYTES: Final = 8 * 1024 * 1024
 # Kafka 3.9 answers Fetch 0-17 and FetchSnapshot 0-1; kio has Fetch from v4. Below v13 a request has no
 # topic id, which Kafka's controller refuses (INVALID_REQUEST) for the metadata partition.
 FIRST_TOPIC_ID_VERSION: Final = 13
-SUPPORTED: Final[dict[int, tuple[int, int]]] = {FETCH_KEY: (4, 17), FETCH_SNAPSHOT_KEY: (0, 1)}
+SUPPORTED: Final[dict[int, tuple[int, int]]] = {
+    FETCH_KEY: (4, 17),
+    FETCH_SNAPSHOT_KEY: (0, 1),
+    DESCRIBE_QUORUM_KEY: (0, 2),
+}
+OBSERVER_SESSION_TIMEOUT_MS: Final = 300_000
+"""LeaderState.OBSERVER_SESSION_TIMEOUT_MS: an observer that has not fetched for this long is forgotten."""
+CONTROLLER_LISTENER: Final = "CONTROLLER"
+"""The listener name DescribeQuorum v2 gives the voter (Kafka: the first of controller.listener.names)."""
+ZERO_UUID: Final = uuid.UUID(int=0)
 
 _NO_EPOCH: Final = -1
 _NO_OFFSET: Final = -1
@@ -67,6 +83,7 @@ class MetadataLogSource(Protocol):
     node_id: int
     leader_epoch: int
     durable_offset: int
+    end_offset: int
     lock: threading.Condition
 
 
@@ -253,19 +270,57 @@ class MetadataLogReader:
         return "valid", None
 
 
+# ---------------------------------------------------------------------------------------------- observers
+
+
+@dataclass(slots=True)
+class ObserverState:
+    """LeaderState.ReplicaState of an observer (a broker following the log): what its fetches told us."""
+
+    replica_id: int
+    directory_id: uuid.UUID
+    end_offset: int = _NO_OFFSET
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    last_fetch_leader_end: int = -1
+
+    def update(self, now_ms: int, fetch_offset: int, leader_end_offset: int) -> None:
+        """ReplicaState.updateFollowerState: caught up at this fetch if it reached the leader's end offset,
+        or at the previous fetch if it reached the end offset the leader had then."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif self.last_fetch_leader_end > 0 and fetch_offset >= self.last_fetch_leader_end:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.last_fetch_leader_end = leader_end_offset
+        self.last_fetch_ms = max(self.last_fetch_ms, now_ms)
+        self.end_offset = fetch_offset
+
+
 # ---------------------------------------------------------------------------------------------- handlers
 
 
 class MetadataFetchServer:
-    """Fetch and FetchSnapshot handlers over whatever log `log_provider` returns (None: no log open)."""
+    """Fetch, FetchSnapshot and DescribeQuorum handlers over whatever log `log_provider` returns (None: no log
+    open). `voter_endpoint` gives the (host, port) DescribeQuorum v2 names for the voter (None: none known)."""
 
-    def __init__(self, log_provider: Callable[[], MetadataLogSource | None]) -> None:
+    def __init__(
+        self,
+        log_provider: Callable[[], MetadataLogSource | None],
+        voter_endpoint: Callable[[], tuple[str, int] | None] = lambda: None,
+    ) -> None:
         self.log_provider = log_provider
+        self.voter_endpoint = voter_endpoint
         self._reader: MetadataLogReader | None = None
+        self._observers: dict[tuple[int, uuid.UUID], ObserverState] = {}
+        self._observers_lock = threading.Lock()
 
     @property
     def handlers(self) -> dict[int, ControllerHandler]:
-        return {FETCH_KEY: self.fetch, FETCH_SNAPSHOT_KEY: self.fetch_snapshot}
+        return {
+            FETCH_KEY: self.fetch,
+            FETCH_SNAPSHOT_KEY: self.fetch_snapshot,
+            DESCRIBE_QUORUM_KEY: self.describe_quorum,
+        }
 
     def _current(self) -> MetadataLogReader | None:
         source = self.log_provider()
@@ -275,8 +330,26 @@ class MetadataFetchServer:
         # A controller reopens its log on takeover: a new object, perhaps more batches by another writer.
         if reader is None or reader.source is not source:
             reader = self._reader = MetadataLogReader(source)
+            with self._observers_lock:
+                self._observers.clear()  # a new leadership: Kafka's LeaderState starts without observers
         reader.refresh()
         return reader
+
+    def _observed(
+        self, request: Any, version: int, wanted: Any, reader: MetadataLogReader, now_ms: int
+    ) -> None:
+        """LeaderState.updateReplicaState for a fetch read from the log: fetches with a replica id are observers'."""
+        state = getattr(request, "replica_state", None)
+        replica_id = int(state.replica_id) if version >= 15 and state is not None else int(request.replica_id)
+        source = reader.source
+        if replica_id < 0 or replica_id == source.node_id:
+            return  # a consumer-like fetch (no replica), or ourselves
+        directory = getattr(wanted, "replica_directory_id", None) or ZERO_UUID
+        with self._observers_lock:
+            observer = self._observers.setdefault(
+                (replica_id, directory), ObserverState(replica_id, directory)
+            )
+            observer.update(now_ms, int(wanted.fetch_offset), max(source.end_offset, reader.end_offset))
 
     # ------------------------------------------------------------------ Fetch
 
@@ -324,10 +397,82 @@ class MetadataFetchServer:
                 # Kafka's read throws OffsetOutOfRangeException here; its fetch path answers that generically.
                 return ControllerResult([], _fetch_partition(version, reader, ErrorCode.unknown_server_error))
             records = reader.read(offset)
+            self._observed(request, version, wanted, reader, ctx.now_ms)
         response = _fetch_partition(
             version, reader, ErrorCode.none, records=records, high_watermark=reader.high_watermark,
             diverging=where if kind == "diverging" else None, snapshot=where if kind == "snapshot" else None,
         )  # fmt: skip
+        return ControllerResult([], response)
+
+    # ------------------------------------------------------------------ DescribeQuorum
+
+    def describe_quorum(self, ctx: HandlerContext, request: Any) -> ControllerResult:
+        """KafkaRaftClient.handleDescribeQuorumRequest for the only voter, which leads (RaftUtil's answer)."""
+        version = ctx.api_version
+        module = load_payload_module(DESCRIBE_QUORUM_KEY, version, EntityType.response)
+        topics = request.topics
+        if not (
+            len(topics) == 1
+            and topics[0].topic_name == METADATA_TOPIC
+            and len(topics[0].partitions) == 1
+            and topics[0].partitions[0].partition_index == METADATA_PARTITION
+        ):
+            return ControllerResult(
+                [], _quorum_partition_errors(module, request, ErrorCode.unknown_topic_or_partition)
+            )
+        reader = self._current()
+        if reader is None:
+            return ControllerResult(
+                [], _quorum_partition_errors(module, request, ErrorCode.not_leader_or_follower)
+            )
+        source = reader.source
+        now = ctx.now_ms
+        with self._observers_lock:
+            for key in [
+                k for k, o in self._observers.items() if now - o.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS
+            ]:
+                del self._observers[key]
+            observers = sorted(self._observers.values(), key=lambda o: (o.replica_id, o.directory_id.int))
+            replicas = [
+                (o.replica_id, o.directory_id, o.end_offset, o.last_fetch_ms, o.last_caught_up_ms)
+                for o in observers
+            ]
+        state_cls = module.ReplicaState
+        leader_end = max(source.end_offset, reader.end_offset)
+
+        def replica(replica_id: int, directory: uuid.UUID, end: int, fetched: int, caught_up: int) -> Any:
+            return build(
+                state_cls, replica_id=i32(replica_id), replica_directory_id=directory, log_end_offset=i64(end),
+                last_fetch_timestamp=i64(fetched), last_caught_up_timestamp=i64(caught_up),
+            )  # fmt: skip
+
+        partition = build(
+            module.PartitionData,
+            partition_index=i32(METADATA_PARTITION),
+            error_code=ErrorCode.none,
+            error_message=None,
+            leader_id=i32(source.node_id),
+            leader_epoch=i32(source.leader_epoch),
+            high_watermark=i64(reader.high_watermark),
+            # The leader reports itself as fetched and caught up now; a static voter has no directory id.
+            current_voters=(replica(source.node_id, ZERO_UUID, leader_end, now, now),),
+            observers=tuple(replica(*r) for r in replicas),
+        )
+        endpoint = self.voter_endpoint()
+        listeners = (
+            ()
+            if endpoint is None or not hasattr(module, "Listener")
+            else (module.Listener(name=CONTROLLER_LISTENER, host=endpoint[0], port=u16(endpoint[1])),)
+        )
+        response = build(
+            module.DescribeQuorumResponse,
+            error_code=ErrorCode.none,
+            error_message=None,
+            topics=(module.TopicData(topic_name=METADATA_TOPIC, partitions=(partition,)),),
+            nodes=(module.Node(node_id=i32(source.node_id), listeners=listeners),)
+            if hasattr(module, "Node")
+            else (),
+        )
         return ControllerResult([], response)
 
     # ------------------------------------------------------------------ FetchSnapshot
@@ -462,6 +607,46 @@ def _fetch_partition(
     )
 
 
+_ERROR_MESSAGES: Final = {
+    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
+    ErrorCode.not_leader_or_follower: "For requests intended only for the leader, this error indicates that the "
+    "broker is not the current leader. For requests intended for any replica, this error indicates that the "
+    "broker is not a replica of the topic partition.",
+}
+"""Errors.message() of the errors DescribeQuorum answers with (v2 carries them)."""
+
+
+def _quorum_partition_errors(module: Any, request: Any, error: ErrorCode) -> Any:
+    """DescribeQuorumRequest.getPartitionLevelErrorResponse: `error` on every requested partition."""
+    message = _ERROR_MESSAGES.get(error)
+    return build(
+        module.DescribeQuorumResponse,
+        error_code=ErrorCode.none,
+        error_message=None,
+        topics=tuple(
+            module.TopicData(
+                topic_name=topic.topic_name,
+                partitions=tuple(
+                    build(
+                        module.PartitionData,
+                        partition_index=p.partition_index,
+                        error_code=error,
+                        error_message=message,
+                        leader_id=i32(0),
+                        leader_epoch=i32(0),
+                        high_watermark=i64(0),
+                        current_voters=(),
+                        observers=(),
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in request.topics
+        ),
+        nodes=(),
+    )
+
+
 def _snapshot_top_level(module: Any, error: ErrorCode) -> Any:
     return module.FetchSnapshotResponse(throttle_time=timedelta(0), error_code=error, topics=())
 
@@ -500,16 +685,21 @@ def _snapshot_partition(
 # ---------------------------------------------------------------------------------------------- wiring
 
 
-def fetch_handlers(log_provider: Callable[[], MetadataLogSource | None]) -> dict[int, ControllerHandler]:
-    """HANDLERS for Fetch/FetchSnapshot over the log `log_provider` returns (a controller's `lambda: self.log`)."""
-    return MetadataFetchServer(log_provider).handlers
+def fetch_handlers(
+    log_provider: Callable[[], MetadataLogSource | None],
+    voter_endpoint: Callable[[], tuple[str, int] | None] = lambda: None,
+) -> dict[int, ControllerHandler]:
+    """HANDLERS for Fetch/FetchSnapshot/DescribeQuorum over the log `log_provider` returns (a controller's
+    `lambda: self.log`)."""
+    return MetadataFetchServer(log_provider, voter_endpoint).handlers
 
 
 def register(
     handlers: dict[int, Any],
     supported: dict[int, tuple[int, int]],
     log_provider: Callable[[], MetadataLogSource | None],
+    voter_endpoint: Callable[[], tuple[str, int] | None] = lambda: None,
 ) -> None:
-    """Add Fetch and FetchSnapshot to a controller's handler and version tables (one line in the controller)."""
-    handlers.update(fetch_handlers(log_provider))
+    """Add Fetch, FetchSnapshot and DescribeQuorum to a controller's handler and version tables."""
+    handlers.update(fetch_handlers(log_provider, voter_endpoint))
     supported.update(SUPPORTED)

@@ -28,6 +28,7 @@ from bridge.kafka.listener import bind_refusal
 from bridge.kafka.protocol import api_name
 from migrate.errors import InvalidRequestError
 from migrate.kraft.migration_state import ZkMigrationState, zk_migration_state_name
+from migrate.plan.status import BrokersStatus
 
 log = logging.getLogger(__name__)
 
@@ -79,24 +80,6 @@ class StuckWrite(BaseModel):
             else "reverts of foreign writes are not in ZooKeeper"
         )
         return f"{self.operation} failed ({what}); {lacks}; {self.attempts} attempt(s){retry}"
-
-
-class BrokersStatus(BaseModel):
-    """The brokers registered with this controller (Kafka's ControllerMetadataMetrics broker counts).
-
-    `migrating_zk_brokers` is Kafka's MigratingZkBrokerCount; `rehearsal` says ZooKeeper's /brokers/ids
-    stand in for registrations (`--rehearsal`); `waiting_for`, while in WAIT_FOR_BROKERS, names the broker
-    ids that have not registered as migrating ZooKeeper brokers yet.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    registered: int = 0
-    fenced: int = 0
-    in_controlled_shutdown: int = 0
-    migrating_zk_brokers: int = 0
-    rehearsal: bool = False
-    waiting_for: list[int] | None = None
 
 
 class BridgeStatus(BaseModel):

@@ -16,7 +16,7 @@ from cli.options import zk_connect_from, zk_security_options
 from migrate.errors import UnreachableError, Zk2KraftError
 from migrate.kraft.migration_state import zk_migration_state_name
 from migrate.kraft.reader import load_image
-from migrate.plan.status import KraftView, Status, read_status
+from migrate.plan.status import BrokersStatus, KraftView, Status, read_status
 
 
 def bridge_view(url: str) -> KraftView:
@@ -38,6 +38,7 @@ def bridge_view(url: str) -> KraftView:
         driver_state=s.state,
         last_error=s.last_error,
         stuck_write=s.stuck_write.line() if s.stuck_write is not None else None,
+        brokers=s.brokers,
     )
 
 
@@ -90,8 +91,25 @@ def status_lines(s: Status) -> list[str]:
             lines.append(f"ZooKeeper write stuck ({v.source}): {v.stuck_write}")
         if v.last_error is not None:
             lines.append(f"last error ({v.source}): {v.last_error}")
+        if v.brokers is not None:
+            lines.extend(broker_lines(v.brokers, v.source))
         if v.kraft_brokers is not None:
             lines.append(f"KRaft brokers ({v.source}): {', '.join(map(str, v.kraft_brokers)) or 'none'}")
+    return lines
+
+
+def broker_lines(b: BrokersStatus, source: str) -> list[str]:
+    """The bridge's registered brokers: counts, and who the migration still waits for."""
+    if b.rehearsal:
+        stand_in = f"ZooKeeper's /brokers/ids stand in for {b.registered} registrations"
+        return [f"brokers ({source}): rehearsal, {stand_in}"]
+    lines = [
+        f"brokers registered ({source}): {b.registered}; fenced {b.fenced}, in controlled shutdown "
+        f"{b.in_controlled_shutdown}, migrating ZooKeeper brokers {b.migrating_zk_brokers}"
+    ]
+    if b.waiting_for is not None:
+        waiting = ", ".join(map(str, b.waiting_for)) or "none"
+        lines.append(f"the migration waits for brokers to register ({source}): {waiting}")
     return lines
 
 
@@ -121,7 +139,9 @@ def status_cmd(
 
     Phases: zookeeper, controllers-ready, migrating, dual-write, kraft-brokers, finalized,
     reverted-incomplete. With --bridge-status and --metadata-dir it also shows the migration state,
-    the ZooKeeper write-behind lag and the brokers registered with KRaft.
+    the ZooKeeper write-behind lag and the brokers registered with KRaft; with --bridge-status, how many
+    of them are fenced, in controlled shutdown or still ZooKeeper-mode brokers, and which broker ids the
+    initial migration still waits for.
 
     \b
     Examples:

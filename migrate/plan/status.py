@@ -40,6 +40,24 @@ class MigrationInfo(BaseModel):
     initial_migration_complete: bool
 
 
+class BrokersStatus(BaseModel):
+    """The brokers registered with the bridge, as its `/status` shows them (Kafka's ControllerMetadataMetrics).
+
+    `migrating_zk_brokers` is Kafka's MigratingZkBrokerCount; `rehearsal` says ZooKeeper's /brokers/ids
+    stand in for registrations (`--rehearsal`); `waiting_for`, while in WAIT_FOR_BROKERS, names the broker
+    ids that have not registered as migrating ZooKeeper brokers yet.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    registered: int = 0
+    fenced: int = 0
+    in_controlled_shutdown: int = 0
+    migrating_zk_brokers: int = 0
+    rehearsal: bool = False
+    waiting_for: list[int] | None = None
+
+
 class KraftView(BaseModel):
     """What the KRaft side says (the bridge's /status or a replayed metadata dir)."""
 
@@ -57,6 +75,8 @@ class KraftView(BaseModel):
     last_error: str | None = None
     stuck_write: str | None = None
     """The dual write ZooKeeper refuses: operation, request, error code, attempts."""
+    brokers: BrokersStatus | None = None
+    """The brokers registered with the bridge (its `/status`)."""
 
 
 class Status(BaseModel):

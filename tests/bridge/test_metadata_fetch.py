@@ -422,7 +422,7 @@ def test_handlers_register_into_controller_tables() -> None:
     handlers: dict[int, Any] = {}
     supported: dict[int, tuple[int, int]] = {}
     metadata_fetch.register(handlers, supported, lambda: None)
-    assert set(handlers) == {1, 59} and supported == {1: (4, 17), 59: (0, 1)}
+    assert set(handlers) == {1, 55, 59} and supported == {1: (4, 17), 55: (0, 2), 59: (0, 1)}
 
 
 @sync

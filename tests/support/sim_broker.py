@@ -14,6 +14,7 @@ import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from bridge.shim.follower import MetadataFollower
 from migrate.kraft import metadata_version as mvs
 
 LISTENER = "PLAINTEXT"
+RegistrationRequest = registration_v4.BrokerRegistrationRequest
 PLAINTEXT_ID = 0
 
 
@@ -81,6 +83,10 @@ class SimulatedBroker:
         self._want_shut_down = False
         self.silent = False
         """While set, the broker sends nothing (a long GC pause or a network partition): its session expires."""
+        self.registration_fault: Callable[[RegistrationRequest], RegistrationRequest] | None = None
+        """While set, every BrokerRegistrationRequest goes through it before it is sent (tests inject faults)."""
+        self.last_registration: RegistrationRequest | None = None
+        """The BrokerRegistrationRequest this process sent last, as sent."""
 
     # ------------------------------------------------------------------ control (test thread)
 
@@ -169,8 +175,9 @@ class SimulatedBroker:
                 connection = None
             await asyncio.sleep(self.pause_s())
 
-    async def _register(self, connection: KafkaConnection) -> None:
-        request = registration_v4.BrokerRegistrationRequest(
+    def registration_request(self) -> RegistrationRequest:
+        """What BrokerLifecycleManager sends: this incarnation, its listener, features and log dir."""
+        return registration_v4.BrokerRegistrationRequest(
             broker_id=i32(self.broker_id),
             cluster_id=self.cluster_id,
             incarnation_id=self.incarnation,
@@ -190,6 +197,12 @@ class SimulatedBroker:
             log_dirs=(log_dir_id(self.broker_id),),
             previous_broker_epoch=i64(-1),
         )
+
+    async def _register(self, connection: KafkaConnection) -> None:
+        request = self.registration_request()
+        if self.registration_fault is not None:
+            request = self.registration_fault(request)
+        self.last_registration = request
         response = await connection.send(request)
         self.view.last_error = int(response.error_code)
         if response.error_code == ErrorCode.none:

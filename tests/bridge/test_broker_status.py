@@ -1,0 +1,101 @@
+"""`zk2kraft status --bridge-status` shows the brokers registered with a running bridge, from its /status.
+
+Against a real ZooKeeper seeded with the real Kafka 3.5 cluster's tree (brokers 1, 2, 3) and simulated
+ZooKeeper-mode brokers over TCP.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from kazoo.client import KazooClient
+
+from bridge.api import DriverState
+from bridge.metrics import BridgeMetrics, StatusServer
+from cli.status_cmd import status_cmd
+from migrate.plan.status import BrokersStatus
+from migrate.zk.load import load_tree
+from migrate.zk.tree import ZTree
+from tests.support.bridge import controller_config, eventually, start_controller
+from tests.support.zk_broker import SimulatedZkBroker
+
+SESSION_TIMEOUT_MS = 1500
+
+
+def status(zk_connect: str, url: str, *fmt: str) -> str:
+    shown = CliRunner().invoke(status_cmd, ["--zk", zk_connect, "--bridge-status", url, *fmt])
+    assert shown.exit_code == 0, shown.output
+    return shown.output
+
+
+def test_status_shows_the_registered_fenced_and_migrating_brokers_and_whom_the_migration_waits_for(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str, tmp_path: Path
+) -> None:
+    load_tree(zk_client, real_tree)
+    bridge = start_controller(
+        controller_config(
+            zk_connect, tmp_path / "meta", rehearsal=False, broker_session_timeout_ms=SESSION_TIMEOUT_MS
+        )
+    )
+    assert bridge.cluster_id is not None
+    url = f"http://127.0.0.1:{bridge.metrics_port}"
+    controller = ("127.0.0.1", bridge.listen_port)
+    brokers: dict[int, SimulatedZkBroker] = {}
+
+    def start(broker_id: int) -> None:
+        assert bridge.cluster_id is not None
+        brokers[broker_id] = SimulatedZkBroker(
+            broker_id, controller, bridge.cluster_id, zk_connect=zk_connect
+        ).start()
+
+    try:
+        start(1)
+        start(2)
+        eventually(lambda: bridge.status().brokers.waiting_for == [3], timeout=20)
+        shown = status(zk_connect, url)
+        # Not caught up before the migration (nothing to follow yet): both are still fenced.
+        fenced = bridge.status().brokers.fenced
+        assert (
+            f"brokers registered ({url}/status): 2; fenced {fenced}, in controlled shutdown 0, "
+            "migrating ZooKeeper brokers 2"
+        ) in shown
+        assert f"the migration waits for brokers to register ({url}/status): 3" in shown
+        view = json.loads(status(zk_connect, url, "--format", "json"))["kraft"][0]["brokers"]
+        assert (view["registered"], view["migrating_zk_brokers"], view["waiting_for"]) == (2, 2, [3])
+
+        start(3)
+        assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+        eventually(lambda: bridge.status().brokers.fenced == 0, timeout=20)
+        shown = status(zk_connect, url)
+        assert "brokers registered (" in shown and ": 3; fenced 0, in controlled shutdown 0, " in shown
+        assert "waits for brokers" not in shown
+
+        brokers[1].kill()  # its session expires: fenced
+        eventually(lambda: bridge.status().brokers.fenced == 1, timeout=SESSION_TIMEOUT_MS / 1000 + 10)
+        shown = status(zk_connect, url)
+        assert ": 3; fenced 1, in controlled shutdown 0, migrating ZooKeeper brokers 3" in shown
+        view = json.loads(status(zk_connect, url, "--format", "json"))["kraft"][0]["brokers"]
+        assert (view["registered"], view["fenced"], view["waiting_for"]) == (3, 1, None)
+    finally:
+        for broker in brokers.values():
+            broker.kill()
+        bridge.stop()
+
+
+def test_in_a_rehearsal_status_says_zookeeper_stands_in_for_registrations(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str
+) -> None:
+    load_tree(zk_client, real_tree)
+    metrics = BridgeMetrics(node_id=3000)
+    metrics.set_state(DriverState.DUAL_WRITE)
+    metrics.set_brokers(BrokersStatus(registered=3, migrating_zk_brokers=3, rehearsal=True))
+    with StatusServer(metrics, "127.0.0.1", 0) as server:
+        url = server.url
+        shown = status(zk_connect, url)
+    assert (
+        f"brokers ({url}/status): rehearsal, ZooKeeper's /brokers/ids stand in for 3 registrations"
+        in shown
+    )
+    assert "brokers registered" not in shown
