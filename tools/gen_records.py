@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Generate `migrate/kraft/_generated.py` from Kafka's metadata and control record JSON schemas.
 
-Usage: python tools/gen_records.py [SCHEMA_DIR] [--output FILE]
+Usage: python tools/gen_records.py [SCHEMA_DIR] [--messages] [--output FILE]
 SCHEMA_DIR defaults to ../shared/kafka-schemas (relative to the repository root) and must hold
-`metadata/*.json` and `control/*.json`. The output is deterministic for a given schema set.
+`metadata/*.json` and `control/*.json` (and `message/*.json` for --messages, which writes the legacy
+controller requests kio lacks to `bridge/kafka/legacy_messages.py`). The output is deterministic.
 """
 
 from __future__ import annotations
