@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Generate `migrate/kraft/_generated.py` from Kafka's metadata and control record JSON schemas.
 
-Usage: python tools/gen_records.py [SCHEMA_DIR] [--output FILE]
+Usage: python tools/gen_records.py [SCHEMA_DIR] [--messages] [--output FILE]
 SCHEMA_DIR defaults to ../shared/kafka-schemas (relative to the repository root) and must hold
-`metadata/*.json` and `control/*.json`. The output is deterministic for a given schema set.
+`metadata/*.json` and `control/*.json` (and `message/*.json` for --messages, which writes the legacy
+controller requests kio lacks to `bridge/kafka/legacy_messages.py`). The output is deterministic.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ class FieldSpec:
     default: str | None
     ignorable: bool
     struct: StructSpec | None = None
+    entity_type: str | None = None
 
     @property
     def attr(self) -> str:
@@ -168,15 +170,16 @@ class StructSpec:
 
 @dataclass
 class MessageSpec:
-    """A record type: metadata (apiKey) or control (control type)."""
+    """A record type (metadata: apiKey, control: control type) or a request/response (apiKey)."""
 
     name: str
-    kind: str  # "metadata" or "control"
+    kind: str  # "metadata", "control", "request" or "response"
     type_id: int
     type_name: str
     valid: Range
     struct: StructSpec
     substructs: list[StructSpec]  # nested struct classes, inner ones first
+    flexible: Range | None = None
 
 
 def strip_comments(text: str) -> str:
@@ -197,9 +200,14 @@ def parse_message(path: Path, kind: str) -> MessageSpec:
     flexible = parse_versions(str(data.get("flexibleVersions", "none")))
     if valid is None:
         raise SchemaError(f"{path}: no valid versions")
-    if flexible is None or flexible[0] > valid[0] or flexible[1] < valid[1]:
+    if kind in ("request", "response"):
+        if data.get("type") != kind:
+            raise SchemaError(f"{path}: not a {kind} schema")
+        type_id = int(str(data["apiKey"]))
+        type_name = to_snake_case(name).upper()
+    elif flexible is None or flexible[0] > valid[0] or flexible[1] < valid[1]:
         raise SchemaError(f"{path}: only flexible versions are supported")
-    if kind == "metadata":
+    elif kind == "metadata":
         type_id = int(str(data["apiKey"]))
         type_name = to_snake_case(name).upper()
     else:
@@ -217,7 +225,7 @@ def parse_message(path: Path, kind: str) -> MessageSpec:
     assert isinstance(fields_json, list)
     top = StructSpec(name, name, True)
     top.fields = parse_fields(fields_json, name, registry, substructs, path)
-    return MessageSpec(name, kind, type_id, type_name, valid, top, substructs)
+    return MessageSpec(name, kind, type_id, type_name, valid, top, substructs, flexible)
 
 
 def parse_struct(
@@ -256,6 +264,7 @@ def parse_fields(
             tag=int(str(tag)) if tag is not None else None,
             default=str(fj["default"]) if "default" in fj else None,
             ignorable=bool(fj.get("ignorable", False)),
+            entity_type=str(fj["entityType"]) if "entityType" in fj else None,
         )
         if spec.versions is None:
             raise SchemaError(f"{path}: {spec.name} exists in no version")
@@ -964,14 +973,266 @@ def generate(schema_dir: Path) -> str:
     tail("]")
     return body + "\n\n" + functions + "\n\n" + tables.text() + "\n" + tail.text()
 
+# ------------------------------------------------------------------ requests and responses as kio entities
+
+# The ZooKeeper-era controller APIs newer Kafka (and so kio) dropped; Kafka 3.9 still speaks every version.
+LEGACY_APIS = ("LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown")
+DEFAULT_MESSAGES_OUTPUT = REPO_ROOT / "bridge" / "kafka" / "legacy_messages.py"
+KIO_TYPES = {
+    "bool": "bool",
+    "int8": "i8",
+    "int16": "i16",
+    "uint16": "u16",
+    "int32": "i32",
+    "int64": "i64",
+    "float64": "f64",
+    "uuid": "uuid.UUID | None",
+    "string": "str",
+    "bytes": "bytes",
+}
+KIO_PRIMITIVES = ("i8", "i16", "u16", "i32", "i64", "f64")
+# entityType → kio's NewType of the base type
+KIO_ENTITY_TYPES = {("int32", "brokerId"): "BrokerId", ("string", "topicName"): "TopicName"}
+
+
+def request_header_version(api_key: int, version: int, flexible: bool) -> int:
+    """Kafka's ApiMessageType.requestHeaderVersion: ControlledShutdown v0 has a header without client id."""
+    if flexible:
+        return 2
+    return 0 if (api_key, version) == (7, 0) else 1
+
+
+def load_api_messages(schema_dir: Path) -> list[tuple[MessageSpec, MessageSpec]]:
+    """(request, response) of each legacy API, in api key order."""
+    pairs: list[tuple[MessageSpec, MessageSpec]] = []
+    for api in LEGACY_APIS:
+        request = parse_message(schema_dir / "message" / f"{api}Request.json", "request")
+        response = parse_message(schema_dir / "message" / f"{api}Response.json", "response")
+        if (request.type_id, request.valid) != (response.type_id, response.valid):
+            raise SchemaError(f"{api}: request and response disagree on api key or versions")
+        pairs.append((request, response))
+    pairs.sort(key=lambda pair: pair[0].type_id)
+    return pairs
+
+
+class KioEmitter:
+    """kio-style entity classes of one message at one version (kio's own readers and writers encode them)."""
+
+    def __init__(self, code: Code, used: set[str]) -> None:
+        self.code = code
+        self.used = used  # names the module must import
+
+    def base_type(self, f: FieldSpec, v: int) -> str:
+        element = f.element
+        if f.struct is not None:
+            return self.class_name(f.struct, v)
+        if element == "int16" and f.name == "ErrorCode":
+            self.used.add("ErrorCode")
+            return "ErrorCode"
+        name = KIO_ENTITY_TYPES.get((element, f.entity_type or "")) or KIO_TYPES[element]
+        self.used.add("uuid" if element == "uuid" else name)
+        return name
+
+    @staticmethod
+    def kafka_type(f: FieldSpec) -> str:
+        return "error_code" if f.element == "int16" and f.name == "ErrorCode" else f.element
+
+    @staticmethod
+    def default(f: FieldSpec, base: str) -> str:
+        """Kafka's default of the field (every field has one, as in Kafka's generated Java classes)."""
+        if f.null_default:
+            return "None"
+        if f.is_array:
+            return "()"
+        if f.struct is not None:
+            return f"{base}()"
+        if f.type == "uuid":
+            return "None"  # kio's zero uuid
+        value = py_value(f)
+        if base == "ErrorCode":
+            return "ErrorCode.none" if value == "0" else f"ErrorCode({value})"
+        if f.type in ("int8", "int16", "uint16", "int32", "int64", "float64") or base == "TopicName":
+            return f"{base}({value})"
+        return value
+
+    @staticmethod
+    def class_name(s: StructSpec, v: int) -> str:
+        return f"{s.owner}V{v}" if s.is_top else f"{s.owner}V{v}{s.name}"
+
+    def structs_at(self, s: StructSpec, v: int, out: list[StructSpec]) -> None:
+        """Nested structs reachable at `v`, each after the ones it contains."""
+        for f in s.fields:
+            if f.present(v) and f.struct is not None and f.struct not in out:
+                self.structs_at(f.struct, v, out)
+                out.append(f.struct)
+
+    def emit(self, m: MessageSpec, v: int) -> None:
+        flexible = in_range(m.flexible, v)
+        if m.kind == "request":
+            header = f"RequestHeaderV{request_header_version(m.type_id, v, flexible)}"
+        else:
+            header = f"ResponseHeaderV{1 if flexible else 0}"
+        self.used.add(header)
+        nested: list[StructSpec] = []
+        self.structs_at(m.struct, v, nested)
+        for s in [*nested, m.struct]:
+            self.emit_struct(m, s, v, flexible, header, nested if s.is_top else [])
+
+    def emit_struct(
+        self, m: MessageSpec, s: StructSpec, v: int, flexible: bool, header: str, nested: list[StructSpec]
+    ) -> None:
+        code = self.code
+        code()
+        code()
+        code("@dataclass(frozen=True, slots=True, kw_only=True)")
+        with code.block(f"class {self.class_name(s, v)}:"):
+            if s.is_top:
+                code(f'"""Kafka 3.9\'s {m.name} v{v} (api key {m.type_id}, header v{header[-1]})."""')
+            else:
+                code(f'"""Struct {s.name} of {m.name} v{v}."""')
+            code()
+            kind = m.kind if s.is_top else "nested"
+            code(f"__type__: ClassVar = EntityType.{kind}")
+            code(f"__version__: ClassVar[i16] = i16({v})")
+            code(f"__flexible__: ClassVar[bool] = {flexible}")
+            code(f"__api_key__: ClassVar[i16] = i16({m.type_id})")
+            code(f"__header_schema__: ClassVar[type[Any]] = {header}")
+            for sub in nested:
+                code(f"{sub.name}: ClassVar[type[{self.class_name(sub, v)}]] = {self.class_name(sub, v)}")
+            for f in s.fields:
+                if f.present(v):
+                    code(self.field_line(f, v))
+
+    def field_line(self, f: FieldSpec, v: int) -> str:
+        base = self.base_type(f, v)
+        annotation = f"tuple[{base}, ...]" if f.is_array else base
+        if f.nullable_in(v) and not annotation.endswith("| None"):
+            annotation += " | None"
+        metadata: list[str] = []
+        if f.struct is None:
+            metadata.append(f'"kafka_type": "{self.kafka_type(f)}"')
+        if f.tagged_in(v):
+            metadata.append(f'"tag": {f.tag}')
+        default = self.default(f, base)
+        if not metadata:
+            return f"{f.attr}: {annotation} = {default}"
+        return f"{f.attr}: {annotation} = field(metadata={{{', '.join(metadata)}}}, default={default})"
+
+
+MESSAGES_HEADER = '''\
+# GENERATED by tools/gen_records.py --messages from Apache Kafka's request/response schemas
+# (apache/kafka commit {commit}: clients/src/main/resources/common/message/). Do not edit by hand:
+# change the generator and run `python tools/gen_records.py --messages`.
+"""Kafka 3.9's {apis} requests and responses, every version, as kio entities.
+
+kio lacks them (newer Kafka dropped them); importing this module registers them with bridge.kafka.protocol.
+"""
+
+# No `from __future__ import annotations`: kio reads the field types from the real annotations.
+'''
+
+# where each name the module may use comes from (module, name as imported)
+KIO_IMPORTS = {
+    "ErrorCode": ("kio.schema.errors", "ErrorCode"),
+    "RequestHeaderV1": ("kio.schema.request_header.v1.header", "RequestHeader as RequestHeaderV1"),
+    "RequestHeaderV2": ("kio.schema.request_header.v2.header", "RequestHeader as RequestHeaderV2"),
+    "ResponseHeaderV0": ("kio.schema.response_header.v0.header", "ResponseHeader as ResponseHeaderV0"),
+    "ResponseHeaderV1": ("kio.schema.response_header.v1.header", "ResponseHeader as ResponseHeaderV1"),
+    "BrokerId": ("kio.schema.types", "BrokerId"),
+    "TopicName": ("kio.schema.types", "TopicName"),
+}
+
+REQUEST_HEADER_V0 = '''
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestHeaderV0:
+    """Kafka's request header v0 (ControlledShutdown v0 only): no client id on the wire, Kafka reads ""."""
+
+    __type__: ClassVar = EntityType.header
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    request_api_key: i16 = field(metadata={"kafka_type": "int16"})
+    request_api_version: i16 = field(metadata={"kafka_type": "int16"})
+    correlation_id: i32 = field(metadata={"kafka_type": "int32"})
+    # taken like the other headers' client id but never written; reads back as Kafka's default ""
+    client_id: InitVar[str | None] = ""
+'''
+
+
+def generate_messages(schema_dir: Path) -> str:
+    pairs = load_api_messages(schema_dir)
+    used: set[str] = {"i16"}
+    body = Code()
+    emitter = KioEmitter(body, used)
+    for request, response in pairs:
+        for v in range(request.valid[0], request.valid[1] + 1):
+            emitter.emit(request, v)
+            emitter.emit(response, v)
+    classes = body.text()
+    if "RequestHeaderV0" in used:
+        used.add("i32")
+        classes = REQUEST_HEADER_V0 + classes
+
+    apis = [request.name.removesuffix("Request") for request, _ in pairs]
+    commit = schema_commit(schema_dir)
+    code = Code()
+    for line in MESSAGES_HEADER.format(commit=commit, apis=", ".join(apis)).splitlines():
+        code(line)
+    code()
+    if "uuid" in used:
+        code("import uuid")
+    names = ["InitVar", "dataclass", "field"] if "RequestHeaderV0" in used else ["dataclass", "field"]
+    code(f"from dataclasses import {', '.join(names)}")
+    code("from typing import Any, ClassVar")
+    code()
+    modules: dict[str, list[str]] = {}
+    for name in sorted(u for u in used if u in KIO_IMPORTS):
+        module, imported = KIO_IMPORTS[name]
+        modules.setdefault(module, []).append(imported)
+    for module in sorted(modules):
+        code(f"from {module} import {', '.join(modules[module])}")
+    code("from kio.static.constants import EntityType")
+    code(f"from kio.static.primitive import {', '.join(p for p in KIO_PRIMITIVES if p in used)}")
+    code()
+    code("from bridge.kafka import protocol as _protocol")
+    code()
+    code(f"SCHEMA_COMMIT = {commit!r}")
+
+    tail = Code()
+    tail()
+    tail()
+    with tail.block("API_NAMES: dict[int, str] = {"):
+        for request, _ in pairs:
+            tail(f"{request.type_id}: {request.name.removesuffix('Request')!r},")
+    tail("}")
+    for attr, index in (("REQUESTS", 0), ("RESPONSES", 1)):
+        tail(f"# {attr.lower()} by (api key, version)")
+        with tail.block(f"{attr}: dict[tuple[int, int], type[Any]] = {{"):
+            for pair in pairs:
+                m = pair[index]
+                for v in range(m.valid[0], m.valid[1] + 1):
+                    tail(f"({m.type_id}, {v}): {m.name}V{v},")
+        tail("}")
+    tail()
+    with tail.block("for (_key, _version), _request in REQUESTS.items():"):
+        tail("_protocol.register_api(_request, RESPONSES[(_key, _version)], API_NAMES[_key])")
+    return code.text() + classes + tail.text()
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("schemas", nargs="?", type=Path, default=DEFAULT_SCHEMAS)
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument(
+        "--messages",
+        action="store_true",
+        help=f"generate the legacy controller requests ({', '.join(LEGACY_APIS)}) as kio entities instead",
+    )
     args = parser.parse_args(argv)
+    if args.output is None:
+        args.output = DEFAULT_MESSAGES_OUTPUT if args.messages else DEFAULT_OUTPUT
     try:
-        text = generate(args.schemas)
+        text = generate_messages(args.schemas) if args.messages else generate(args.schemas)
     except (OSError, SchemaError, ValueError, KeyError) as e:
         print(f"gen_records: {e}", file=sys.stderr)
         return 1
