@@ -117,9 +117,9 @@ class BridgeController:
             loaded, loaded_supported = load_handlers()
             self.handlers: dict[int, ControllerHandler] = loaded
             self.supported: dict[int, tuple[int, int]] = dict(supported or loaded_supported)
-            # Fetch/FetchSnapshot/DescribeQuorum of __cluster_metadata, served from the live log; the voter is
-            # named with the address this controller listens on.
-            metadata_fetch.register(self.handlers, self.supported, lambda: self.log, self._voter_endpoint)
+            # Fetch/FetchSnapshot/DescribeQuorum of __cluster_metadata, served from the live log while this
+            # controller leads it; the voter is named with the address this controller listens on.
+            metadata_fetch.register(self.handlers, self.supported, self._leading_log, self._voter_endpoint)
         else:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})
@@ -929,6 +929,14 @@ class BridgeController:
     def _serving(self) -> bool:
         return self.driver is not None and self.driver.dual_write
 
+    def _leads_log(self) -> bool:
+        """Whether this controller leads its metadata log (Kafka: the Raft leader), whatever the driver's state."""
+        return self.log is not None and not self._log_closed and not self.fenced
+
+    def _leading_log(self) -> MetadataLog | None:
+        """The log followers fetch: this controller's while it leads it, else none (NOT_CONTROLLER)."""
+        return self.log if self._leads_log() else None
+
     async def _process(
         self,
         api_key: int,
@@ -951,7 +959,10 @@ class BridgeController:
     async def _answer(
         self, api_key: int, api_version: int, body: Any, principal: KafkaPrincipal, client_id: str | None
     ) -> Any:
-        if not self._serving():
+        # The Raft leader serves its log to followers whenever it leads (brokers catch up while it waits for
+        # them); every other request waits for DUAL_WRITE.
+        replication = api_key in metadata_fetch.REPLICATION_KEYS and self._leads_log()
+        if not (replication or self._serving()):
             return error_response(api_key, api_version, body, ErrorCode.not_controller)
         assert self.log is not None
         handler = self.handlers[api_key]

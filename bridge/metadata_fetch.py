@@ -15,7 +15,10 @@ minutes without a fetch, reset with a new leadership).
 
 Unlike Kafka's leader this serves only durable (fsynced) batches: for a single-voter quorum that is exactly the
 committed log, so an observer never sees a batch the controller could still lose. Fetches are answered at once
-(the pure-handler contract cannot park a request until `MaxWaitMs`); followers poll.
+(the pure-handler contract cannot park a request until `MaxWaitMs`); followers poll. The controller serves Fetch
+and FetchSnapshot whenever it leads its log, before the migration too (brokers catch up while it waits for
+them); as in Kafka, followers get an open metadata transaction (the migration's) and apply it only at its
+EndTransactionRecord, dropping it at an AbortTransactionRecord.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ MAX_FETCH_SIZE_BYTES: Final = 8 * 1024 * 1024
 # Kafka 3.9 answers Fetch 0-17 and FetchSnapshot 0-1; kio has Fetch from v4. Below v13 a request has no
 # topic id, which Kafka's controller refuses (INVALID_REQUEST) for the metadata partition.
 FIRST_TOPIC_ID_VERSION: Final = 13
+REPLICATION_KEYS: Final = frozenset({FETCH_KEY, FETCH_SNAPSHOT_KEY})
+"""What followers replicate the log with: served whenever this controller leads its log, as KafkaRaftClient
+does (before the migration too; followers apply a metadata transaction only at its EndTransactionRecord)."""
 SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     FETCH_KEY: (4, 17),
     FETCH_SNAPSHOT_KEY: (0, 1),

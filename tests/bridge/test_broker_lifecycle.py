@@ -6,6 +6,8 @@ Against a real ZooKeeper seeded with the real Kafka 3.5 cluster's tree (brokers 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,9 +24,20 @@ from bridge.kafka.protocol import KafkaPrincipal, encode_request
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
+from migrate.zk import paths
+from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config, eventually, start_controller
+from tests.support.bridge_process import (
+    CONFIG_KEY,
+    Change,
+    ZkReplyCutter,
+    build_request,
+    config_value,
+    response_codes,
+    set_data_op_bytes,
+)
 from tests.support.kraft_broker import SimulatedKraftBroker
 from tests.support.requests import PREFERRED, UNCLEAN, alter_partition, elect_leaders
 from tests.support.sim_broker import log_dir_id
@@ -452,3 +465,91 @@ def test_with_auto_leader_rebalance_a_partition_goes_back_to_its_preferred_leade
         for broker in started:
             broker.kill()
         controller.stop()
+
+
+
+@pytest.fixture
+def patient_zk(tmp_path: Path, real_tree: ZTree) -> Iterator[EmbeddedZooKeeper]:
+    """A private ZooKeeper seeded with the real tree that grants the bridge its 18 s session (the shared one
+    caps sessions at 10 s): kazoo keeps a connection whose answers are held for about 12 s before it gives
+    up on it."""
+    server = EmbeddedZooKeeper(tmp_path / "zk", config={"maxSessionTimeout": 30_000})
+    server.start()
+    try:
+        client = KazooClient(hosts=server.connect_string)
+        client.start(timeout=15)
+        try:
+            load_tree(client, real_tree)
+        finally:
+            client.stop()
+            client.close()
+        yield server
+    finally:
+        server.close()
+
+
+def test_heartbeats_are_answered_while_a_dual_writes_zookeeper_answer_is_held(
+    patient_zk: EmbeddedZooKeeper, tmp_path: Path
+) -> None:
+    """KAFKA-15441: heartbeats that change nothing never wait behind a dual write whose ZooKeeper answer is
+    late; for longer than a session timeout every broker keeps being answered and nobody is fenced, and the
+    write lands once ZooKeeper answers."""
+    cutter = ZkReplyCutter(patient_zk.port)
+    controller = start_bridge(cutter.connect_string, tmp_path)
+    zk_connect = patient_zk.connect_string
+    started = {broker_id: start_broker(controller, broker_id, zk_connect) for broker_id in BROKER_IDS}
+    answers: list[object] = []
+    sender: threading.Thread | None = None
+    try:
+        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+        eventually(lambda: all_unfenced(controller) and not any(b.view.is_fenced for b in started.values()), 30)
+        topic = sorted(image(controller).topics_by_name)[0]
+        seq = 4242
+        cutter.arm(containing=set_data_op_bytes(paths.MIGRATION), hold=True)
+
+        def change() -> None:
+            request = build_request(Change(kind="config", entity=topic, seq=seq, client=0))
+            answers.append(send_request_sync("127.0.0.1", controller.listen_port, request, timeout=120))
+
+        sender = threading.Thread(target=change, daemon=True)
+        sender.start()
+        eventually(lambda: cutter.cuts == 1, timeout=30)  # the change's multi reached ZooKeeper; its answer is held
+        held_at = time.monotonic()
+        before = {b: broker.view.heartbeats_answered for b, broker in started.items()}
+        errors = {b: len(broker.view.errors) for b, broker in started.items()}
+
+        def counted() -> dict[int, int]:
+            return {b: broker.view.heartbeats_answered - before[b] for b, broker in started.items()}
+
+        def answered_through_a_session() -> bool:
+            # Several heartbeats each, and longer than a session timeout: heartbeats stuck behind the held
+            # write would have let the sessions expire by now.
+            return time.monotonic() - held_at > 2 * SESSION_TIMEOUT_MS / 1000 and min(counted().values()) >= 5
+
+        eventually(lambda: answered_through_a_session() or bool(answers), timeout=60)
+        assert answers == [], f"the hold ended before the heartbeats were answered: {counted()} answered"
+        assert sender.is_alive()
+        assert all_unfenced(controller)
+        assert {b: len(broker.view.errors) for b, broker in started.items()} == errors
+        assert not any(broker.view.is_fenced for broker in started.values())
+
+        cutter.release()
+        sender.join(60)
+        assert len(answers) == 1 and response_codes(answers[0]) == [ErrorCode.none], answers
+        reader = KazooClient(hosts=zk_connect)
+        reader.start(timeout=15)
+        try:
+            data, _ = reader.get(f"/config/topics/{topic}")
+        finally:
+            reader.stop()
+            reader.close()
+        assert json.loads(data)["config"][CONFIG_KEY] == config_value(seq)
+        assert all_unfenced(controller)
+    finally:
+        cutter.release()
+        for broker in started.values():
+            broker.kill()
+        controller.stop()
+        cutter.close()
+        if sender is not None:
+            sender.join(10)

@@ -4,8 +4,8 @@ A simulated ZooKeeper-mode broker sends a BrokerRegistrationRequest with one fau
 kio); the bridge must refuse it with Kafka's error code, record nothing, and accept the same process once the
 fault is gone. The bridge waits for brokers (ZooKeeper holds the real Kafka 3.5 cluster's tree: brokers 1, 2,
 3, and broker 3 never comes), so its log stays in PRE_MIGRATION at metadata.version 3.9-IV0. A second
-process for a broker id is refused while the first one's session lives, which needs an unfenced broker: that
-case runs in DUAL_WRITE.
+process for a broker id is refused while the first one's session lives, which needs an unfenced broker: a
+broker already follows the log and is unfenced while the bridge waits for the others, and also in DUAL_WRITE.
 
 Not reachable here: BROKER_ID_NOT_REGISTERED for a ZooKeeper broker at a controller without migration support
 or below 3.4-IV0 (the bridge always migrates and refuses to bootstrap below 3.4-IV0); the unit tests in
@@ -164,6 +164,37 @@ def test_a_faulty_registration_is_refused_with_kafkas_error_code_and_nothing_is_
         eventually(lambda: registered(bridge, broker) and broker.view.registrations == 1, timeout=20)
     finally:
         for simulated in started:
+            simulated.kill()
+
+
+def test_while_waiting_for_brokers_a_broker_catches_up_is_unfenced_and_its_id_is_taken(
+    waiting_bridge: BridgeController,
+) -> None:
+    bridge = waiting_bridge
+    assert bridge.cluster_id is not None and bridge.log is not None and bridge.broker_lifecycle is not None
+    controller = ("127.0.0.1", bridge.listen_port)
+    first = SimulatedZkBroker(1, controller, bridge.cluster_id).start()
+    second: SimulatedZkBroker | None = None
+    try:
+        eventually(lambda: registered(bridge, first), timeout=20)
+        register_offset = bridge.log.image.cluster.brokers[1].epoch
+        # It follows the log through Fetch past its RegisterBrokerRecord, says so, and is unfenced.
+        eventually(lambda: first.view.is_caught_up and not first.view.is_fenced, timeout=20)
+        assert first.applied_offset() >= register_offset
+        heartbeat = bridge.broker_lifecycle.cluster.heartbeats.state(1)
+        assert heartbeat is not None and heartbeat.metadata_offset >= register_offset
+        assert not bridge.log.image.cluster.brokers[1].fenced
+        assert first.view.errors == []
+        assert bridge.state == DriverState.WAIT_FOR_BROKERS
+        assert bridge.log.image.features.zk_migration_state == ZkMigrationState.PRE_MIGRATION
+
+        # A restarted process (new incarnation) while the first one's session lives is a duplicate.
+        second = SimulatedZkBroker(1, controller, bridge.cluster_id).start()
+        eventually(lambda: bool(second.view.errors), timeout=20)
+        assert set(second.view.errors) == {ErrorCode.duplicate_broker_registration}
+        assert registered(bridge, first) and not registered(bridge, second)
+    finally:
+        for simulated in [first, *([second] if second is not None else [])]:
             simulated.kill()
 
 

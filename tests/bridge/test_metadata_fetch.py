@@ -365,6 +365,36 @@ async def test_follower_replays_the_real_log_and_follows_appends(real_log: Metad
 
 
 @sync
+async def test_follower_applies_a_metadata_transaction_only_when_it_ends(real_log: MetadataLog) -> None:
+    """Fetch serves an open transaction (up to the high watermark, as Kafka does); a follower applies none
+    of it until its EndTransactionRecord and drops an aborted one, as Kafka's MetadataLoader does."""
+    served = await serving(real_log)
+    follower = MetadataFollower([served.address], poll_interval=0.05)
+    follower.start()
+    aborted, committed = uuid.uuid4(), uuid.uuid4()
+    try:
+        assert await follower.catch_up(30)
+        begin = rec.BeginTransactionRecord(name="aborted")
+        real_log.append([(begin, 0), (rec.TopicRecord(name="gone", topic_id=aborted), 0)]).durable.result()
+        assert await follower.catch_up(10)
+        assert follower.position == real_log.durable_offset + 1  # the open transaction was fetched
+        assert aborted not in follower.image.topics_by_id  # and not applied
+        real_log.append([(rec.AbortTransactionRecord(reason="test"), 0)]).durable.result()
+        begin = rec.BeginTransactionRecord(name="kept")
+        real_log.append([(begin, 0), (rec.TopicRecord(name="kept", topic_id=committed), 0)]).durable.result()
+        assert await follower.catch_up(10)
+        assert aborted not in follower.image.topics_by_id and committed not in follower.image.topics_by_id
+        real_log.append([(rec.EndTransactionRecord(), 0)]).durable.result()
+        assert await follower.catch_up(10)
+        assert follower.image.topics_by_id[committed].name == "kept"
+        assert aborted not in follower.image.topics_by_id
+        assert comparable(follower.image) == comparable(real_log.image)
+    finally:
+        await follower.stop()
+        await served.listener.stop()
+
+
+@sync
 async def test_follower_loads_a_snapshot_then_the_log_after_it(real_log: MetadataLog) -> None:
     write_snapshot(real_log.partition_dir, real_log.image, timestamp_ms=1)
     real_log.append(

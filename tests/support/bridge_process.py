@@ -566,7 +566,8 @@ class ZkReplyCutter:
     """A TCP relay in front of a ZooKeeper server that, when armed, lets the next multi-op request through
     and then drops the connection instead of relaying the server's answer: the multi is applied, but the
     client sees only a lost connection (a network cut at the worst moment). Clients reconnect through it.
-    Armed with `withhold`, it stalls the way out instead: ZooKeeper never gets that multi.
+    Armed with `withhold`, it stalls the way out instead: ZooKeeper never gets that multi. Armed with `hold`,
+    it keeps the server's answers from then on until `release()` delivers them, in order.
     """
 
     def __init__(self, target_port: int) -> None:
@@ -578,6 +579,9 @@ class ZkReplyCutter:
         self._hold = False
         self._withhold = False
         self._lose_earlier = False
+        self._held: list[tuple[socket.socket, bytes]] = []
+        self._held_lock = threading.Lock()
+        self._released = False
         self.cuts = 0
         self._closed = False
         self._sockets: list[socket.socket] = []
@@ -605,11 +609,22 @@ class ZkReplyCutter:
         self._hold = hold
         self._withhold = withhold
         self._lose_earlier = lose_earlier_replies
+        with self._held_lock:
+            self._released = False
         self._armed.set()
 
     @property
     def armed(self) -> bool:
         return self._armed.is_set()
+
+    def release(self) -> None:
+        """End a `hold`: deliver the answers kept since the held multi, then relay as usual."""
+        with self._held_lock:
+            self._released = True
+            held, self._held = self._held, []
+            for client, data in held:
+                with contextlib.suppress(OSError):
+                    client.sendall(data)
 
     def close(self) -> None:
         self._closed = True
@@ -674,7 +689,12 @@ class ZkReplyCutter:
         try:
             while data := server.recv(65536):
                 if cut.is_set() and self._hold:
-                    continue  # held: the client waits for answers that never come
+                    with self._held_lock:
+                        if self._released:
+                            client.sendall(data)
+                        else:
+                            self._held.append((client, data))  # held: the client waits for its answers
+                    continue
                 if cut.is_set():
                     break  # the answer to the multi (or anything after it) never reaches the client
                 if self._lose_earlier and self._armed.is_set():

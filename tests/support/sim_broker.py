@@ -47,6 +47,8 @@ class HeartbeatView:
     should_shut_down: bool = False
     last_error: int = 0
     registrations: int = 0
+    heartbeats_answered: int = 0
+    """Heartbeats the controller answered without an error."""
     errors: list[int] = field(default_factory=list)
 
 
@@ -226,6 +228,7 @@ class SimulatedBroker:
         if response.error_code != ErrorCode.none:
             view.errors.append(int(response.error_code))
             return
+        view.heartbeats_answered += 1
         view.is_caught_up = view.is_caught_up or response.is_caught_up
         view.is_fenced = response.is_fenced
         view.should_shut_down = response.should_shut_down
