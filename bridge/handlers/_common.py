@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
 
 # ClusterControlManager.isActive lives with the brokers; handlers keep importing it from here.
+from bridge.brokers.cluster import ClusterControl
 from bridge.brokers.partition_change import is_active as is_active
 from migrate.kraft.image import MetadataImage
 
@@ -103,15 +104,6 @@ def nested(parent: type[Any], name: str) -> type[Any]:
 
 
 def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> ApiError | None:
-    """ClusterControlManager.checkBrokerEpoch: STALE_BROKER_EPOCH unless registered with that epoch."""
-    broker = image.cluster.brokers.get(broker_id)
-    if broker is None:
-        return ApiError(
-            ErrorCode.stale_broker_epoch, f"No broker registration found for broker id {broker_id}"
-        )
-    if broker.epoch != broker_epoch:
-        return ApiError(
-            ErrorCode.stale_broker_epoch,
-            f"Expected broker epoch {broker.epoch}, but got broker epoch {broker_epoch}",
-        )
-    return None
+    """ClusterControlManager.checkBrokerEpoch, as the handlers' ApiError."""
+    stale = ClusterControl.check_broker_epoch(image, broker_id, broker_epoch)
+    return None if stale is None else ApiError(stale.code, stale.message)

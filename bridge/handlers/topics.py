@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
+from bridge.brokers.partition_change import default_directory as broker_default_directory
 from bridge.handlers import topic_configs
 from bridge.handlers._common import (
     MAX_RECORDS_PER_USER_OP,
@@ -43,7 +44,6 @@ from migrate.kraft import records as rec
 from migrate.kraft.image import (
     MIGRATING_DIRECTORY,
     RESOURCE_TYPE_TOPIC,
-    UNASSIGNED_DIRECTORY,
     MetadataImage,
 )
 
@@ -125,19 +125,7 @@ def default_directory(image: MetadataImage, broker_id: int) -> uuid.UUID:
     """KRaftClusterDescriber.defaultDir: the broker's only log dir, MIGRATING, or UNASSIGNED."""
     if not image.metadata_version.is_directory_assignment_supported():
         return MIGRATING_DIRECTORY
-    return _broker_directory(image, broker_id)
-
-
-def _broker_directory(image: MetadataImage, broker_id: int) -> uuid.UUID:
-    """defaultDir once directory assignment is known to be supported."""
-    broker = image.cluster.brokers.get(broker_id)
-    if broker is None:
-        return UNASSIGNED_DIRECTORY
-    if not broker.log_dirs:
-        return MIGRATING_DIRECTORY
-    if len(broker.log_dirs) == 1:
-        return broker.log_dirs[0]
-    return UNASSIGNED_DIRECTORY
+    return broker_default_directory(image, broker_id)
 
 
 def partition_record(
@@ -158,7 +146,7 @@ def partition_record(
         partition_epoch=0,
     )
     if mv.is_directory_assignment_supported():
-        record.directories = [_broker_directory(image, b) for b in replicas]
+        record.directories = [broker_default_directory(image, b) for b in replicas]
     return record, mv.partition_record_version()
 
 
