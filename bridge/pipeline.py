@@ -60,6 +60,7 @@ from bridge.zk.migration_client import OneMulti, ZkBatchError
 from bridge.zk.operations import ZkOperation
 from bridge.zk.planner import plan_delta
 from migrate.errors import Zk2KraftError
+from migrate.gcpause import gc_paused
 from migrate.kraft.image import MetadataImage
 
 log = logging.getLogger(__name__)
@@ -267,7 +268,10 @@ class DualWritePipeline:
         sent = False
         try:
             if lost is None or not self._resend_lost(batch, *lost, errors):
-                sent = self._write_batch(batch, errors, one_multi=one_multi)
+                # A big batch allocates an object or more per partition: a full collection over the
+                # image's millions of objects would cost more than the write itself.
+                with gc_paused():
+                    sent = self._write_batch(batch, errors, one_multi=one_multi)
         except BaseException as exc:  # a defect: answer every request with it rather than leave them hanging
             log.exception("dual write of %d batch(es) failed unexpectedly", len(batch))
             errors = [exc] * len(batch)

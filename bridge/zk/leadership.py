@@ -38,7 +38,6 @@ from migrate.zk.kazoo_adapter import (
     ReplyRelay,
     SetData,
     Transaction,
-    add_ops,
     encoded_transaction,
     send_raw,
 )
@@ -449,9 +448,10 @@ class ZkLeadershipClient:
         while pending:
             sent = []
             for i in pending:
-                transaction = self.client.transaction()
-                add_ops(transaction, batches[i])
-                sent.append((i, transaction.commit_async()))
+                # Encoded here rather than by kazoo on its connection thread, which also reads the replies.
+                reply = self.client.handler.async_result()
+                send_raw(self.client, encoded_transaction(encode_multi(batches[i])), reply)
+                sent.append((i, reply))
             retry = []
             for i, reply in sent:
                 try:
