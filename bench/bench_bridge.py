@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from kazoo.client import TransactionRequest
 from kazoo.handlers.threading import SequentialThreadingHandler
@@ -220,9 +220,12 @@ class Subprocess:
     mode: str = "subprocess"
 
     @classmethod
-    def start(cls, zk_connect: str, metadata_dir: Path, profile: Path | None) -> Subprocess:
+    def start(
+        cls, zk_connect: str, metadata_dir: Path, profile: Path | None, module: str = "bench.bench_bridge"
+    ) -> Self:
+        """`python -m MODULE --serve`: the child prints its ports, then serves until its stdin closes."""
         log_path = metadata_dir.parent / "controller.log"
-        command = [sys.executable, "-m", "bench.bench_bridge", "--serve", zk_connect, str(metadata_dir)]
+        command = [sys.executable, "-m", module, "--serve", zk_connect, str(metadata_dir)]
         if profile is not None:
             command += ["--profile", str(profile)]
         with open(log_path, "w") as log_file:

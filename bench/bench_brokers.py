@@ -29,7 +29,6 @@ import asyncio
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ from kio.static.primitive import i16, i64, u16
 from bench.bench_bridge import (
     CHROOT,
     NODE_ID,
-    ROOT,
+    Subprocess,
     check_ok,
     latency_summary,
     load_average,
@@ -89,47 +88,17 @@ def serve(zk_connect: str, metadata_dir: Path) -> int:
     return controller.stop() or 0
 
 
-@dataclass
-class Bridge:
-    process: subprocess.Popen[str]
-    log_path: Path
-    listen_port: int
-    metrics_port: int
+class Bridge(Subprocess):
+    """The bridge in a child process (`python -m bench.bench_brokers --serve`), with its /status."""
 
     @classmethod
-    def start(cls, zk_connect: str, metadata_dir: Path) -> Bridge:
-        log_path = metadata_dir.parent / "controller.log"
-        command = [sys.executable, "-m", "bench.bench_brokers", "--serve", zk_connect, str(metadata_dir)]
-        with open(log_path, "w") as log_file:
-            process = subprocess.Popen(
-                command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True
-            )
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line:
-            process.wait(30)
-            raise Zk2KraftError(
-                f"the bridge child exited with {process.returncode}:\n{log_path.read_text()[-3000:]}"
-            )
-        ports = json.loads(line)
-        return cls(process, log_path, int(ports["listen_port"]), int(ports["metrics_port"]))
+    def start_serving(cls, zk_connect: str, metadata_dir: Path) -> Bridge:
+        return cls.start(zk_connect, metadata_dir, None, module="bench.bench_brokers")
 
     def status(self) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/status", timeout=10) as reply:
             result: dict[str, Any] = json.loads(reply.read())
         return result
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(120)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.returncode != 0:
-            tail = self.log_path.read_text()[-3000:]
-            raise Zk2KraftError(f"the bridge child exited with {self.process.returncode}:\n{tail}")
 
 
 # ---------------------------------------------------------------- the fleet
@@ -427,7 +396,7 @@ def run(
             cluster = seed_cluster(zk_connect, CHROOT, topics, seed=4)
             metadata_dir = tmp / "controller" / "meta"
             metadata_dir.parent.mkdir()
-            bridge = Bridge.start(zk_connect + CHROOT, metadata_dir)
+            bridge = Bridge.start_serving(zk_connect + CHROOT, metadata_dir)
             try:
                 assert cluster.model.cluster_id is not None
                 fleet = Fleet(bridge.listen_port, cluster.model.cluster_id, brokers, interval_s)
