@@ -1,7 +1,8 @@
 """One simulated ZooKeeper-mode broker as a process of its own: `python -m tests.support.broker_process`.
 
 Run from the repository root. Like a Kafka 3.9 ZooKeeper-mode broker in migration mode it reads the cluster
-id from ZooKeeper, registers there and with the controller, and heartbeats; SIGTERM shuts it down in a
+id from ZooKeeper, opens its inter-broker listener (LeaderAndIsr, UpdateMetadata, StopReplica from the
+controller), registers in ZooKeeper and with the controller, and heartbeats; SIGTERM shuts it down in a
 controlled way (KafkaServer's shutdown hook), SIGKILL is a crash. It prints one line per change of what the
 controller told it, so a log shows its life (the demo runs three of these).
 """
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--heartbeat-interval-ms", type=int, default=2000, help="broker.heartbeat.interval.ms"
     )
+    parser.add_argument(
+        "--port", type=int, default=0, help="the inter-broker listener's port (default: any free port)"
+    )
     args = parser.parse_args(argv)
     host, _, port = args.controller.rpartition(":")
     broker = SimulatedZkBroker(
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster_id_from_zookeeper(args.zk),
         zk_connect=args.zk,
         heartbeat_interval_s=args.heartbeat_interval_ms / 1000,
-        port=9092 + args.id,
+        port=args.port,
     )
     stop = threading.Event()
 
@@ -75,8 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     say = f"broker {args.id}:"
-    print(f"{say} registered in ZooKeeper; registering with the controller at {args.controller}", flush=True)
     broker.start()
+    print(
+        f"{say} listening on 127.0.0.1:{broker.port}, registered in ZooKeeper; registering with the "
+        f"controller at {args.controller}",
+        flush=True,
+    )
     shown = ""
     while not stop.wait(0.05):
         now = describe(broker.view)

@@ -14,9 +14,9 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
 from kio.schema.broker_registration.v4 import request as registration_v4
@@ -30,6 +30,7 @@ from migrate.kraft import metadata_version as mvs
 LISTENER = "PLAINTEXT"
 RegistrationRequest = registration_v4.BrokerRegistrationRequest
 PLAINTEXT_ID = 0
+T = TypeVar("T")
 
 
 def log_dir_id(broker_id: int) -> uuid.UUID:
@@ -92,11 +93,20 @@ class SimulatedBroker:
 
     # ------------------------------------------------------------------ control (test thread)
 
-    def start(self) -> SimulatedBroker:
-        """The observer, then registration and heartbeats, on the broker's own thread."""
+    def start(self) -> Self:
+        """`before_run`, then the observer, registration and heartbeats, on the broker's own thread."""
         self._thread.start()
+        try:
+            self.before_run()
+        except BaseException:
+            self._stop_loop()
+            raise
         self._main = asyncio.run_coroutine_threadsafe(self._run(), self._loop)  # type: ignore[assignment]
         return self
+
+    def on_loop(self, work: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        """Run `work` on the broker's own event loop and return its result (from the test thread)."""
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result(timeout)
 
     def kill(self) -> None:
         """Crash: no more heartbeats, nothing is said to the controller."""
@@ -117,6 +127,12 @@ class SimulatedBroker:
         return -1 if follower is None else follower.position - 1
 
     # ------------------------------------------------------------------ hooks
+
+    def before_run(self) -> None:
+        """What the process does, on the test thread with its loop running, before it talks to the controller."""
+
+    async def on_stop(self) -> None:
+        """What ends with the process (on its loop), besides the observer and the controller connection."""
 
     def features(self) -> tuple[tuple[str, int, int], ...]:
         """The (name, min, max) feature ranges the registration carries."""
@@ -144,6 +160,7 @@ class SimulatedBroker:
                 self._main.cancel()
             if self.follower is not None:
                 await self.follower.stop()
+            await self.on_stop()
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), loop).result(10)

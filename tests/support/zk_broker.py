@@ -1,28 +1,46 @@
 """A simulated ZooKeeper-mode Kafka 3.9 broker in migration mode, at the protocol level (controller-broker.md §5.2).
 
-Besides what every simulated broker does (`sim_broker.py`), it registers in ZooKeeper first
-(`/brokers/ids/<id>`, ephemeral, as a 3.9 broker writes it) and registers with the controller as a migrating
-ZooKeeper broker (`IsMigratingZkBroker = true`, `metadata.version` pinned to its IBP). Killing it ends its
-ZooKeeper session. It serves no LeaderAndIsr/UpdateMetadata yet (the bridge sends none).
+Besides what every simulated broker does (`sim_broker.py`), it binds its inter-broker listener, then registers
+in ZooKeeper (`/brokers/ids/<id>`, ephemeral, as a 3.9 broker writes it, with the bound port) and with the
+controller as a migrating ZooKeeper broker (`IsMigratingZkBroker = true`, `metadata.version` pinned to its
+IBP). On that listener it serves LeaderAndIsr v7, UpdateMetadata v8 and StopReplica v4 as §1.8 says
+(`zk_broker_control.py`; ApiVersions too, though the controller's channel never asks). Killing it closes
+the listener and ends its ZooKeeper session.
+
+Tests read `broker.control.snapshot()` (hosted logs, leaders, followers, strays, deleted logs, metadata
+cache, every request with its answer) and inject faults with `broker.control.fail_next(...)` and
+`broker.control.unresponsive`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from bridge.kafka.listener import KafkaListener, RequestContext
 from migrate.kraft import metadata_version as mvs
 from migrate.zk import model as zk_model
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.znodes.brokers import encode_broker
+from migrate.zk.znodes.topics import decode_topic
 from tests.support.sim_broker import LISTENER, SimulatedBroker
+from tests.support.zk_broker_control import SUPPORTED, LogDir, ZkControlState
+
+HOST = "localhost"
 
 
 class SimulatedZkBroker(SimulatedBroker):
-    """One ZooKeeper-mode broker process in migration mode; `start()`, then `shutdown()` or `kill()`."""
+    """One ZooKeeper-mode broker process in migration mode; `start()`, then `shutdown()` or `kill()`.
+
+    `port=0` binds a free port (what its znode and registration then advertise). `logs` are the partition logs
+    on its disk at start; by default (with `zk_connect`) the replicas ZooKeeper assigns to it, as a broker of
+    the migrated cluster holds them; pass `()` for an empty disk.
+    """
 
     is_migrating_zk_broker = True
     kind = "zk-broker"
@@ -36,7 +54,8 @@ class SimulatedZkBroker(SimulatedBroker):
         zk_connect: str | None = None,
         metadata_version: mvs.MetadataVersion = mvs.LATEST_PRODUCTION,
         heartbeat_interval_s: float = 0.2,
-        port: int = 9092,
+        port: int = 0,
+        logs: Iterable[LogDir] | None = None,
     ) -> None:
         super().__init__(
             broker_id, controller, cluster_id, metadata_version=metadata_version,
@@ -44,38 +63,85 @@ class SimulatedZkBroker(SimulatedBroker):
         )  # fmt: skip
         self.zk_connect = zk_connect
         self._zk: KazooClient | None = None
+        self._initial_logs = None if logs is None else list(logs)
+        self.zk_broker_epoch = -1
+        """The czxid of its `/brokers/ids` znode: the epoch a ZooKeeper controller's requests must carry."""
+        self.control = ZkControlState(broker_id, lambda: (self.view.broker_epoch, self.zk_broker_epoch))
+        """Its replica manager and metadata cache: what the controller's requests did (read `snapshot()`)."""
+        self.listener = KafkaListener(
+            "127.0.0.1", port, {key: self._handle for key in SUPPORTED}, supported=SUPPORTED
+        )
 
-    def start(self) -> SimulatedZkBroker:
-        """ZooKeeper registration first (as KafkaServer does), then the observer, registration and heartbeats."""
+    def before_run(self) -> None:
+        """Bind the listener first (the advertised port is the bound one), then register in ZooKeeper."""
+        self.port = self.on_loop(self.listener.start())
         if self.zk_connect is not None:
             self._register_in_zookeeper()
-        super().start()
-        return self
+        else:
+            self.control.load(self._initial_logs or ())
+
+    async def on_stop(self) -> None:
+        await self.listener.stop()
 
     def kill(self) -> None:
-        """Crash: no more heartbeats, the ZooKeeper session ends, nothing is said to the controller."""
+        """Crash: no more heartbeats or answers, the ZooKeeper session ends, nothing is said to the controller."""
         super().kill()
         if self._zk is not None:
             with contextlib.suppress(Exception):
                 self._zk.stop()
                 self._zk.close()
 
+    def restarted(self) -> SimulatedZkBroker:
+        """A new process of this broker (after `kill()` or `shutdown()`), started with the logs this one left
+        on disk and the same port."""
+        return SimulatedZkBroker(
+            self.broker_id, self.controller, self.cluster_id, zk_connect=self.zk_connect,
+            metadata_version=self.metadata_version, heartbeat_interval_s=self.interval, port=self.port,
+            logs=self.control.hosted(),
+        ).start()  # fmt: skip
+
     def features(self) -> tuple[tuple[str, int, int], ...]:
         """Only metadata.version, pinned to the IBP (KafkaServer)."""
         level = self.metadata_version.feature_level
         return ((mvs.FEATURE_NAME, level, level),)
+
+    async def _handle(self, context: RequestContext, request: Any) -> Any:
+        return self.control.handle(context.api_key, context.api_version, request)
 
     def _register_in_zookeeper(self) -> None:
         assert self.zk_connect is not None
         client = ZkConnectOptions(connect=self.zk_connect).kazoo_client()
         client.start(timeout=15)
         self._zk = client
+        logs = self._initial_logs
+        if logs is None:
+            logs = replicas_in_zookeeper(client, self.broker_id)
+        self.control.load(logs)
         path = f"/brokers/ids/{self.broker_id}"
         registration = zk_model.BrokerRegistration(
             broker_id=self.broker_id,
-            endpoints=[zk_model.BrokerEndpoint(LISTENER, "localhost", self.port, "PLAINTEXT")],
+            endpoints=[zk_model.BrokerEndpoint(LISTENER, HOST, self.port, "PLAINTEXT")],
             timestamp=int(time.time() * 1000),
         )
         with contextlib.suppress(NoNodeError):  # the seeded tree's znode stands for an earlier session
             client.delete(path)
-        client.create(path, encode_broker(registration), ephemeral=True, makepath=True)
+        _, stat = client.create(
+            path, encode_broker(registration), ephemeral=True, makepath=True, include_data=True
+        )
+        self.zk_broker_epoch = int(stat.czxid)
+
+
+def replicas_in_zookeeper(client: KazooClient, broker_id: int) -> list[LogDir]:
+    """The partitions `/brokers/topics` assigns to `broker_id`: the logs its disk holds."""
+    logs = []
+    with contextlib.suppress(NoNodeError):
+        for name in sorted(client.get_children("/brokers/topics")):
+            path = f"/brokers/topics/{name}"
+            data, _ = client.get(path)
+            topic = decode_topic(path, data)
+            logs += [
+                LogDir(name, partition, topic.topic_id)
+                for partition, replicas in sorted(topic.partitions.items())
+                if broker_id in replicas
+            ]
+    return logs
