@@ -22,6 +22,8 @@ from kio.static.primitive import i8, i32, i64
 
 from bridge.kafka import legacy_messages as lm
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection, send_request_sync
+from migrate.zk.model import Topic
+from migrate.zk.znodes.topics import encode_topic
 from tests.support.zk_broker import SimulatedZkBroker
 from tests.support.zk_broker_control import LEADER_AND_ISR, UPDATE_METADATA, LogDir
 
@@ -133,23 +135,33 @@ def codes(response: Any) -> list[int]:
     return [int(p.error_code) for t in response.topics for p in t.partition_errors]
 
 
-def test_it_binds_a_free_port_before_it_advertises_it_and_closes_it_when_killed(
+def test_it_binds_a_free_port_before_it_advertises_it_and_restarts_with_its_logs(
     zk_client: KazooClient, zk_connect: str
 ) -> None:
+    assignment = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
+    zk_client.create(
+        "/brokers/topics/orders", encode_topic(Topic("orders", ORDERS, assignment)), makepath=True
+    )
     sim = SimulatedZkBroker(BROKER, ("127.0.0.1", free_port()), "cluster", zk_connect=zk_connect).start()
     try:
         znode = json.loads(zk_client.get(f"/brokers/ids/{BROKER}")[0])
         assert sim.port != 0 and znode["port"] == sim.port
         assert sim.registration_request().listeners[0].port == sim.port
-        versions = send(
-            sim, api_versions_v3.ApiVersionsRequest(client_software_name="t", client_software_version="1")
-        )
-        ranges = {int(k.api_key): (k.min_version, k.max_version) for k in versions.api_keys}
+        hello = api_versions_v3.ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        ranges = {int(k.api_key): (k.min_version, k.max_version) for k in send(sim, hello).api_keys}
         assert {4: (7, 7), 5: (4, 4), 6: (8, 8)}.items() <= ranges.items()
+        assert set(sim.control.snapshot().logs) == {("orders", 0), ("orders", 2)}  # its replicas' logs
+        send(sim, stop_replica({("orders", 2): True}))
     finally:
         sim.kill()
     with pytest.raises(ConnectionClosedError):
         send(sim, umr({}))
+    again = sim.restarted()
+    try:
+        assert again.port == sim.port
+        assert set(again.control.snapshot().logs) == {("orders", 0)}  # the deleted log stays deleted
+    finally:
+        again.kill()
 
 
 def test_stale_broker_and_controller_epochs_are_refused_and_change_nothing(broker: SimulatedZkBroker) -> None:

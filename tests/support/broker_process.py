@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     shown = ""
     while not stop.wait(0.05):
-        now = describe(broker.view)
+        now = f"{describe(broker.view)}; {broker.control.summary()}"
         if now != shown:
             print(f"{say} {now} (applied offset {broker.applied_offset()})", flush=True)
             shown = now

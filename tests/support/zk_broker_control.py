@@ -41,6 +41,7 @@ STOP_REPLICA = 5
 UPDATE_METADATA = 6
 SUPPORTED = {LEADER_AND_ISR: (7, 7), STOP_REPLICA: (4, 4), UPDATE_METADATA: (8, 8)}
 """What a controller at metadata.version 3.4-IV0 or later sends (controller-broker.md §1.6)."""
+_NAMES = {LEADER_AND_ISR: "LeaderAndIsr", STOP_REPLICA: "StopReplica", UPDATE_METADATA: "UpdateMetadata"}
 
 FULL = 2
 """AbstractControlRequest.Type.FULL (LeaderAndIsr `Type`, UpdateMetadata tagged `Type`)."""
@@ -210,9 +211,19 @@ class ZkControlState:
 
     def fail_next(self, api_key: int, error: ErrorCode, count: int = 1) -> None:
         """Answer the next `count` requests of `api_key` with `error` (top-level, and on every partition of a
-        LeaderAndIsr, as Kafka's getErrorResponse shapes it) without applying them."""
+        LeaderAndIsr, as Kafka's getErrorResponse shapes it) without applying them; replaces an earlier count."""
         with self._lock:
             self._faults[api_key] = _Fault(error, count)
+
+    def summary(self) -> str:
+        """One line: what it leads and follows, strays and deleted logs, requests received (cheap, no copy)."""
+        with self._lock:
+            active = [log.role for log in self._logs.values() if not log.stopped]
+            received = ", ".join(f"{_NAMES[key]} {self._counts[key]}" for key in sorted(SUPPORTED))
+            return (
+                f"leads {active.count(LEADER)}, follows {active.count(FOLLOWER)}, strays {len(self._strays)}, "
+                f"deleted {len(self._deleted)}; received {received}"
+            )
 
     def load(self, logs: Iterable[LogDir]) -> None:
         """The logs found on disk at start (LogManager.loadLogs): hosted, no LeaderAndIsr yet."""
