@@ -12,7 +12,7 @@ v8, StopReplica v4) are served.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import threading
 import uuid
 from collections import Counter
@@ -198,12 +198,20 @@ class ZkControlState:
     # ------------------------------------------------------------------ for tests
 
     def snapshot(self) -> ZkControlSnapshot:
+        """A consistent copy of everything (between two requests); later requests do not change it."""
         with self._lock:
+            cache = self._cache
             return ZkControlSnapshot(
-                logs=copy.deepcopy(self._logs),
+                logs={key: dataclasses.replace(log) for key, log in self._logs.items()},
                 strays=list(self._strays),
                 deleted=list(self._deleted),
-                cache=copy.deepcopy(self._cache),
+                cache=MetadataCache(
+                    {name: dict(states) for name, states in cache.partition_states.items()},
+                    dict(cache.topic_ids),
+                    dict(cache.live_brokers),
+                    cache.controller_id,
+                    cache.controller_is_kraft,
+                ),
                 controller_epoch=self._controller_epoch,
                 requests=list(self._requests),
                 counts=dict(self._counts),
@@ -442,7 +450,9 @@ class ZkControlState:
 
         3.9's per-partition branch compares the wrong way round (it deletes, then re-adds, partitions the request
         has and the cache lacks), so it changes nothing; partitions the cache has and the request lacks stay, as
-        in 3.9 (a Kafka topic never loses partitions).
+        in 3.9 (a Kafka topic never loses partitions). As in 3.9, a topic re-created under a new id in one FULL
+        request ends cached without a topic id (removing its last old partition drops the new id too) until
+        a later UpdateMetadata names it.
         """
         wanted = {t.topic_id for t in topic_states}
         deletions = []
