@@ -16,6 +16,7 @@ HANDLER_MODULES = (
     "bridge.handlers.topics",
     "bridge.handlers.alter_partition",
     "bridge.handlers.elect_leaders",
+    "bridge.handlers.reassignments",
     "bridge.handlers.producer_ids",
     "bridge.handlers.configs",
     "bridge.handlers.quotas",

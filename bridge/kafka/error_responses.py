@@ -27,10 +27,18 @@ _ITEM_LISTS: dict[int, tuple[str, tuple[str, ...]]] = {
     33: ("responses", ("resources",)),  # AlterConfigs
     37: ("results", ("topics",)),  # CreatePartitions
     44: ("responses", ("resources",)),  # IncrementalAlterConfigs
+    45: ("responses", ("topics",)),  # AlterPartitionReassignments
+    46: ("topics", ("topics",)),  # ListPartitionReassignments (null topics: none)
     49: ("entries", ("entries",)),  # AlterClientQuotas
     51: ("results", ("deletions", "upsertions")),  # AlterUserScramCredentials (one result per user op)
 }
 _ALL_OF = {51}  # items of every listed request field are answered, not only of the first non-empty one
+# Results nested in an item's result, one per element of the request item's own list (result field → request
+# field): a partition result per partition of a topic, as Kafka's getErrorResponse builds them.
+_NESTED_ITEM_LISTS: dict[int, dict[str, str]] = {
+    45: {"partitions": "partitions"},  # AlterPartitionReassignments
+    46: {"partitions": "partition_indexes"},  # ListPartitionReassignments (partition indexes only)
+}
 
 
 def error_response(
@@ -47,7 +55,14 @@ def error_response(
             items.extend(found)
             if found and api_key not in _ALL_OF:
                 break
-    return _build(cls, request, error, message, {list_field: items} if list_field else {})
+    return _build(
+        cls,
+        request,
+        error,
+        message,
+        {list_field: items} if list_field else {},
+        _NESTED_ITEM_LISTS.get(api_key, {}),
+    )
 
 
 _HINTS: dict[type[Any], dict[str, Any]] = {}
@@ -61,7 +76,12 @@ def _hints(cls: type[Any]) -> dict[str, Any]:
 
 
 def _build(
-    cls: type[Any], source: Any, error: ErrorCode, message: str | None, lists: dict[str, list[Any]]
+    cls: type[Any],
+    source: Any,
+    error: ErrorCode,
+    message: str | None,
+    lists: dict[str, list[Any]],
+    nested_lists: dict[str, str] | None = None,
 ) -> Any:
     hints = _hints(cls)
     values: dict[str, Any] = {}
@@ -79,7 +99,12 @@ def _build(
             if entity is None:
                 values[f.name] = tuple(items)
             else:
-                values[f.name] = tuple(_build(entity, _as_source(item), error, message, {}) for item in items)
+                values[f.name] = tuple(
+                    _build(
+                        entity, _as_source(item), error, message, _nested(item, nested_lists), nested_lists
+                    )
+                    for item in items
+                )
         elif f.name in _IDENTIFYING and _identity(source, f.name) is not None:
             values[f.name] = _identity(source, f.name)
         elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
@@ -113,8 +138,24 @@ class _Named:
     name: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Indexed:
+    """A request item that is only a partition index (ListPartitionReassignments' partition_indexes)."""
+
+    partition_index: int
+
+
 def _as_source(item: Any) -> Any:
-    return _Named(item) if isinstance(item, str) else item
+    if isinstance(item, str):
+        return _Named(item)
+    return _Indexed(item) if isinstance(item, int) else item
+
+
+def _nested(item: Any, nested_lists: dict[str, str] | None) -> dict[str, list[Any]]:
+    """The nested result lists of one request item (`nested_lists`: result field → the item's field)."""
+    if not nested_lists or isinstance(item, str | int):
+        return {}
+    return {field: list(getattr(item, source, None) or ()) for field, source in nested_lists.items()}
 
 
 def _entity_tuple(kind: Any) -> type[Any] | None:

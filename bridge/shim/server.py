@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 API_VERSIONS: Final = 18
 ALTER_PARTITION: Final = 56
 # Kafka's forwardable ApiKeys the shim sends to the controller in an envelope (the controller's FORWARDABLE).
-FORWARDED: Final = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 49, 51})
+FORWARDED: Final = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51})
 # Kafka 3.9's version ranges for the reads, cut to what kio defines.
 READ_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     **reads.IDENTITY_VERSIONS,

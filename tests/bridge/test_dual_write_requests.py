@@ -80,8 +80,6 @@ STOCK = "current_stock"
 STOCK_ID = uuid.UUID("6d660bbe-4352-41e5-9d2a-186bde7d2f37")
 
 
-
-
 # ---------------------------------------------------------------------------------------------- checking
 
 
@@ -801,7 +799,13 @@ def test_alter_partition_all_versions_and_stale_epochs(cluster: Cluster, zk_clie
         before = partition_reg(cluster, p)
         leader = before.leader
         req = alter_partition(
-            version, leader, epochs[leader], p, before.leader_epoch, before.partition_epoch, isr,
+            version,
+            leader,
+            epochs[leader],
+            p,
+            before.leader_epoch,
+            before.partition_epoch,
+            isr,
             isr_epochs=epochs,
         )
         response = cluster.send(req)
@@ -874,4 +878,111 @@ def test_allocate_producer_ids(cluster: Cluster, zk_client: KazooClient) -> None
         == ErrorCode.stale_broker_epoch
     )
     assert cluster.send(cls(broker_id=i32(9), broker_epoch=i64(1))).error_code == ErrorCode.stale_broker_epoch
+    cluster.unchanged(end)
+
+
+# ---------------------------------------------------------------------------------------------- reassignment
+
+
+def reassign(*items: tuple[int, list[int] | None]) -> Any:
+    """AlterPartitionReassignments v0 of `current_stock` partitions (None cancels)."""
+    cls = protocol.request_class(45, 0)
+    topic_cls, part_cls = nested(cls, "ReassignableTopic"), nested(cls, "ReassignablePartition")
+    parts = tuple(
+        part_cls(partition_index=i32(p), replicas=None if r is None else tuple(i32(b) for b in r))
+        for p, r in items
+    )
+    return cls(topics=(topic_cls(name=STOCK, partitions=parts),))
+
+
+def ongoing(cluster: Cluster) -> dict[int, tuple[list[int], list[int], list[int]]]:
+    """ListPartitionReassignments (all topics): replicas, adding, removing by `current_stock` partition."""
+    response = cluster.send(request(46, 0, topics=None))
+    assert response.error_code == ErrorCode.none
+    return {
+        int(p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+        for t in response.topics
+        if t.name == STOCK
+        for p in t.partitions
+    }
+
+
+def zk_topic_json(zk_client: KazooClient) -> dict[str, Any]:
+    data, _stat = zk_client.get(f"/brokers/topics/{STOCK}")
+    return dict(json.loads(data))
+
+
+def test_reassignment_started_completed_and_cancelled_is_dual_written(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    epochs = {b: broker_epoch(zk_client, b) for b in (1, 2, 3)}
+    # Partition 0 is [2, 1] led by 1 with ISR [1, 2]: move it to [3, 2] (forwarded by a ZooKeeper-mode broker).
+    inner = cluster.forward(reassign((0, [3, 2])))
+    assert [(p.partition_index, p.error_code) for t in inner.responses for p in t.partitions] == [
+        (0, ErrorCode.none)
+    ]
+    started = partition_reg(cluster, 0)
+    assert (started.replicas, started.adding_replicas, started.removing_replicas) == ([3, 2, 1], [3], [1])
+    assert (started.leader, started.leader_epoch) == (1, 2)  # starting bumps no leader epoch
+    expected = cluster.expect()
+    expected.topics[STOCK].partitions[0] = [3, 2, 1]
+    expected.topics[STOCK].adding_replicas = {0: [3]}
+    expected.topics[STOCK].removing_replicas = {0: [1]}
+    # Every changed partition's state znode is rewritten, with the KRaft controller's epoch.
+    expected.topics[STOCK].states[0] = PartitionState(
+        leader=1, leader_epoch=2, isr=[1, 2], controller_epoch=cluster.kraft_epoch
+    )
+    cluster.check(expected)
+    assert zk_topic_json(zk_client)["adding_replicas"] == {"0": [3]}
+    assert zk_topic_json(zk_client)["removing_replicas"] == {"0": [1]}
+    assert ongoing(cluster) == {0: ([3, 2, 1], [3], [1])}
+
+    # Leader 1 reports broker 3 caught up: the reassignment completes, 1 leaves, leadership moves to 3.
+    response = cluster.send(
+        alter_partition(2, 1, epochs[1], 0, started.leader_epoch, started.partition_epoch, [1, 2, 3])
+    )
+    assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.new_leader_elected]
+    done = partition_reg(cluster, 0)
+    assert (done.replicas, done.isr, done.adding_replicas, done.removing_replicas) == ([3, 2], [2, 3], [], [])
+    assert (done.leader, done.leader_epoch) == (3, 3)
+    expected = cluster.expect()
+    expected.topics[STOCK].partitions[0] = [3, 2]
+    expected.topics[STOCK].adding_replicas = {}
+    expected.topics[STOCK].removing_replicas = {}
+    expected.topics[STOCK].states[0] = PartitionState(
+        leader=3, leader_epoch=3, isr=[2, 3], controller_epoch=cluster.kraft_epoch
+    )
+    cluster.check(expected)
+    # Kafka's TopicZNode keeps both maps, empty, once nothing is reassigning.
+    assert (zk_topic_json(zk_client)["adding_replicas"], zk_topic_json(zk_client)["removing_replicas"]) == (
+        {},
+        {},
+    )
+    assert ongoing(cluster) == {}
+
+    # Partition 1 ([3, 2], leader 3): start a move to [1, 2], then cancel it.
+    assert errors(cluster.send(reassign((1, [1, 2]))).responses[0], "partitions") == [ErrorCode.none]
+    assert ongoing(cluster) == {1: ([1, 2, 3], [1], [3])}
+    before = partition_reg(cluster, 1)
+    assert errors(cluster.send(reassign((1, None))).responses[0], "partitions") == [ErrorCode.none]
+    reverted = partition_reg(cluster, 1)
+    # The revert keeps the replica list's order minus the added broker: [2, 3], not the original [3, 2].
+    assert (reverted.replicas, reverted.isr, reverted.adding_replicas, reverted.removing_replicas) == (
+        [2, 3], [3, 2], [], []
+    )  # fmt: skip
+    assert (reverted.leader, reverted.leader_epoch) == (3, before.leader_epoch + 1)  # broker 1 left the list
+    expected = cluster.expect()
+    expected.topics[STOCK].partitions[1] = [2, 3]
+    expected.topics[STOCK].states[1] = PartitionState(
+        leader=3, leader_epoch=reverted.leader_epoch, isr=[3, 2], controller_epoch=cluster.kraft_epoch
+    )
+    cluster.check(expected)
+    assert ongoing(cluster) == {}
+
+    # Refusals write nothing: nothing to cancel, an unregistered broker.
+    end = cluster.end_offset
+    response = cluster.send(reassign((2, None), (2, [1, 7])))
+    assert errors(response.responses[0], "partitions") == [
+        ErrorCode.no_reassignment_in_progress, ErrorCode.invalid_replica_assignment
+    ]  # fmt: skip
     cluster.unchanged(end)

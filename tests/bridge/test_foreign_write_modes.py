@@ -22,8 +22,9 @@ from migrate.zk import paths
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
-from migrate.zk.model import ConfigChangeNotification, EntityConfig
+from migrate.zk.model import ConfigChangeNotification, EntityConfig, LegacyReassignment, ReplicaReassignment
 from migrate.zk.tree import ZTree
+from migrate.zk.znodes.admin import encode_reassignment
 from migrate.zk.znodes.configs import encode_config_change, encode_entity_config
 from tests.support.requests import SET, TOPIC, incremental
 
@@ -31,7 +32,6 @@ pytestmark = pytest.mark.zookeeper
 
 STOCK = "current_stock"
 TOPIC_RESOURCE = 2
-
 
 
 @pytest.fixture
@@ -152,3 +152,33 @@ def test_revert_mode_puts_the_logs_state_back(
     # The revert is announced like any config write, so ZooKeeper-mode brokers reload the config.
     changes = from_tree(read_tree(zk_connect, acls=False)).config_changes
     assert [c.entity_path for _name, c in sorted(changes.items())][-2:] == [f"topics/{STOCK}"] * 2
+
+
+@pytest.mark.parametrize("mode", ["report", "import", "revert"])
+def test_a_legacy_reassignment_request_is_reported_and_left_alone_in_every_mode(
+    mode: str, start_bridge: Callable[[str], BridgeController], zk_client: KazooClient, zk_connect: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    # `kafka-reassign-partitions --zookeeper` during dual-write: Kafka's KRaft controller never reads the znode.
+    bridge = start_bridge(mode)
+    assert bridge.log is not None
+    end = bridge.log.end_offset
+    topic_before = zk_client.get(paths.topic_path(STOCK))[0]
+    request = encode_reassignment(LegacyReassignment([ReplicaReassignment(STOCK, 0, [3, 2])]))
+    zk_client.create(paths.REASSIGN_PARTITIONS, request, makepath=True)
+    wait_until(lambda: bridge.status().foreign_zk_writes >= 1)
+    settle(bridge)
+    if mode != "report":
+        wait_until(lambda: bridge.foreign_batches_handled >= 1)
+    warning = next(r.getMessage() for r in caplog.records if paths.REASSIGN_PARTITIONS in r.getMessage())
+    assert f"{STOCK}-0 -> [3, 2]" in warning
+    assert "left in place whatever --foreign-zk-writes says" in warning
+    assert "kafka-reassign-partitions --bootstrap-server" in warning
+    assert f'zk2kraft_foreign_zk_writes_total{{kind="created",mode="{mode}"}} 1.0'.encode() in (
+        bridge.metrics.exposition()
+    )
+    # Nothing imported, nothing reverted: the request stays, the assignment and the log are unchanged.
+    assert zk_client.get(paths.REASSIGN_PARTITIONS)[0] == request
+    assert zk_client.get(paths.topic_path(STOCK))[0] == topic_before
+    assert bridge.log.image.topics_by_name[STOCK].partitions[0].replicas == [2, 1]
+    assert bridge.log.end_offset == end

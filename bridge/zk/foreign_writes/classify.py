@@ -81,7 +81,7 @@ def _classify_one(image: MetadataImage, zk: ZkClusterModel, path: str) -> Foreig
     if path in LEGACY_ADMIN:
         if not _legacy_request_present(zk, path):
             return None
-        return ForeignWrite(path, CREATED, "admin request", "legacy admin request; no controller acts on it")
+        return ForeignWrite(path, CREATED, "admin request", _legacy_request_detail(zk, path))
     if path.startswith(paths.DELEGATION_TOKENS + "/"):
         return _classify_token(image, zk, path, parts[3])
     if path == paths.LATEST_PRODUCER_ID_BLOCK:
@@ -103,6 +103,17 @@ def _entity_name(path: str) -> str:
     if path.startswith(paths.DELEGATION_TOKENS):
         return "delegation token"
     return "znode"
+
+
+def _legacy_request_detail(zk: ZkClusterModel, path: str) -> str:
+    """What a legacy admin request asks for, in the partitions' own words (Kafka's KRaft controller ignores it)."""
+    if path == paths.REASSIGN_PARTITIONS:
+        asked = zk.legacy_reassignment
+        moves = [f"{r.topic}-{r.partition} -> {r.replicas}" for r in asked.partitions] if asked else []
+        return "legacy partition reassignment" + (": " + ", ".join(moves) if moves else "")
+    asked_election = zk.preferred_replica_election
+    named = [f"{tp.topic}-{tp.partition}" for tp in asked_election.partitions] if asked_election else []
+    return "legacy preferred leader election" + (": " + ", ".join(named) if named else "")
 
 
 def _legacy_request_present(zk: ZkClusterModel, path: str) -> bool:

@@ -40,6 +40,15 @@ CREATED, CHANGED, DELETED = "created", "changed", "deleted"
 
 
 LEGACY_ADMIN = (paths.REASSIGN_PARTITIONS, paths.PREFERRED_REPLICA_ELECTION)
+# Kafka's KRaft controller never reads these requests and no dual-write operation owns them: whatever the mode,
+# they are neither imported nor deleted (a ZooKeeper controller would act on them after a rollback).
+_LEFT_IN_PLACE = "left in place whatever --foreign-zk-writes says: Kafka's KRaft controller ignores it; use "
+LEGACY_ADMIN_ACTIONS = {
+    paths.REASSIGN_PARTITIONS: _LEFT_IN_PLACE + "AlterPartitionReassignments "
+    "(kafka-reassign-partitions --bootstrap-server) instead, and delete the znode",
+    paths.PREFERRED_REPLICA_ELECTION: _LEFT_IN_PLACE + "ElectLeaders "
+    "(kafka-leader-election --bootstrap-server) instead, and delete the znode",
+}
 
 
 class ForeignWriteMode(enum.Enum):

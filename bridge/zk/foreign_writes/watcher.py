@@ -18,6 +18,7 @@ from bridge.metrics import BridgeMetrics
 from bridge.zk.foreign_writes.classify import classify
 from bridge.zk.foreign_writes.entities import (
     DELETED,
+    LEGACY_ADMIN_ACTIONS,
     WATCHED_ROOTS,
     ForeignWrite,
     ForeignWriteMode,
@@ -420,7 +421,8 @@ class ForeignWriteWatcher:
         }[batch.mode]
         for write in batch.writes:
             log.warning("foreign ZooKeeper write: znode %s %s by someone else (%s); %s", write.path, write.kind,
-                        write.entity + (": " + write.detail if write.detail else ""), action)  # fmt: skip
+                        write.entity + (": " + write.detail if write.detail else ""),
+                        LEGACY_ADMIN_ACTIONS.get(write.path, action))  # fmt: skip
         if self.metrics is not None:
             self.metrics.observe_foreign_writes([w.kind for w in batch.writes], batch.mode.value)
         if self.on_change is not None:

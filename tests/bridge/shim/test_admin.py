@@ -45,7 +45,6 @@ from tests.support.bridge import (
 pytestmark = pytest.mark.zookeeper
 
 
-
 @pytest.fixture
 def admin(shim: ShimServer) -> AdminClient:
     return AdminClient({"bootstrap.servers": f"127.0.0.1:{shim.port}", "socket.timeout.ms": 20000})
@@ -298,3 +297,44 @@ def test_elect_leaders_preferred_and_unclean_through_the_shim(
         errors = list(admin.elect_leaders(election, [wanted]).result(timeout=TIMEOUT).values())
         assert [e.code() for e in errors] == [KafkaError.ELECTION_NOT_NEEDED], election
     assert bridge.log.image.topics_by_name[topic].partitions[index] == after
+
+
+def test_partition_reassignment_through_the_shim_with_kafka_python(
+    shim: ShimServer, bridge: BridgeController, zk_client: KazooClient
+) -> None:
+    # confluent-kafka (librdkafka) has no partition-reassignment API; kafka-python's admin client drives it.
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import NoReassignmentInProgressError
+
+    assert bridge.log is not None
+    admin = KafkaAdminClient(
+        bootstrap_servers=f"127.0.0.1:{shim.port}", request_timeout_ms=int(TIMEOUT * 1000)
+    )
+    try:
+        wanted = KafkaTopicPartition("current_stock", 0)  # [2, 1], led by 1, both in sync
+        assert admin.alter_partition_reassignments({wanted: [3, 2]}) == {wanted: None}
+        ongoing = {"replicas": [3, 2, 1], "adding_replicas": [3], "removing_replicas": [1]}
+        assert admin.list_partition_reassignments() == {wanted: ongoing}
+        assert admin.list_partition_reassignments({"current_stock": [0, 1]}) == {wanted: ongoing}
+        topic = json.loads(zk_client.get("/brokers/topics/current_stock")[0])
+        assert (topic["adding_replicas"], topic["removing_replicas"]) == ({"0": [3]}, {"0": [1]})
+
+        assert admin.alter_partition_reassignments({wanted: None}) == {wanted: None}
+        assert admin.list_partition_reassignments() == {}
+        partition = bridge.log.image.topics_by_name["current_stock"].partitions[0]
+        assert (partition.replicas, partition.adding_replicas, partition.removing_replicas) == (
+            [2, 1],
+            [],
+            [],
+        )
+        topic = json.loads(zk_client.get("/brokers/topics/current_stock")[0])
+        assert (topic["partitions"]["0"], topic["adding_replicas"], topic["removing_replicas"]) == (
+            [2, 1],
+            {},
+            {},
+        )
+        # Nothing left to cancel: Kafka's error, per partition.
+        assert admin.alter_partition_reassignments({wanted: None}) == {wanted: NoReassignmentInProgressError}
+    finally:
+        admin.close()

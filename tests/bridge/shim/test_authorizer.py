@@ -12,8 +12,10 @@ from kio.schema.create_acls.v3 import CreateAclsRequest
 from kio.schema.describe_acls.v3 import DescribeAclsRequest
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
-from kio.static.primitive import i8
+from kio.static.primitive import i8, i32
 
+from bridge.handlers._common import nested
+from bridge.kafka import protocol
 from bridge.kafka.protocol import KafkaPrincipal
 from bridge.shim.authorizer import (
     CLUSTER_NAME,
@@ -278,13 +280,14 @@ def test_request_table_names_kafkas_checks() -> None:
     assert checks(19) == {(OP.CREATE, RT.CLUSTER), (OP.CREATE, RT.TOPIC), (OP.DESCRIBE_CONFIGS, RT.TOPIC)}
     assert checks(33) == checks(44) == {(OP.ALTER_CONFIGS, RT.TOPIC), (OP.ALTER_CONFIGS, RT.CLUSTER)}
     assert checks(30) == checks(31) == checks(51) == {(OP.ALTER, RT.CLUSTER)}
-    assert checks(29) == checks(50) == {(OP.DESCRIBE, RT.CLUSTER)}
+    assert checks(29) == checks(50) == checks(46) == {(OP.DESCRIBE, RT.CLUSTER)}
+    assert checks(45) == {(OP.ALTER, RT.CLUSTER)}
     assert checks(49) == {(OP.ALTER_CONFIGS, RT.CLUSTER)} and checks(48) == {
         (OP.DESCRIBE_CONFIGS, RT.CLUSTER)
     }
     assert (OP.DESCRIBE, RT.TOPIC) in checks(3)
     assert checks(56) == checks(58) == {(OP.CLUSTER_ACTION, RT.CLUSTER)}
-    for api_key in (29, 30, 31, 48, 49, 50, 51, 56):
+    for api_key in (29, 30, 31, 45, 46, 48, 49, 50, 51, 56):
         assert REQUEST_CHECKS[api_key].request_wide
         assert {c.error for c in REQUEST_CHECKS[api_key].checks} == {ErrorCode.cluster_authorization_failed}
     for api_key in (19, 20, 37):
@@ -320,3 +323,22 @@ def test_cluster_refusal_builds_kafkas_error_response() -> None:
     assert refused_describe.error_code == ErrorCode.cluster_authorization_failed
     assert refused_describe.error_message == "Cluster authorization failed."
     assert cluster_refusal(authorizer, "User:bob", HOST, 19, 7, None) is None  # per-item, not request-wide
+
+
+def test_reassignments_need_alter_or_describe_on_the_cluster() -> None:
+    authorizer = StandardAuthorizer(
+        [acl(RT.CLUSTER, CLUSTER_NAME, PT.LITERAL, "User:ops", OP.DESCRIBE, ALLOW)]
+    )
+    alter_cls = protocol.request_class(45, 0)
+    topic_cls, part_cls = nested(alter_cls, "ReassignableTopic"), nested(alter_cls, "ReassignablePartition")
+    alter = alter_cls(topics=(topic_cls(name="t", partitions=(part_cls(partition_index=i32(0)),)),))
+    refused = cluster_refusal(authorizer, "User:ops", HOST, 45, 0, alter)
+    assert refused is not None and refused.error_code == ErrorCode.cluster_authorization_failed
+    assert [(p.partition_index, p.error_code) for t in refused.responses for p in t.partitions] == [
+        (0, ErrorCode.cluster_authorization_failed)
+    ]
+    # DESCRIBE is enough to list; nobody else may.
+    listing = protocol.request_class(46, 0)(topics=None)
+    assert cluster_refusal(authorizer, "User:ops", HOST, 46, 0, listing) is None
+    denied = cluster_refusal(authorizer, "User:bob", HOST, 46, 0, listing)
+    assert denied is not None and denied.error_code == ErrorCode.cluster_authorization_failed

@@ -50,7 +50,8 @@ def test_api_versions_advertise_exactly_what_the_shim_serves(shim: ShimServer) -
     advertised = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
     assert advertised == {
         3: (0, 12), 18: (0, 3), 19: (2, 7), 20: (1, 6), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4),
-        33: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0),
+        33: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 0), 46: (0, 0), 48: (0, 1), 49: (0, 1),
+        50: (0, 0), 51: (0, 0),
         56: (0, 3), 60: (0, 1),
     }  # fmt: skip
 
