@@ -26,6 +26,7 @@ _ITEM_LISTS: dict[int, tuple[str, tuple[str, ...]]] = {
     31: ("filter_results", ("filters",)),  # DeleteAcls
     33: ("responses", ("resources",)),  # AlterConfigs
     37: ("results", ("topics",)),  # CreatePartitions
+    43: ("replica_election_results", ("topic_partitions",)),  # ElectLeaders (null topic_partitions: none)
     44: ("responses", ("resources",)),  # IncrementalAlterConfigs
     45: ("responses", ("topics",)),  # AlterPartitionReassignments
     46: ("topics", ("topics",)),  # ListPartitionReassignments (null topics: none)
@@ -36,6 +37,7 @@ _ALL_OF = {51}  # items of every listed request field are answered, not only of 
 # Results nested in an item's result, one per element of the request item's own list (result field → request
 # field): a partition result per partition of a topic, as Kafka's getErrorResponse builds them.
 _NESTED_ITEM_LISTS: dict[int, dict[str, str]] = {
+    43: {"partition_result": "partitions"},  # ElectLeaders (partition ids only)
     45: {"partitions": "partitions"},  # AlterPartitionReassignments
     46: {"partitions": "partition_indexes"},  # ListPartitionReassignments (partition indexes only)
 }
@@ -118,7 +120,7 @@ def _build(
 # set only these, the error code and the message).
 _IDENTIFYING = frozenset(
     {"name", "topic_id", "resource_type", "resource_name", "entity_type", "entity_name", "user",
-     "partition_index", "topic_name"}
+     "partition_index", "partition_id", "topic", "topic_name"}
 )  # fmt: skip
 _IDENTIFYING_LISTS = frozenset({"entity"})  # AlterClientQuotas answers with the request's entity
 
@@ -126,6 +128,8 @@ _IDENTIFYING_LISTS = frozenset({"entity"})  # AlterClientQuotas answers with the
 def _identity(source: Any, name: str) -> Any:
     if isinstance(source, _Named):
         return source.name if name in ("name", "user") else None
+    if isinstance(source, _Indexed):
+        return source.partition_index if name in ("partition_index", "partition_id") else None
     if name == "user" and not hasattr(source, "user"):
         name = "name"  # AlterUserScramCredentials: request items have `name`, results `user`
     return getattr(source, name, None)
@@ -140,7 +144,8 @@ class _Named:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Indexed:
-    """A request item that is only a partition index (ListPartitionReassignments' partition_indexes)."""
+    """A request item that is only a partition index (ListPartitionReassignments' partition_indexes,
+    ElectLeaders' partitions)."""
 
     partition_index: int
 

@@ -296,6 +296,8 @@ REQUEST_CHECKS: Final[dict[int, RequestChecks]] = {
                       True, "the request's error response (every entry fails)"),
     51: RequestChecks("AlterUserScramCredentials", (_check(_OP.ALTER, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
                       True, "the request's error response (every user fails)"),
+    43: RequestChecks("ElectLeaders", (_check(_OP.ALTER, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
+                      True, "top-level and every asked partition CLUSTER_AUTHORIZATION_FAILED, no message"),
     45: RequestChecks("AlterPartitionReassignments", (_check(_OP.ALTER, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
                       True, "the request's error response (every partition fails)"),
     46: RequestChecks("ListPartitionReassignments", (_check(_OP.DESCRIBE, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
@@ -309,6 +311,9 @@ REQUEST_CHECKS: Final[dict[int, RequestChecks]] = {
     58: RequestChecks("Envelope", (_check(_OP.CLUSTER_ACTION, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
                       True, "CLUSTER_AUTHORIZATION_FAILED: only brokers (and shims) may forward"),
 }  # fmt: skip
+
+
+ELECT_LEADERS = 43
 
 
 def cluster_refusal(
@@ -325,9 +330,9 @@ def cluster_refusal(
         return None
     for check in checks.checks:
         if not authorizer.authorize(principal, host, check.operation, check.resource_type, check.resource):
-            return error_response(
-                api_key, api_version, request, check.error, _DEFAULT_MESSAGES.get(check.error)
-            )
+            # KafkaApis answers a refused ElectLeaders itself, with ApiError(CLUSTER_AUTHORIZATION_FAILED, null).
+            message = None if api_key == ELECT_LEADERS else _DEFAULT_MESSAGES.get(check.error)
+            return error_response(api_key, api_version, request, check.error, message)
     return None
 
 

@@ -281,13 +281,13 @@ def test_request_table_names_kafkas_checks() -> None:
     assert checks(33) == checks(44) == {(OP.ALTER_CONFIGS, RT.TOPIC), (OP.ALTER_CONFIGS, RT.CLUSTER)}
     assert checks(30) == checks(31) == checks(51) == {(OP.ALTER, RT.CLUSTER)}
     assert checks(29) == checks(50) == checks(46) == {(OP.DESCRIBE, RT.CLUSTER)}
-    assert checks(45) == {(OP.ALTER, RT.CLUSTER)}
+    assert checks(45) == checks(43) == {(OP.ALTER, RT.CLUSTER)}
     assert checks(49) == {(OP.ALTER_CONFIGS, RT.CLUSTER)} and checks(48) == {
         (OP.DESCRIBE_CONFIGS, RT.CLUSTER)
     }
     assert (OP.DESCRIBE, RT.TOPIC) in checks(3)
     assert checks(56) == checks(58) == {(OP.CLUSTER_ACTION, RT.CLUSTER)}
-    for api_key in (29, 30, 31, 45, 46, 48, 49, 50, 51, 56):
+    for api_key in (29, 30, 31, 43, 45, 46, 48, 49, 50, 51, 56):
         assert REQUEST_CHECKS[api_key].request_wide
         assert {c.error for c in REQUEST_CHECKS[api_key].checks} == {ErrorCode.cluster_authorization_failed}
     for api_key in (19, 20, 37):
@@ -342,3 +342,20 @@ def test_reassignments_need_alter_or_describe_on_the_cluster() -> None:
     assert cluster_refusal(authorizer, "User:ops", HOST, 46, 0, listing) is None
     denied = cluster_refusal(authorizer, "User:bob", HOST, 46, 0, listing)
     assert denied is not None and denied.error_code == ErrorCode.cluster_authorization_failed
+
+
+def test_elect_leaders_needs_alter_on_the_cluster() -> None:
+    authorizer = StandardAuthorizer([acl(RT.CLUSTER, CLUSTER_NAME, PT.LITERAL, "User:ops", OP.ALTER, ALLOW)])
+    elect_cls = protocol.request_class(43, 2)
+    topic_cls = nested(elect_cls, "TopicPartitions")
+    elect = elect_cls(
+        election_type=i8(0), topic_partitions=(topic_cls(topic="t", partitions=(i32(0), i32(2))),), timeout=i32(60000)
+    )
+    assert cluster_refusal(authorizer, "User:ops", HOST, 43, 2, elect) is None
+    refused = cluster_refusal(authorizer, "User:bob", HOST, 43, 2, elect)
+    assert refused is not None and refused.error_code == ErrorCode.cluster_authorization_failed
+    assert [
+        (r.topic, p.partition_id, p.error_code, p.error_message)
+        for r in refused.replica_election_results
+        for p in r.partition_result
+    ] == [("t", 0, ErrorCode.cluster_authorization_failed, None), ("t", 2, ErrorCode.cluster_authorization_failed, None)]
