@@ -45,7 +45,9 @@ SECURITY_PROTOCOLS: Final = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "
 class Propagation:
     """The request builders the channel drives: `bridge.brokers.propagation`'s (tests substitute theirs)."""
 
-    migrating_brokers: Callable[[MetadataImage, str], dict[int, BrokerAddress]] = propagation.migrating_brokers
+    migrating_brokers: Callable[[MetadataImage, str], dict[int, BrokerAddress]] = (
+        propagation.migrating_brokers
+    )
     delta_of: Callable[[Iterable[tuple[Any, int]], MetadataImage, MetadataImage], PublishedDelta] = (
         propagation.delta_of
     )
