@@ -8,18 +8,31 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
+from bridge.api import DriverState
 from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation
 from bridge.brokers.propagation import BrokerAddress, BrokerRequest, PropagationContext, PublishedDelta
+from bridge.controller import BridgeController
 from bridge.kafka import legacy_messages as lm
+from bridge.kafka.client import send_request_sync
 from bridge.kafka.protocol import decode_request, encode_response, frame, read_frame
 from bridge.metrics import BridgeMetrics
+from bridge.pipeline import PublishedBatch
+from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
+from migrate.zk import paths
+from migrate.zk.load import load_tree
+from migrate.zk.tree import ZTree
+from tests.support.bridge import NODE_ID, controller_config
+from tests.support.bridge import eventually as bridge_eventually
+from tests.support.requests import SET, TOPIC, create_topic, incremental
 
 HOST = "127.0.0.1"
 SUPPORTED = {4: (7, 7), 5: (4, 4), 6: (8, 8)}
@@ -384,6 +397,7 @@ class FakePropagation:
 
     members: dict[int, BrokerAddress]
     threads: list[str] = field(default_factory=list)
+    contexts: list[PropagationContext] = field(default_factory=list)
     _views: dict[int, dict[int, BrokerAddress]] = field(default_factory=dict)
 
     def builders(self) -> Propagation:
@@ -409,7 +423,7 @@ class FakePropagation:
 
     def full_sync(self, view: MetadataImage, ctx: PropagationContext) -> list[BrokerRequest]:
         self.threads.append(f"build:{threading.current_thread().name}")
-        assert ctx == CTX
+        self.contexts.append(ctx)
         members = sorted(self._views[id(view)])
         return [
             r
@@ -444,6 +458,7 @@ def test_nothing_is_sent_before_the_full_sync_then_events_go_out_in_publish_orde
             assert broker.received == [(6, 100), (4, 101), (6, 2), (6, 3), (6, 4)]
             status = channel.snapshot()
             assert status.active and status.full_syncs == 1 and status.brokers[0].full_syncs_sent == 1
+            assert fake.contexts == [CTX]
             # The view is taken on the event loop, the requests built on the worker thread.
             loop_thread = threading.current_thread().name
             views = [t for t in fake.threads if t.startswith("view:")]
@@ -489,3 +504,116 @@ def test_membership_follows_each_event_and_a_fenced_channel_sends_nothing() -> N
             await second.stop()
 
     asyncio.run(scenario())
+
+
+# ---------------------------------------------------------------------------------- wired into the bridge
+
+
+class StandInThread:
+    """A StandIn served from its own event loop thread, for a bridge running on another thread."""
+
+    def __init__(self, stand_in: StandIn) -> None:
+        self.stand_in = stand_in
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="stand-in", daemon=True)
+
+    def __enter__(self) -> StandIn:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.stand_in.start(), self.loop).result(10)
+        return self.stand_in
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.stand_in.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@dataclass
+class TopicsPropagation(FakePropagation):
+    """Like FakePropagation, over real records: a batch with a TopicRecord changes brokers' metadata (its
+    incremental UpdateMetadata carries the batch's number), anything else does not."""
+
+    slices: list[tuple[list[Any], MetadataImage, MetadataImage]] = field(default_factory=list)
+
+    def delta_of(
+        self, records: Iterable[tuple[Any, int]], before: MetadataImage, after: MetadataImage
+    ) -> PublishedDelta:
+        batch = [record for record, _version in records]
+        self.slices.append((batch, before, after))
+        topics = [r.topic_id for r in batch if isinstance(r, rec.TopicRecord)]
+        return PublishedDelta(changed_brokers={200 + len(self.slices)} if topics else set())
+
+
+@pytest.mark.zookeeper
+def test_the_bridge_full_syncs_on_reaching_dual_write_then_sends_each_topic_change_in_log_order(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> None:
+    load_tree(zk_client, real_tree)
+    with StandInThread(StandIn(1)) as broker:
+        fake = TopicsPropagation({1: broker.address})
+        config = controller_config(zk_connect, tmp_path / "meta", standby=True)
+        bridge = BridgeController(config, propagation=fake.builders())
+        published: list[PublishedBatch] = []
+        hook = bridge.pipeline.on_published
+        assert hook is not None
+
+        def recording(batch: PublishedBatch) -> None:
+            published.append(batch)
+            hook(batch)
+
+        bridge.pipeline.on_published = recording
+        bridge.start()
+        try:
+            assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+            bridge_eventually(lambda: broker.received == [(6, 100), (4, 101)])
+            claimed = int(zk_client.get(paths.CONTROLLER_EPOCH)[0])
+            assert fake.contexts == [PropagationContext(NODE_ID, claimed, "PLAINTEXT")]
+            port = bridge.listen_port
+            for name in ("orders", "payments"):
+                response = send_request_sync("127.0.0.1", port, create_topic(name))
+                assert response.topics[0].error_code == ErrorCode.none
+            response = send_request_sync(
+                "127.0.0.1", port, incremental(TOPIC, "orders", ("retention.ms", SET, "1"))
+            )
+            assert response.responses[0].error_code == ErrorCode.none
+            bridge_eventually(lambda: len(broker.received) == 4)
+            # One UpdateMetadata per topic creation, in log order; the config change sends nothing.
+            assert broker.received == [(6, 100), (4, 101), (6, 201), (6, 202)]
+            assert [b.last_offset for b in published] == sorted(b.last_offset for b in published)
+            created = [
+                (batch, before, after)
+                for batch, before, after in fake.slices
+                if any(isinstance(r, rec.TopicRecord) for r in batch)
+            ]
+            assert [
+                next(r.name for r in batch if isinstance(r, rec.TopicRecord)) for batch, _, _ in created
+            ] == [
+                "orders",
+                "payments",
+            ]
+            for batch, before, after in created:
+                name = next(r.name for r in batch if isinstance(r, rec.TopicRecord))
+                assert name not in before.topics_by_name and name in after.topics_by_name
+            status = bridge.status().broker_channel
+            assert status.active and status.full_syncs == 1
+            (shown,) = status.brokers
+            assert shown.broker_id == 1 and shown.full_syncs_sent == 1 and shown.queue_depth == 0
+            assert shown.last_acknowledged is not None and shown.last_acknowledged.api == "UpdateMetadata"
+            metrics = bridge.metrics.exposition().decode()
+            assert (
+                'zk2kraft_broker_channel_requests_acknowledged_total{api="UpdateMetadata",broker="1"} 3.0'
+                in metrics
+            )
+            assert 'zk2kraft_broker_channel_full_syncs_total{broker="1"} 1.0' in metrics
+
+            # The fence is lost (another controller bumped /controller_epoch); this standby stops sending,
+            # takes ZooKeeper back (/controller still names it) and sends exactly one full sync again.
+            zk_client.set(paths.CONTROLLER_EPOCH, b"999")
+            again = [(6, 100), (4, 101), (6, 201), (6, 202), (6, 100), (4, 101)]
+            bridge_eventually(lambda: broker.received == again, timeout=30)
+            reclaimed = int(zk_client.get(paths.CONTROLLER_EPOCH)[0])
+            assert reclaimed > 999 and fake.contexts[-1].zk_controller_epoch == reclaimed
+            assert bridge.status().broker_channel.full_syncs == 2
+        finally:
+            bridge.stop()
+        assert not bridge.channel.active and bridge.channel.snapshot().brokers == []
