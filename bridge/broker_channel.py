@@ -38,6 +38,7 @@ RETRY_BACKOFF_S: Final = 0.1
 """Kafka's RequestSendThread waits this long after a failed send before it connects and sends again."""
 NETWORK_LOG_EVERY_S: Final = 30.0
 """While a broker stays unreachable, how often its failures are logged again (each is counted)."""
+BUILD_FAILURE_LOG_EVERY: Final = 100
 SECURITY_PROTOCOLS: Final = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
@@ -151,6 +152,7 @@ class BrokerChannel:
         self._correlation_ids = itertools.count()  # read on the worker thread only
         self._lock = threading.Lock()  # the senders' table and statistics, read by /status's thread
         self.full_syncs = 0
+        self.build_failures = 0
 
     # ------------------------------------------------------------------ the driver's side
 
@@ -171,7 +173,12 @@ class BrokerChannel:
             "event=broker_full_sync controller_id=%d zk_controller_epoch=%d listener=%s",
             ctx.controller_id, ctx.zk_controller_epoch, ctx.inter_broker_listener,
         )  # fmt: skip
-        self._post(_Event(self.builders.sync_view(image), ctx))
+        try:
+            view = self.builders.sync_view(image)
+        except Exception:
+            self._build_failed("full sync")
+            return
+        self._post(_Event(view, ctx))
 
     def publish(
         self,
@@ -187,12 +194,17 @@ class BrokerChannel:
         ctx = self._ctx
         if ctx is None:
             return
-        delta = self.builders.delta_of(records, before, after)
-        if delta.is_empty():
-            return  # configs, ACLs, quotas, SCRAM, features, producer ids: nothing to send (KAFKA-14668)
-        if not self._senders and not self._pending and not delta.changed_brokers:
-            return  # no member, and none can join without a registration change (a rehearsal's case)
-        self._post(_Event(self.builders.sync_view(image), ctx, delta))
+        try:
+            delta = self.builders.delta_of(records, before, after)
+            if delta.is_empty():
+                return  # configs, ACLs, quotas, SCRAM, features, producer ids: nothing to send (KAFKA-14668)
+            if not self._senders and not self._pending and not delta.changed_brokers:
+                return  # no member, and none can join without a registration change (a rehearsal's case)
+            view = self.builders.sync_view(image)
+        except Exception:
+            self._build_failed("incremental requests")
+            return
+        self._post(_Event(view, ctx, delta))
 
     async def stop(self) -> None:
         """Send nothing more: drop the pending events, stop every broker's task and clear its queue."""
@@ -218,7 +230,22 @@ class BrokerChannel:
         """What `/status` shows (any thread)."""
         with self._lock:
             brokers = [self._senders[b].status() for b in sorted(self._senders)]
-            return BrokerChannelStatus(active=self.active, full_syncs=self.full_syncs, brokers=brokers)
+            return BrokerChannelStatus(
+                active=self.active,
+                full_syncs=self.full_syncs,
+                build_failures=self.build_failures,
+                brokers=brokers,
+            )
+
+    def _build_failed(self, what: str) -> None:
+        """Building requests raised: the brokers miss this change (until the next full sync); dual-write
+        goes on. Logged with its traceback the first time, then every BUILD_FAILURE_LOG_EVERY-th time."""
+        self.build_failures += 1
+        if self.build_failures == 1 or self.build_failures % BUILD_FAILURE_LOG_EVERY == 0:
+            log.exception(
+                "event=broker_requests_failed building the %s failed (%d failure(s) so far); the brokers "
+                "miss this change until the next full sync", what, self.build_failures,
+            )  # fmt: skip
 
     # ------------------------------------------------------------------ the serial pipeline
 
@@ -245,10 +272,7 @@ class BrokerChannel:
             try:
                 members, outgoing = await loop.run_in_executor(self._executor, self._build, event)
             except Exception:
-                log.exception(
-                    "event=broker_requests_failed building the %s failed; the brokers miss this change "
-                    "until the next full sync", what,
-                )  # fmt: skip
+                self._build_failed(what)
                 continue
             finally:
                 self._pending = max(self._pending - 1, 0)

@@ -93,6 +93,9 @@ class BrokerChannelStatus(BaseModel):
 
     active: bool = Field(default=False, description="sending: from KRAFT_CONTROLLER_TO_BROKER_COMM until fenced or stopped")
     full_syncs: int = Field(default=0, description="full syncs started since this bridge started")
+    build_failures: int = Field(
+        default=0, description="changes whose requests could not be built: the brokers miss them until a full sync"
+    )
     brokers: list[ChannelBroker] = Field(default_factory=list)
 
 

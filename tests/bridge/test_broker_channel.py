@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -487,11 +488,12 @@ def test_membership_follows_each_event_and_a_fenced_channel_sends_nothing() -> N
         image = MetadataImage()
         try:
             channel.full_sync(image, CTX)
+            await eventually(lambda: first.received == [(6, 100), (4, 101)])
             fake.members = {2: second.address}  # broker 1 leaves, broker 2 joins with this event
             channel.publish([(7, 1)], image, image, image)
             await eventually(lambda: second.received == [(6, 7)])
             assert channel.members == {2: second.address}
-            assert first.received == [(6, 100), (4, 101)]
+            await eventually(lambda: first.disconnects == 1)
             allowed[0] = False
             channel.publish([(8, 1)], image, image, image)
             await eventually(lambda: broker_status(channel, 2).queue_depth == 1)
@@ -617,3 +619,37 @@ def test_the_bridge_full_syncs_on_reaching_dual_write_then_sends_each_topic_chan
         finally:
             bridge.stop()
         assert not bridge.channel.active and bridge.channel.snapshot().brokers == []
+
+
+def test_a_change_whose_requests_cannot_be_built_is_counted_and_the_next_one_goes_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        broker = StandIn(1)
+        await broker.start()
+        fake = FakePropagation({1: broker.address})
+        builders = fake.builders()
+
+        def incremental(
+            delta: PublishedDelta, view: MetadataImage, ctx: PropagationContext
+        ) -> list[BrokerRequest]:
+            if 3 in delta.changed_brokers:
+                raise ValueError("a defect in the request builder")
+            return fake.incremental(delta, view, ctx)
+
+        channel = BrokerChannel(settings(), builders=dataclasses.replace(builders, incremental=incremental))
+        image = MetadataImage()
+        try:
+            channel.full_sync(image, CTX)
+            for marker in (2, 3, 4):
+                channel.publish([(marker, 1)], image, image, image)
+            await eventually(lambda: (6, 4) in broker.received)
+            assert broker.received == [(6, 100), (4, 101), (6, 2), (6, 4)]
+            assert channel.snapshot().build_failures == 1
+            assert "event=broker_requests_failed building the incremental requests failed" in caplog.text
+        finally:
+            await channel.close()
+            await broker.stop()
+
+    with caplog.at_level(logging.INFO, logger="bridge.broker_channel"):
+        asyncio.run(scenario())
