@@ -5,12 +5,17 @@ CreatableTopicConfigs entities between responses (kio entities are immutable), a
 nine tenths of encoding the response. `memo_entity_writer` builds the writer of a response the way kio's
 `entity_writer` does, field by field with kio's own field writers, but writes a remembered entity's
 bytes from a cache keyed by the entity object. The output is byte-for-byte kio's (tests compare them).
+
+Requests built to share parts (the controller's UpdateMetadata for every broker, LeaderAndIsr partition
+states shared between replicas) mark them instead: an array built as `EncodedOnce` keeps its own bytes,
+one built as `SharedItems` keeps its items' bytes in a dict the arrays of one build share. A writer made
+with `sharing=True` honours both marks; plain tuples are written as kio writes them.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import MISSING, Field, fields
 from typing import Any
 
@@ -21,12 +26,15 @@ from kio.serial._serialize import get_field_writer
 from kio.serial.writers import (
     compact_array_writer,
     legacy_array_writer,
+    write_legacy_array_length,
     write_tagged_field,
     write_unsigned_varint,
 )
-from kio.static.primitive import uvarint
+from kio.static.primitive import i32, uvarint
 
 Writer = Callable[[Any, Any], None]
+Memo = dict[int, tuple[Any, bytes]]
+"""Encoded entities by id(entity), each kept with its entity (which the entry holds alive)."""
 
 REMEMBERED_LIMIT = 4096
 """Encoded entities kept per remembered type; the cache starts over when full."""
@@ -43,14 +51,39 @@ def contains(entity_type: type[Any], remembered: frozenset[type[Any]]) -> bool:
     return False
 
 
-def memo_entity_writer(entity_type: type[Any], remembered: frozenset[type[Any]]) -> Writer:
-    """The writer of `entity_type`: kio's, but items of `remembered` types in its arrays are encoded once."""
+class EncodedOnce(tuple[Any, ...]):
+    """An entity array whose bytes a sharing writer keeps on it: written once however many requests hold it."""
+
+    wire: bytes
+
+
+class SharedItems(tuple[Any, ...]):
+    """An entity array whose items' bytes a sharing writer keeps in `memo` (shared by the arrays of one build)."""
+
+    memo: Memo
+
+    def __new__(cls, items: Iterable[Any], memo: Memo) -> SharedItems:
+        self = super().__new__(cls, items)
+        self.memo = memo
+        return self
+
+
+def has_entity_arrays(entity_type: type[Any]) -> bool:
+    """Whether `entity_type` has a field that is an array of entities."""
+    return any(isinstance(classify_field(field), EntityTupleField) for field in fields(entity_type))
+
+
+def memo_entity_writer(
+    entity_type: type[Any], remembered: frozenset[type[Any]], *, sharing: bool = False
+) -> Writer:
+    """The writer of `entity_type`: kio's, but items of `remembered` types in its arrays are encoded once,
+    and with `sharing`, `EncodedOnce` and `SharedItems` arrays at any depth keep their bytes."""
     flexible = bool(entity_type.__flexible__)
     plain: list[tuple[str, Writer]] = []
     tagged: list[tuple[int, Field[Any], Writer, Any]] = []
     for field in fields(entity_type):
         tag = get_field_tag(field)
-        writer = _field_writer(field, flexible, tag is not None, remembered)
+        writer = _field_writer(field, flexible, tag is not None, remembered, sharing)
         if tag is None:
             plain.append((field.name, writer))
         else:
@@ -78,19 +111,53 @@ def memo_entity_writer(entity_type: type[Any], remembered: frozenset[type[Any]])
 
 
 def _field_writer(
-    field: Field[Any], flexible: bool, is_tag: bool, remembered: frozenset[type[Any]]
+    field: Field[Any], flexible: bool, is_tag: bool, remembered: frozenset[type[Any]], sharing: bool
 ) -> Writer:
     kind = classify_field(field)
     if isinstance(kind, EntityTupleField):
         item: Writer | None = None
         if kind.type_ in remembered:
             item = _remembering(entity_writer(kind.type_))
-        elif contains(kind.type_, remembered):
-            item = memo_entity_writer(kind.type_, remembered)
+        elif contains(kind.type_, remembered) or (sharing and has_entity_arrays(kind.type_)):
+            item = memo_entity_writer(kind.type_, remembered, sharing=sharing)
+        elif sharing:
+            item = entity_writer(kind.type_)
         if item is not None:
-            return (compact_array_writer if flexible else legacy_array_writer)(item)
+            array = (compact_array_writer if flexible else legacy_array_writer)(item)
+            return _sharing(array, item, flexible) if sharing else array
     writer: Writer = get_field_writer(field, flexible=flexible, is_request_header=False, is_tag=is_tag)
     return writer
+
+
+def _sharing(array: Writer, item: Writer, flexible: bool) -> Writer:
+    """`array` (kio's writer of an entity array), honouring the `EncodedOnce` and `SharedItems` marks."""
+
+    def write_array(buffer: Any, items: Any) -> None:
+        kind = type(items)
+        if kind is EncodedOnce:
+            wire = getattr(items, "wire", None)
+            if wire is None:
+                out = io.BytesIO()
+                array(out, items)
+                wire = items.wire = out.getvalue()
+            buffer.write(wire)
+        elif kind is SharedItems:
+            if flexible:
+                write_unsigned_varint(buffer, uvarint(len(items) + 1))
+            else:
+                write_legacy_array_length(buffer, i32(len(items)))
+            memo = items.memo
+            for entity in items:
+                hit = memo.get(id(entity))
+                if hit is None or hit[0] is not entity:
+                    out = io.BytesIO()
+                    item(out, entity)
+                    hit = memo[id(entity)] = (entity, out.getvalue())
+                buffer.write(hit[1])
+        else:
+            array(buffer, items)
+
+    return write_array
 
 
 def _remembering(write: Writer) -> Writer:
