@@ -9,19 +9,27 @@ bytes from a cache keyed by the entity object. The output is byte-for-byte kio's
 Requests built to share parts (the controller's UpdateMetadata for every broker, LeaderAndIsr partition
 states shared between replicas) mark them instead: an array built as `EncodedOnce` keeps its own bytes,
 one built as `SharedItems` keeps its items' bytes in a dict the arrays of one build share. A writer made
-with `sharing=True` honours both marks; plain tuples are written as kio writes them.
+with `sharing=True` honours both marks, and writes array lengths and int32 arrays without kio's per-value
+checks (the bytes are kio's; a value out of range still fails, in `struct.pack`).
 """
 
 from __future__ import annotations
 
 import io
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import MISSING, Field, fields
 from typing import Any
 
 from kio.serial import entity_writer
 from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import EntityTupleField, classify_field, get_field_tag
+from kio.serial._introspect import (
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+)
 from kio.serial._serialize import get_field_writer
 from kio.serial.writers import (
     compact_array_writer,
@@ -68,11 +76,6 @@ class SharedItems(tuple[Any, ...]):
         return self
 
 
-def has_entity_arrays(entity_type: type[Any]) -> bool:
-    """Whether `entity_type` has a field that is an array of entities."""
-    return any(isinstance(classify_field(field), EntityTupleField) for field in fields(entity_type))
-
-
 def memo_entity_writer(
     entity_type: type[Any], remembered: frozenset[type[Any]], *, sharing: bool = False
 ) -> Writer:
@@ -96,15 +99,19 @@ def memo_entity_writer(
         if not flexible:
             return
         # Tagged fields as kio writes them: in tag order, default values left out, counted first.
-        count = 0
+        present = []
+        for tag, field, writer, implicit_default in tagged:
+            value = getattr(entity, field.name)
+            if value == field.default or (field.default is MISSING and value == implicit_default):
+                continue
+            present.append((tag, writer, value))
+        if not present:
+            buffer.write(NO_TAGGED_FIELDS)
+            return
         with io.BytesIO() as tag_buffer:
-            for tag, field, writer, implicit_default in tagged:
-                value = getattr(entity, field.name)
-                if value == field.default or (field.default is MISSING and value == implicit_default):
-                    continue
+            for tag, writer, value in present:
                 write_tagged_field(buffer=tag_buffer, tag=uvarint(tag), writer=writer, value=value)
-                count += 1
-            write_unsigned_varint(buffer, uvarint(count))
+            write_unsigned_varint(buffer, uvarint(len(present)))
             buffer.write(tag_buffer.getvalue())
 
     return write_entity
@@ -118,15 +125,54 @@ def _field_writer(
         item: Writer | None = None
         if kind.type_ in remembered:
             item = _remembering(entity_writer(kind.type_))
-        elif contains(kind.type_, remembered) or (sharing and has_entity_arrays(kind.type_)):
+        elif sharing or contains(kind.type_, remembered):
             item = memo_entity_writer(kind.type_, remembered, sharing=sharing)
-        elif sharing:
-            item = entity_writer(kind.type_)
         if item is not None:
             array = (compact_array_writer if flexible else legacy_array_writer)(item)
             return _sharing(array, item, flexible) if sharing else array
     writer: Writer = get_field_writer(field, flexible=flexible, is_request_header=False, is_tag=is_tag)
+    if (
+        sharing
+        and flexible
+        and not is_tag
+        and isinstance(kind, PrimitiveTupleField)
+        and get_schema_field_type(field) == "int32"
+    ):
+        return _int32_array(writer)
     return writer
+
+
+NO_TAGGED_FIELDS = b"\x00"
+"""A flexible struct's tagged-field count when none is written."""
+
+_SHORT_VARINTS = tuple(bytes((n,)) for n in range(0x80))
+
+
+def _write_uvarint(buffer: Any, value: int) -> None:
+    """An unsigned varint, as kio's `write_unsigned_varint` writes it, without its per-call value check."""
+    if value < 0x80:
+        buffer.write(_SHORT_VARINTS[value])
+        return
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    buffer.write(out)
+
+
+def _int32_array(kio_writer: Writer) -> Writer:
+    """A compact int32 array in one `struct.pack` (kio packs item by item); None goes to kio's writer."""
+
+    def write_int32s(buffer: Any, items: Any) -> None:
+        if items is None:
+            kio_writer(buffer, items)
+            return
+        count = len(items)
+        _write_uvarint(buffer, count + 1)
+        buffer.write(struct.pack(f">{count}i", *items))
+
+    return write_int32s
 
 
 def _sharing(array: Writer, item: Writer, flexible: bool) -> Writer:
@@ -143,7 +189,7 @@ def _sharing(array: Writer, item: Writer, flexible: bool) -> Writer:
             buffer.write(wire)
         elif kind is SharedItems:
             if flexible:
-                write_unsigned_varint(buffer, uvarint(len(items) + 1))
+                _write_uvarint(buffer, len(items) + 1)
             else:
                 write_legacy_array_length(buffer, i32(len(items)))
             memo = items.memo
@@ -154,6 +200,10 @@ def _sharing(array: Writer, item: Writer, flexible: bool) -> Writer:
                     item(out, entity)
                     hit = memo[id(entity)] = (entity, out.getvalue())
                 buffer.write(hit[1])
+        elif flexible and items is not None:
+            _write_uvarint(buffer, len(items) + 1)
+            for entity in items:
+                item(buffer, entity)
         else:
             array(buffer, items)
 

@@ -395,3 +395,15 @@ def test_encode_with_shared_arrays_is_encode_requests_bytes(data: st.DataObject)
     expected = encode_request(body, 7, "bridge")
     assert prop.encode(body, 7, "bridge") == expected
     assert prop.encode(body, 7, "bridge") == expected
+
+
+def test_encode_of_arrays_longer_than_a_one_byte_length_is_encode_requests_bytes() -> None:
+    controller = Controller()
+    running(controller, 1, 2, 3)
+    replicas = [1, 2, 3, *range(100, 400)]  # 303 replicas, 300 of them unregistered (offline)
+    controller.add_topic("wide", {p: (replicas, [1, 2, 3], 1) for p in range(200)})
+    published(controller)
+    requests = prop.full_sync(controller.image, CTX)
+    assert len(umr_partitions(requests[0].body)) == 200
+    for request in requests * 2:
+        assert prop.encode(request.body, 1, None) == encode_request(request.body, 1, None)
