@@ -18,6 +18,7 @@ from bridge.kafka import legacy_messages as lm
 from bridge.kafka.memo_writer import EncodedOnce, Memo, SharedItems, Writer, memo_entity_writer
 from bridge.kafka.protocol import encode_request_header
 from migrate.errors import UnsupportedVersionError, Zk2KraftError
+from migrate.gcpause import gc_paused
 from migrate.kraft import records as rec
 from migrate.kraft.image import (
     BrokerRegistration,
@@ -335,7 +336,10 @@ def encode(body: Any, correlation_id: int, client_id: str | None) -> bytes:
     buffer = io.BytesIO()
     buffer.write(encode_request_header(body, correlation_id, client_id))
     try:
-        writer(buffer, body)
+        # The kept bytes of a large request are hundreds of thousands of new tuples: without the pause,
+        # they set off full collections over the whole image.
+        with gc_paused():
+            writer(buffer, body)
     except Exception as exc:
         # kio's writers report unencodable values with struct.error, TypeError, OutOfBoundValue, ...
         raise Zk2KraftError(f"cannot encode {kind.__name__}: {exc}") from exc
