@@ -125,8 +125,9 @@ def test_channel_members_are_the_unfenced_migrating_zookeeper_brokers_at_their_i
 
 
 def test_a_broker_without_the_listener_is_reported_not_skipped_silently(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(prop, "_warned_without_listener", set())
     controller = cluster()
     assert prop.migrating_brokers(controller.image, "REPLICATION") == {}
     assert "no endpoint on the inter-broker listener REPLICATION" in caplog.text
@@ -345,6 +346,21 @@ def test_delta_of_a_topic_created_and_removed_in_one_batch_is_empty() -> None:
     ]
     delta = change(controller, lambda: controller.append(records))
     assert delta.is_empty() and prop.incremental(delta, controller.image, CTX) == []
+
+
+def test_delta_of_names_every_broker_a_registration_record_touches() -> None:
+    empty = prop.sync_view(Controller().image)
+    records = [
+        (rec.RegisterBrokerRecord(broker_id=1), 2),
+        (rec.BrokerRegistrationChangeRecord(broker_id=2), 2),
+        (rec.FenceBrokerRecord(id=3), 0),
+        (rec.UnfenceBrokerRecord(id=4), 0),
+        (rec.UnregisterBrokerRecord(broker_id=5), 0),
+        (rec.RegisterControllerRecord(controller_id=6), 0),  # a controller registration is no broker change
+    ]
+    delta = prop.delta_of(records, empty, empty)
+    assert delta.changed_brokers == {1, 2, 3, 4, 5}
+    assert not delta.changed_partitions and not delta.deleted_topics
 
 
 def test_sync_view_is_unaffected_by_later_replay() -> None:
