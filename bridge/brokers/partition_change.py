@@ -11,6 +11,7 @@ import enum
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from migrate.kraft import records as rec
 from migrate.kraft.image import (
@@ -21,6 +22,7 @@ from migrate.kraft.image import (
     UNASSIGNED_DIRECTORY,
     MetadataImage,
     PartitionRegistration,
+    TopicImage,
 )
 from migrate.kraft.metadata_version import MetadataVersion
 
@@ -286,3 +288,31 @@ def merge(partition: PartitionRegistration, record: rec.PartitionChangeRecord) -
             partition.last_known_elr if record.last_known_elr is None else record.last_known_elr
         ),
     )
+
+
+def partition_builder(
+    image: MetadataImage,
+    topic: TopicImage,
+    partition_id: int,
+    partition: PartitionRegistration,
+    *,
+    accept: Callable[[int], bool] | None = None,
+    election: Election = Election.ONLINE,
+    zk_migration_enabled: bool | None = None,
+    **targets: Any,
+) -> PartitionChangeBuilder:
+    """The PartitionChangeBuilder ReplicationControlManager sets up for one partition; by default its leader
+    acceptor, and migration on whenever the metadata.version supports it (the bridge always migrates)."""
+    mv = image.metadata_version
+    return PartitionChangeBuilder(
+        partition=partition,
+        topic_id=topic.topic_id,
+        partition_id=partition_id,
+        is_acceptable_leader=leader_acceptor(image, partition) if accept is None else accept,
+        metadata_version=mv,
+        zk_migration_enabled=mv.is_migration_supported() if zk_migration_enabled is None else zk_migration_enabled,
+        election=election,
+        default_dir=lambda b: default_directory(image, b),
+        **targets,
+    )
+

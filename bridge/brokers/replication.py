@@ -20,9 +20,9 @@ from bridge.brokers.heartbeats import BrokerControlState, HeartbeatRequest
 from bridge.brokers.partition_change import (
     Election,
     PartitionChangeBuilder,
-    default_directory,
     is_online_directory,
     leader_acceptor,
+    partition_builder,
 )
 from migrate.kraft import records as rec
 from migrate.kraft.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
@@ -93,28 +93,6 @@ class AssignmentResult:
     error: BrokerError | None = None
 
 
-def partition_builder(
-    image: MetadataImage,
-    topic: TopicImage,
-    partition_id: int,
-    partition: PartitionRegistration,
-    accept: Callable[[int], bool],
-    election: Election,
-    zk_migration_enabled: bool,
-) -> PartitionChangeBuilder:
-    """The PartitionChangeBuilder ReplicationControlManager sets up for one partition."""
-    return PartitionChangeBuilder(
-        partition=partition,
-        topic_id=topic.topic_id,
-        partition_id=partition_id,
-        is_acceptable_leader=accept,
-        metadata_version=image.metadata_version,
-        zk_migration_enabled=zk_migration_enabled,
-        election=election,
-        default_dir=lambda b: default_directory(image, b),
-    )
-
-
 def elect_leader(
     image: MetadataImage,
     topic_name: str,
@@ -141,7 +119,7 @@ def elect_leader(
         return ElectionOutcome(ErrorCode.election_not_needed), []
     election = Election.UNCLEAN if election_type is ElectionType.UNCLEAN else Election.PREFERRED
     record = partition_builder(
-        image, topic, partition_id, partition, leader_acceptor(image, partition), election, zk_migration_enabled
+        image, topic, partition_id, partition, election=election, zk_migration_enabled=zk_migration_enabled
     ).build()
     if record is None:
         if election_type is ElectionType.PREFERRED:
@@ -200,8 +178,9 @@ class ReplicationControl:
         election: Election,
     ) -> PartitionChangeBuilder:
         return partition_builder(
-            image, topic, partition_id, partition, accept, election, self.cluster.zk_registration_allowed(image)
-        )
+            image, topic, partition_id, partition, accept=accept, election=election,
+            zk_migration_enabled=self.cluster.zk_registration_allowed(image),
+        )  # fmt: skip
 
     def generate_leader_and_isr_updates(
         self,

@@ -21,10 +21,8 @@ from bridge.brokers.partition_change import (
     RECOVERED,
     RECOVERING,
     Election,
-    PartitionChangeBuilder,
-    default_directory,
-    leader_acceptor,
     merge,
+    partition_builder,
 )
 from bridge.handlers import alter_partition_legacy
 from bridge.handlers._common import NO_THROTTLE, ZERO_UUID, build, check_broker_epoch, nested
@@ -197,19 +195,12 @@ def _alter(
                 parts_out.append(_partition_error(partition_cls, index, error))
                 continue
             unclean = unclean_election_enabled(image, ctx.node_id, topic.name)
-            record = PartitionChangeBuilder(
-                partition=partition,
-                topic_id=topic.topic_id,
-                partition_id=index,
-                is_acceptable_leader=leader_acceptor(image, partition),
-                metadata_version=mv,
-                # The bridge is a controller in ZooKeeper migration mode (zookeeper.metadata.migration.enable).
-                zk_migration_enabled=mv.is_migration_supported(),
+            record = partition_builder(
+                image, topic, index, partition,
                 election=Election.UNCLEAN if unclean else Election.ONLINE,
                 target_isr=[b for b, _ in isr_with_epochs],
                 target_leader_recovery_state=_leader_recovery_state(data),
-                default_dir=lambda b: default_directory(image, b),
-            ).build()
+            ).build()  # fmt: skip
             if record is not None:
                 records.append((record, mv.partition_change_record_version()))
                 partition = merge(partition, record)

@@ -19,9 +19,7 @@ from kio.static.primitive import i32
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.brokers.partition_change import (
     Election,
-    PartitionChangeBuilder,
-    default_directory,
-    leader_acceptor,
+    partition_builder,
 )
 from bridge.handlers._common import (
     MAX_RECORDS_PER_USER_OP,
@@ -36,7 +34,7 @@ from bridge.handlers.alter_partition import unclean_election_enabled
 from bridge.handlers.topics import validate_manual_assignment
 from bridge.kafka import protocol
 from migrate.kraft import records as rec
-from migrate.kraft.image import MetadataImage, PartitionRegistration, TopicImage
+from migrate.kraft.image import PartitionRegistration, TopicImage
 
 log = logging.getLogger(__name__)
 
@@ -124,24 +122,6 @@ def _alter_one(
     return _change(ctx, topic, index, partition, [int(b) for b in replicas])
 
 
-def _builder(
-    ctx: HandlerContext, topic: TopicImage, index: int, partition: PartitionRegistration, **targets: Any
-) -> PartitionChangeBuilder:
-    """The builder ReplicationControlManager sets up (the bridge controller always runs with migration on)."""
-    image: MetadataImage = ctx.image
-    mv = image.metadata_version
-    return PartitionChangeBuilder(
-        partition=partition,
-        topic_id=topic.topic_id,
-        partition_id=index,
-        is_acceptable_leader=leader_acceptor(image, partition),
-        metadata_version=mv,
-        zk_migration_enabled=mv.is_migration_supported(),
-        default_dir=lambda b: default_directory(image, b),
-        **targets,
-    )
-
-
 def _cancel(
     ctx: HandlerContext, topic: TopicImage, index: int, partition: PartitionRegistration
 ) -> rec.PartitionChangeRecord | None:
@@ -168,8 +148,8 @@ def _cancel(
             f"Unable to revert partition assignment for {topic.name}:{index} because it would require an "
             "unclean leader election.",
         )
-    return _builder(
-        ctx, topic, index, partition,
+    return partition_builder(
+        ctx.image, topic, index, partition,
         election=Election.UNCLEAN if unclean_enabled else Election.ONLINE,
         target_isr=isr, target_replicas=replicas, target_removing=[], target_adding=[],
     ).build()  # fmt: skip
@@ -185,8 +165,8 @@ def _change(
     adding = sorted(set(target) - set(current))
     replicas = [*target, *removing]
     # Targets left unset keep the partition's own (an empty removing/adding list does not clear them).
-    return _builder(
-        ctx, topic, index, partition,
+    return partition_builder(
+        ctx.image, topic, index, partition,
         target_replicas=replicas if replicas != current else None,
         target_removing=removing or None,
         target_adding=adding or None,
