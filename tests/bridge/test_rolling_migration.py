@@ -223,7 +223,7 @@ def test_brokers_roll_from_zookeeper_mode_to_kraft_and_finalize_check_passes(
         ), report
         assert result.exit_code == 0 and report["ok"] and report["phase"] == "kraft-brokers"
         audit = summary(audit_out)
-        assert audit["exit_code"] == 0, audit
+        assert (audit["verdict"], audit["exit_code"]) == ("consistent", 0), audit
     finally:
         for zk_broker in zk_brokers.values():
             zk_broker.kill()
