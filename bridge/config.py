@@ -75,6 +75,15 @@ class BridgeConfig(BaseModel):
         "PLAINTEXT",
         description="Kafka's inter.broker.listener.name: migrating ZooKeeper brokers must register a listener of it",
     )
+    controller_socket_timeout_ms: int = Field(
+        30000, gt=0, description="Kafka's controller.socket.timeout.ms: how long a connection to a broker may take"
+    )
+    request_timeout_ms: int = Field(
+        30000,
+        gt=0,
+        description="Kafka's request.timeout.ms: how long a broker may take to answer a controller request "
+        "before the connection is closed and the request resent",
+    )
     # Listener security (`--listen-ssl-*`, `--envelope-principals`): see listener_ssl_context and _permitted.
     listen_ssl_cert: Path | None = None
     listen_ssl_key: Path | None = None

@@ -30,8 +30,10 @@ from kio.static.primitive import i32
 
 from bridge import broker_lifecycle, metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
+from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation
 from bridge.broker_lifecycle import BrokerLifecycle
 from bridge.brokers.cluster import BROKER_REGISTRATION, DEFAULT_SUPPORTED_FEATURES, ControllerSettings
+from bridge.brokers.propagation import PropagationContext
 from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context, zk_connect_options
 from bridge.driver import (
     FencedOut,
@@ -62,7 +64,7 @@ from bridge.kafka.protocol import (
 from bridge.metadata_log import MetadataLog
 from bridge.metadata_log_recovery import preview
 from bridge.metrics import BridgeMetrics, BridgeStatus, BrokersStatus, StatusServer
-from bridge.pipeline import DualWritePipeline
+from bridge.pipeline import DualWritePipeline, PublishedBatch
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
 from bridge.zk.leadership import MigrationLeadershipState
@@ -109,7 +111,9 @@ class BridgeController:
         handlers: Mapping[int, ControllerHandler] | None = None,
         supported: Mapping[int, tuple[int, int]] | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        propagation: Propagation | None = None,
     ) -> None:
+        """`propagation`: the builders of the brokers' requests (default: bridge.brokers.propagation's)."""
         self.config = config
         self._ssl_context = listener_ssl_context(config)  # bad TLS options fail before anything starts
         self.zk_options = zk_connect_options(config)
@@ -148,7 +152,20 @@ class BridgeController:
         self.watcher: ForeignWriteWatcher | None = None
         self.foreign_batches_handled = 0
         # Committed batches through the log to ZooKeeper (its writer thread also runs the driver's writes).
-        self.pipeline = DualWritePipeline(self.metrics, on_repaired=self._sync_metrics)
+        self.pipeline = DualWritePipeline(
+            self.metrics, on_repaired=self._sync_metrics, on_published=self._on_published
+        )
+        # LeaderAndIsr / UpdateMetadata / StopReplica to the ZooKeeper-mode brokers (MigrationPropagator).
+        self.channel = BrokerChannel(
+            ChannelSettings(
+                client_id=str(config.node_id),
+                connect_timeout_s=config.controller_socket_timeout_ms / 1000,
+                request_timeout_s=config.request_timeout_ms / 1000,
+            ),
+            metrics=self.metrics,
+            builders=propagation,
+            may_send=self._may_send_to_brokers,
+        )
         self._log_closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -192,7 +209,7 @@ class BridgeController:
 
     def status(self) -> BridgeStatus:
         """The `/status` document; `state` reads FENCED once this controller lost leadership."""
-        status = self.metrics.status()
+        status = self.metrics.status().model_copy(update={"broker_channel": self.channel.snapshot()})
         if self.fenced:
             status = status.model_copy(update={"state": "FENCED", "fenced": True})
         return status
@@ -463,6 +480,7 @@ class BridgeController:
                     return EXIT_FENCED
             finally:
                 await self._stop_watcher()
+                await self.channel.stop()  # a fenced or stopping controller sends brokers nothing more
             if self._stop.is_set():
                 return EXIT_OK if not self.fenced or self.config.standby else EXIT_FENCED
             # Let another process sharing the metadata directory take over while we wait.
@@ -602,7 +620,7 @@ class BridgeController:
             on_transition=self._on_transition,
             on_zk_write=self._on_zk_write,
             on_fenced=self._on_fence_lost,
-            before_dual_write=self._start_watcher,
+            before_dual_write=self._before_dual_write,
             wait_for_brokers=None if self.config.rehearsal else self._wait_for_brokers,
         )
         self.pipeline.attach(metadata_log, driver)
@@ -762,6 +780,7 @@ class BridgeController:
             with contextlib.suppress(Exception):
                 await self.listener.stop()
         await self._stop_watcher()
+        await self.channel.close()
         for task in list(self._tasks):
             task.cancel()
         await self.pipeline.close(SHUTDOWN_WRITES_WAIT_S)
@@ -998,6 +1017,35 @@ class BridgeController:
                 return error_response(api_key, api_version, body, ErrorCode.unknown_server_error)
             return encoded
         return result.response
+
+    # ------------------------------------------------------------------ requests to ZooKeeper-mode brokers
+
+    async def _before_dual_write(self) -> None:
+        """KRAFT_CONTROLLER_TO_BROKER_COMM: arm the foreign-write watches, then start the full sync of the
+        brokers (after the initial migration, and after every restart or takeover)."""
+        await self._start_watcher()
+        driver, metadata_log = self.driver, self.log
+        assert driver is not None and metadata_log is not None
+        ctx = PropagationContext(
+            controller_id=self.config.node_id,
+            zk_controller_epoch=driver.leadership.zk_controller_epoch,
+            inter_broker_listener=self.config.inter_broker_listener_name,
+        )
+        self.channel.full_sync(metadata_log.image, ctx)
+
+    def _may_send_to_brokers(self) -> bool:
+        """Only a controller that holds ZooKeeper, from KRAFT_CONTROLLER_TO_BROKER_COMM on, sends (any thread)."""
+        driver = self.driver
+        return (
+            driver is not None
+            and driver.fenced_reason is None
+            and driver.state in (DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM, DriverState.DUAL_WRITE)
+        )
+
+    def _on_published(self, batch: PublishedBatch) -> None:
+        """Event loop, in log order: a committed batch's incremental requests (if it touched topics or brokers)."""
+        if self._may_send_to_brokers():
+            self.channel.publish(batch.records, batch.before, batch.after, batch.image)
 
     # ------------------------------------------------------------------ foreign ZooKeeper writes
 

@@ -28,7 +28,7 @@ from bridge.kafka.listener import bind_refusal
 from bridge.kafka.protocol import api_name
 from migrate.errors import InvalidRequestError
 from migrate.kraft.migration_state import ZkMigrationState, zk_migration_state_name
-from migrate.plan.status import BrokersStatus
+from migrate.plan.status import BrokerChannelStatus, BrokersStatus
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,10 @@ class BridgeStatus(BaseModel):
         None, description="the dual write ZooKeeper refuses, while it does; null once ZooKeeper has caught up"
     )
     brokers: BrokersStatus = BrokersStatus()
+    broker_channel: BrokerChannelStatus = Field(
+        default_factory=BrokerChannelStatus,
+        description="LeaderAndIsr, UpdateMetadata and StopReplica sent to ZooKeeper-mode brokers, per broker",
+    )
 
 
 class BridgeMetrics:
@@ -223,6 +227,55 @@ class BridgeMetrics:
             "registered brokers in controlled shutdown",
             registry=r,
         )
+        self.broker_queue_depth = Gauge(
+            f"{PREFIX}_broker_channel_queue_depth",
+            "Controller-to-broker requests waiting for a ZooKeeper-mode broker (the one in flight included)",
+            ["broker"],
+            registry=r,
+        )
+        self.broker_requests_sent = Counter(
+            f"{PREFIX}_broker_channel_requests_sent",
+            "LeaderAndIsr, UpdateMetadata and StopReplica requests sent to a broker (resends included)",
+            ["broker", "api"],
+            registry=r,
+        )
+        self.broker_requests_acknowledged = Counter(
+            f"{PREFIX}_broker_channel_requests_acknowledged",
+            "Controller-to-broker requests a broker answered (with or without an error)",
+            ["broker", "api"],
+            registry=r,
+        )
+        self.broker_last_sent = Gauge(
+            f"{PREFIX}_broker_channel_last_sent_timestamp_seconds",
+            "When the last controller-to-broker request was sent to a broker (seconds since the epoch)",
+            ["broker"],
+            registry=r,
+        )
+        self.broker_last_acknowledged = Gauge(
+            f"{PREFIX}_broker_channel_last_acknowledged_timestamp_seconds",
+            "When a broker last answered a controller-to-broker request (seconds since the epoch)",
+            ["broker"],
+            registry=r,
+        )
+        self.broker_request_errors = Counter(
+            f"{PREFIX}_broker_channel_errors",
+            "Answers carrying an error (top-level or per partition), by broker, api and Kafka error code; "
+            "never resent",
+            ["broker", "api", "error_code", "error"],
+            registry=r,
+        )
+        self.broker_network_failures = Counter(
+            f"{PREFIX}_broker_channel_network_failures",
+            "Controller-to-broker sends that failed on the network (the request is resent after 100 ms)",
+            ["broker"],
+            registry=r,
+        )
+        self.broker_full_syncs = Counter(
+            f"{PREFIX}_broker_channel_full_syncs",
+            "Full syncs (every partition) a broker has answered",
+            ["broker"],
+            registry=r,
+        )
         for kind in FOREIGN_WRITE_KINDS:
             self.foreign_zk_writes.labels(mode=foreign_writes_mode, kind=kind)
         self.set_state(DriverState.UNINITIALIZED)
@@ -314,6 +367,31 @@ class BridgeMetrics:
         self.migrating_zk_brokers.set(brokers.migrating_zk_brokers)
         with self._lock:
             self._brokers = brokers
+
+    def set_broker_queue_depth(self, broker_id: int, depth: int) -> None:
+        """Requests waiting for a broker on the controller-to-broker channel (0 once it left the channel)."""
+        self.broker_queue_depth.labels(broker=str(broker_id)).set(depth)
+
+    def observe_broker_sent(self, broker_id: int, api: str, at_s: float) -> None:
+        """A controller-to-broker request went out (`at_s`: seconds since the epoch)."""
+        self.broker_requests_sent.labels(broker=str(broker_id), api=api).inc()
+        self.broker_last_sent.labels(broker=str(broker_id)).set(at_s)
+
+    def observe_broker_answer(self, broker_id: int, api: str, at_s: float, error_codes: Iterable[int]) -> None:
+        """A broker answered a controller-to-broker request; `error_codes`: the codes it carried (none: ok)."""
+        broker = str(broker_id)
+        self.broker_requests_acknowledged.labels(broker=broker, api=api).inc()
+        self.broker_last_acknowledged.labels(broker=broker).set(at_s)
+        for code in error_codes:
+            self.broker_request_errors.labels(
+                broker=broker, api=api, error_code=str(code), error=error_name(code)
+            ).inc()
+
+    def observe_broker_network_failure(self, broker_id: int) -> None:
+        self.broker_network_failures.labels(broker=str(broker_id)).inc()
+
+    def observe_broker_full_sync(self, broker_id: int) -> None:
+        self.broker_full_syncs.labels(broker=str(broker_id)).inc()
 
     def set_last_error(self, message: str | None) -> None:
         with self._lock:

@@ -78,9 +78,18 @@ class DualWritePipeline:
     `wait_idle`, `close`, and `writer` (the ZooKeeper writer thread, for the driver).
     """
 
-    def __init__(self, metrics: BridgeMetrics, *, on_repaired: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        metrics: BridgeMetrics,
+        *,
+        on_repaired: Callable[[], None],
+        on_published: Callable[[PublishedBatch], None] | None = None,
+    ) -> None:
         self.metrics = metrics
         self._on_repaired = on_repaired
+        # Event loop, in log order: each committed batch once ZooKeeper was written (or is to be repaired)
+        # and before its request is answered (the controller's MigrationPropagator hook).
+        self.on_published = on_published
         self.writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zk-writer")
         self.log: MetadataLog | None = None
         self.driver: MigrationDriver | None = None
@@ -171,10 +180,22 @@ class DualWritePipeline:
         finally:
             self._gate.release()
         self.metrics.set_offsets(log_end_offset=appended.last_offset)
+        # The planner consumes the slices; the published batch keeps them for the hook.
+        published = (
+            None
+            if self.on_published is None
+            else PublishedBatch(records, before, after, int(appended.last_offset), metadata_log.image)
+        )
         # Queued in log order: appends and this queue only move on the event loop, with no await between.
         await self._queue_write(
             _QueuedWrite(
-                appended, [], metadata_log.leader_epoch, self._new_future(), encoded, (before, after)
+                appended,
+                [],
+                metadata_log.leader_epoch,
+                self._new_future(),
+                encoded,
+                (before, after),
+                published,
             )
         )
         return int(appended.last_offset)
@@ -417,6 +438,7 @@ class DualWritePipeline:
                 reply = None
             if reply is not None:
                 for item in batch:
+                    self._publish(item)
                     if not item.done.done():  # its request was not cancelled
                         item.done.set_result(None)
                 # After the answers: the woken requests run first (and the next write waits for this).
@@ -500,6 +522,8 @@ class DualWritePipeline:
 
         def resolve() -> None:
             for item, error in zip(batch, errors, strict=True):
+                if error is None:
+                    self._publish(item)
                 if item.done.done():  # its request was cancelled
                     continue
                 if error is None:
@@ -509,6 +533,17 @@ class DualWritePipeline:
 
         with contextlib.suppress(RuntimeError):  # the loop is closing
             loop.call_soon_threadsafe(resolve)
+
+    def _publish(self, item: _QueuedWrite) -> None:
+        """Event loop: hand a committed batch to `on_published` (answered in log order, so called in it)."""
+        published, item.published = item.published, None
+        hook = self.on_published
+        if published is None or hook is None:
+            return
+        try:
+            hook(published)
+        except Exception:
+            log.exception("publishing offset %d to the brokers' channel failed", published.last_offset)
 
     def _zk_write_failed(self, reason: str, stuck: StuckWrite | None = None) -> None:
         """Writer thread: note that ZooKeeper misses a committed change and have it repaired.
@@ -668,6 +703,18 @@ class _LoopRelay:
             self._loop.call_soon_threadsafe(self._deliver, value, error)
 
 
+@dataclass(frozen=True, slots=True)
+class PublishedBatch:
+    """A committed batch as the brokers' channel hears of it: its records, the image slices cut before and
+    after its append, its last offset, and the log's image (which may have moved on since)."""
+
+    records: list[RecordAndVersion]
+    before: MetadataImage
+    after: MetadataImage
+    last_offset: int
+    image: MetadataImage
+
+
 @dataclass(slots=True)
 class _QueuedWrite:
     """A committed batch waiting for ZooKeeper: its append, its operations, its epoch and its waiter.
@@ -682,6 +729,8 @@ class _QueuedWrite:
     encoded: EncodedResponse | None = None
     delta: tuple[MetadataImage, MetadataImage] | None = None
     """The image slices before and after the change, until the writer thread plans them into `ops`."""
+    published: PublishedBatch | None = None
+    """What `on_published` hears once the batch is answered as committed (None: no hook, or a revert)."""
 
 
 def _encode_ahead(batch: list[_QueuedWrite]) -> None:

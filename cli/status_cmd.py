@@ -16,7 +16,14 @@ from cli.options import zk_connect_from, zk_security_options
 from migrate.errors import UnreachableError, Zk2KraftError
 from migrate.kraft.migration_state import zk_migration_state_name
 from migrate.kraft.reader import load_image
-from migrate.plan.status import BrokersStatus, KraftView, Status, read_status
+from migrate.plan.status import (
+    BrokerChannelStatus,
+    BrokersStatus,
+    KraftView,
+    RequestMark,
+    Status,
+    read_status,
+)
 
 
 def bridge_view(url: str) -> KraftView:
@@ -39,6 +46,7 @@ def bridge_view(url: str) -> KraftView:
         last_error=s.last_error,
         stuck_write=s.stuck_write.line() if s.stuck_write is not None else None,
         brokers=s.brokers,
+        broker_channel=s.broker_channel,
     )
 
 
@@ -93,6 +101,8 @@ def status_lines(s: Status) -> list[str]:
             lines.append(f"last error ({v.source}): {v.last_error}")
         if v.brokers is not None:
             lines.extend(broker_lines(v.brokers, v.source))
+        if v.broker_channel is not None:
+            lines.extend(channel_lines(v.broker_channel, v.source))
         if v.kraft_brokers is not None:
             lines.append(f"KRaft brokers ({v.source}): {', '.join(map(str, v.kraft_brokers)) or 'none'}")
     return lines
@@ -111,6 +121,36 @@ def broker_lines(b: BrokersStatus, source: str) -> list[str]:
         waiting = ", ".join(map(str, b.waiting_for)) or "none"
         lines.append(f"the migration waits for brokers to register ({source}): {waiting}")
     return lines
+
+
+def channel_lines(c: BrokerChannelStatus, source: str) -> list[str]:
+    """The bridge's requests to ZooKeeper-mode brokers: one line per broker in the channel."""
+    if not c.active and not c.brokers:
+        return [
+            f"controller requests to brokers ({source}): not sending (only from KRAFT_CONTROLLER_TO_BROKER_COMM "
+            "on, while this bridge holds ZooKeeper)"
+        ]
+    lines = [f"controller requests to brokers ({source}): {len(c.brokers)} broker(s), {c.full_syncs} full sync(s)"]
+    if c.build_failures:
+        lines[0] += f", {c.build_failures} change(s) whose requests could not be built (see the bridge's log)"
+    for b in c.brokers:
+        sent = _mark(b.last_sent)
+        acked = _mark(b.last_acknowledged)
+        errors = ", ".join(f"{name} x{count}" for name, count in sorted(b.errors.items())) or "none"
+        line = (
+            f"  broker {b.broker_id} ({b.address}): queue {b.queue_depth}, last sent {sent}, last acknowledged "
+            f"{acked}, errors {errors}, full syncs {b.full_syncs_sent}"
+        )
+        if b.network_failures:
+            line += f", network failures {b.network_failures} (last: {b.last_network_error})"
+        lines.append(line)
+    return lines
+
+
+def _mark(mark: RequestMark | None) -> str:
+    if mark is None:
+        return "none"
+    return f"{mark.api} at {time.strftime('%H:%M:%S', time.localtime(mark.at_ms / 1000))}"
 
 
 @click.command("status")
@@ -141,7 +181,8 @@ def status_cmd(
     reverted-incomplete. With --bridge-status and --metadata-dir it also shows the migration state,
     the ZooKeeper write-behind lag and the brokers registered with KRaft; with --bridge-status, how many
     of them are fenced, in controlled shutdown or still ZooKeeper-mode brokers, and which broker ids the
-    initial migration still waits for.
+    initial migration still waits for; and, per ZooKeeper-mode broker, the bridge's LeaderAndIsr /
+    UpdateMetadata / StopReplica queue, last request sent and acknowledged, and errors by code.
 
     \b
     Examples:

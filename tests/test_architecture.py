@@ -43,6 +43,7 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     "driver": frozenset({"api", "zk"}),
     "pipeline": frozenset({"api", "kafka", "metrics", "zk", "metadata_log", "driver"}),
     "broker_lifecycle": frozenset({"api", "kafka", "brokers", "driver", "metadata_log", "pipeline"}),
+    "broker_channel": frozenset({"kafka", "brokers", "metrics"}),
     # top: the shim and the controller process
     "shim": frozenset({"api", "kafka", "handlers", "metadata_fetch", "metrics"}),
     "config": frozenset({"kafka"}),
@@ -58,7 +59,7 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
             "metadata_log_recovery",
             "metadata_fetch",
         }
-        | {"driver", "pipeline", "brokers", "broker_lifecycle"}
+        | {"driver", "pipeline", "brokers", "broker_lifecycle", "broker_channel"}
         | {"config", "standby"}
     ),
 }

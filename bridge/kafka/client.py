@@ -11,6 +11,7 @@ import contextlib
 import ipaddress
 import itertools
 import ssl
+import struct
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -35,6 +36,8 @@ DEFAULT_CLIENT_ID: Final = "zk2kraft"
 DEFAULT_TIMEOUT: Final = 30.0
 # A sanity bound against reading a non-Kafka server's bytes as a huge size; real responses are far smaller.
 MAX_RESPONSE_BYTES: Final = 1 << 30
+# A request header starts with api key, api version and correlation id in every version.
+_HEADER_START: Final = struct.Struct(">hhi")
 
 
 class ConnectionClosedError(Zk2KraftError):
@@ -96,20 +99,39 @@ class KafkaConnection:
         """
         api_key = int(request.__api_key__)
         version = int(request.__version__) if api_version is None else api_version
-        what = f"{describe_api(api_key, version)} to {self.address}"
         async with self._lock:
-            if self._broken:
-                raise ConnectionClosedError(f"{what}: the connection failed earlier")
             correlation_id = next(self._correlation_ids)
             payload = encode_request(request, correlation_id, self.client_id, api_version)
-            reply = await self._exchange(payload, what, timeout)
+            reply = await self._exchange(payload, describe_api(api_key, version), timeout)
+        return self._decode(reply, api_key, version, correlation_id)
+
+    async def send_encoded(self, payload: bytes, *, timeout: float = DEFAULT_TIMEOUT) -> Any:
+        """Send one request encoded ahead (header + body, no size prefix) and return the decoded response.
+
+        The payload's own correlation id is the one the response must carry; the connection's counter is
+        not used, so the same bytes may be sent again on a new connection.
+        """
+        if len(payload) < _HEADER_START.size:
+            raise CorruptDataError(
+                f"request to {self.address}", 0, f"request of {len(payload)} bytes has no complete header"
+            )
+        api_key, version, correlation_id = _HEADER_START.unpack_from(payload)
+        async with self._lock:
+            reply = await self._exchange(payload, describe_api(api_key, version), timeout)
+        return self._decode(reply, api_key, version, correlation_id)
+
+    def _decode(self, reply: bytes, api_key: int, version: int, correlation_id: int) -> Any:
         source = f"response from {self.address} to {describe_api(api_key, version)}"
         response_id, response = decode_response(reply, api_key, version, source)
         if response_id != correlation_id:
             raise CorruptDataError(source, 0, f"correlation id {response_id}, expected {correlation_id}")
         return response
 
-    async def _exchange(self, payload: bytes, what: str, timeout: float) -> bytes:
+    async def _exchange(self, payload: bytes, api: str, timeout: float) -> bytes:
+        """Under the lock: write `payload`, read one answer (`api` names the request in errors)."""
+        what = f"{api} to {self.address}"
+        if self._broken:
+            raise ConnectionClosedError(f"{what}: the connection failed earlier")
         try:
             self._writer.write(frame(payload))
             await asyncio.wait_for(self._writer.drain(), timeout)

@@ -58,6 +58,47 @@ class BrokersStatus(BaseModel):
     waiting_for: list[int] | None = None
 
 
+class RequestMark(BaseModel):
+    """One controller-to-broker request: its api name and when (ms since the epoch)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api: str
+    at_ms: int
+
+
+class ChannelBroker(BaseModel):
+    """One ZooKeeper-mode broker the bridge sends LeaderAndIsr, UpdateMetadata and StopReplica to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    broker_id: int
+    address: str = Field(description="host:port on the controller's inter-broker listener")
+    queue_depth: int = Field(0, description="requests waiting, the one in flight included")
+    connected: bool = False
+    last_sent: RequestMark | None = None
+    last_acknowledged: RequestMark | None = Field(None, description="the last request the broker answered")
+    errors: dict[str, int] = Field(
+        default_factory=dict, description="answers carrying an error, by Kafka error name (never resent)"
+    )
+    full_syncs_sent: int = Field(0, description="full syncs whose last request this broker answered")
+    network_failures: int = Field(0, description="sends that failed on the network (each resent after 100 ms)")
+    last_network_error: str | None = None
+
+
+class BrokerChannelStatus(BaseModel):
+    """The controller-to-broker channel (Kafka's ControllerChannelManager) as the bridge's `/status` shows it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    active: bool = Field(default=False, description="sending: from KRAFT_CONTROLLER_TO_BROKER_COMM until fenced or stopped")
+    full_syncs: int = Field(default=0, description="full syncs started since this bridge started")
+    build_failures: int = Field(
+        default=0, description="changes whose requests could not be built: the brokers miss them until a full sync"
+    )
+    brokers: list[ChannelBroker] = Field(default_factory=list)
+
+
 class KraftView(BaseModel):
     """What the KRaft side says (the bridge's /status or a replayed metadata dir)."""
 
@@ -77,6 +118,8 @@ class KraftView(BaseModel):
     """The dual write ZooKeeper refuses: operation, request, error code, attempts."""
     brokers: BrokersStatus | None = None
     """The brokers registered with the bridge (its `/status`)."""
+    broker_channel: BrokerChannelStatus | None = None
+    """The bridge's requests to ZooKeeper-mode brokers (its `/status`)."""
 
 
 class Status(BaseModel):

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from bridge.api import DriverState
 from bridge.metrics import BridgeMetrics, StatusServer
 from cli.status_cmd import status_cmd
-from migrate.plan.status import BrokersStatus
+from migrate.plan.status import BrokerChannelStatus, BrokersStatus, ChannelBroker, RequestMark
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config, eventually, start_controller
@@ -99,3 +99,40 @@ def test_in_a_rehearsal_status_says_zookeeper_stands_in_for_registrations(
         in shown
     )
     assert "brokers registered" not in shown
+
+
+def test_status_shows_each_brokers_controller_requests_queue_acknowledgements_and_errors(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str
+) -> None:
+    load_tree(zk_client, real_tree)
+    metrics = BridgeMetrics(node_id=3000)
+    metrics.set_state(DriverState.DUAL_WRITE)
+    channel = BrokerChannelStatus(
+        active=True,
+        full_syncs=2,
+        brokers=[
+            ChannelBroker(
+                broker_id=1, address="10.0.0.1:9092", queue_depth=0, connected=True,
+                last_sent=RequestMark(api="UpdateMetadata", at_ms=1_700_000_000_000),
+                last_acknowledged=RequestMark(api="UpdateMetadata", at_ms=1_700_000_000_000),
+                errors={"STALE_BROKER_EPOCH": 2}, full_syncs_sent=2,
+            ),
+            ChannelBroker(
+                broker_id=2, address="10.0.0.2:9092", queue_depth=3, network_failures=40,
+                last_sent=RequestMark(api="LeaderAndIsr", at_ms=1_700_000_000_000),
+                last_network_error="cannot connect to 10.0.0.2:9092: Connection refused",
+            ),
+        ],
+    )  # fmt: skip
+    source = lambda: metrics.status().model_copy(update={"broker_channel": channel})  # noqa: E731
+    with StatusServer(metrics, "127.0.0.1", 0, status=source) as server:
+        url = server.url
+        shown = status(zk_connect, url)
+        view = json.loads(status(zk_connect, url, "--format", "json"))["kraft"][0]["broker_channel"]
+    assert f"controller requests to brokers ({url}/status): 2 broker(s), 2 full sync(s)" in shown
+    assert "  broker 1 (10.0.0.1:9092): queue 0, last sent UpdateMetadata at " in shown
+    assert "errors STALE_BROKER_EPOCH x2, full syncs 2" in shown
+    assert "  broker 2 (10.0.0.2:9092): queue 3, last sent LeaderAndIsr at " in shown
+    assert "last acknowledged none, errors none, full syncs 0, network failures 40 (last: cannot connect" in shown
+    assert [b["queue_depth"] for b in view["brokers"]] == [0, 3]
+    assert view["brokers"][0]["errors"] == {"STALE_BROKER_EPOCH": 2}

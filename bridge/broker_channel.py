@@ -1,0 +1,543 @@
+"""Kafka's ControllerChannelManager, and the MigrationPropagator's side that the driver calls: the bridge's
+LeaderAndIsr / UpdateMetadata / StopReplica requests to ZooKeeper-mode brokers (controller-broker.md §1.2-1.7).
+
+One serial pipeline, in publish order: an event (a full sync, or one published batch) takes a
+`sync_view` of the image on the event loop; a worker thread builds its requests and encodes them; back on
+the loop, membership is re-diffed from that view (remove, then add) and the requests go to the members'
+queues. Each member has one ordered queue and one task with at most one request in flight. A network
+failure closes the connection, waits 100 ms and resends the same bytes until the broker leaves; an answer
+with an error is logged and counted, never resent. A slow or dead broker holds only its own queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from bridge.brokers import propagation
+from bridge.brokers.propagation import BrokerAddress, BrokerRequest, PropagationContext, PublishedDelta
+from bridge.kafka.client import KafkaConnection
+from bridge.kafka.protocol import api_name, describe_api
+from bridge.metrics import BridgeMetrics, error_name
+from migrate.errors import Zk2KraftError
+from migrate.kraft.image import MetadataImage
+from migrate.plan.status import BrokerChannelStatus, ChannelBroker, RequestMark
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_S: Final = 0.1
+"""Kafka's RequestSendThread waits this long after a failed send before it connects and sends again."""
+NETWORK_LOG_EVERY_S: Final = 30.0
+"""While a broker stays unreachable, how often its failures are logged again (each is counted)."""
+BUILD_FAILURE_LOG_EVERY: Final = 100
+SECURITY_PROTOCOLS: Final = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+
+@dataclass(frozen=True, slots=True)
+class Propagation:
+    """The request builders the channel drives: `bridge.brokers.propagation`'s (tests substitute theirs)."""
+
+    migrating_brokers: Callable[[MetadataImage, str], dict[int, BrokerAddress]] = (
+        propagation.migrating_brokers
+    )
+    delta_of: Callable[[Iterable[tuple[Any, int]], MetadataImage, MetadataImage], PublishedDelta] = (
+        propagation.delta_of
+    )
+    full_sync: Callable[[MetadataImage, PropagationContext], list[BrokerRequest]] = propagation.full_sync
+    incremental: Callable[[PublishedDelta, MetadataImage, PropagationContext], list[BrokerRequest]] = (
+        propagation.incremental
+    )
+    sync_view: Callable[[MetadataImage], MetadataImage] = propagation.sync_view
+    encode: Callable[[Any, int, str | None], bytes] = propagation.encode
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSettings:
+    """How the channel talks to brokers (Kafka's names and defaults)."""
+
+    client_id: str | None
+    """Kafka's channel uses the controller's node id."""
+    connect_timeout_s: float = 30.0
+    """`controller.socket.timeout.ms`."""
+    request_timeout_s: float = 30.0
+    """`request.timeout.ms`."""
+    retry_backoff_s: float = RETRY_BACKOFF_S
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One request encoded for one broker, waiting in its queue."""
+
+    request: BrokerRequest
+    payload: bytes
+    correlation_id: int
+    ends_full_sync: bool = False
+    """The last request of a full sync for this broker (its answer counts the full sync as sent)."""
+
+    @property
+    def api(self) -> str:
+        return api_name(int(self.request.body.__api_key__))
+
+    @property
+    def described(self) -> str:
+        body = self.request.body
+        kind = "full sync" if self.request.full else "incremental"
+        return f"{describe_api(int(body.__api_key__), int(body.__version__))} ({kind}, correlation id {self.correlation_id})"
+
+
+@dataclass(slots=True)
+class _Event:
+    """One step of the serial pipeline: a full sync, or the change one published batch made."""
+
+    view: MetadataImage
+    ctx: PropagationContext
+    delta: PublishedDelta | None = None
+    """None: a full sync."""
+
+
+def answer_error_codes(response: Any) -> Counter[int]:
+    """The error codes an answer carries: its top-level code and its partitions' (LeaderAndIsr, StopReplica),
+    each with how many partitions carry it (1 for the top-level code)."""
+    codes: Counter[int] = Counter()
+    top = int(getattr(response, "error_code", 0))
+    if top:
+        codes[top] += 1
+    partitions = list(getattr(response, "partition_errors", ()))
+    for topic in getattr(response, "topics", ()):
+        partitions.extend(getattr(topic, "partition_errors", ()))
+    for partition in partitions:
+        code = int(partition.error_code)
+        if code:
+            codes[code] += 1
+    return codes
+
+
+class BrokerChannel:
+    """The controller-to-broker channel; see the module docstring.
+
+    Event loop only, except `snapshot` (any thread). `full_sync` (re)starts sending, `publish` adds the
+    change of one committed batch, `stop` ends sending (fenced, stepped down, shutting down), `close` also
+    stops the worker thread. `may_send` is asked before every send: a fenced controller sends nothing more.
+    """
+
+    def __init__(
+        self,
+        settings: ChannelSettings,
+        *,
+        metrics: BridgeMetrics | None = None,
+        builders: Propagation | None = None,
+        may_send: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.builders = builders or Propagation()
+        self.may_send = may_send
+        self._ctx: PropagationContext | None = None
+        self._events: deque[_Event] = deque()
+        self._pending = 0  # events posted and not yet handed to the brokers
+        self._event_ready: asyncio.Event | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._senders: dict[int, _BrokerSender] = {}
+        self._stopping: set[asyncio.Future[None]] = set()
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="propagator")
+        self._correlation_ids = itertools.count()  # read on the worker thread only
+        self._lock = threading.Lock()  # the senders' table and statistics, read by /status's thread
+        self.full_syncs = 0
+        self.build_failures = 0
+
+    # ------------------------------------------------------------------ the driver's side
+
+    @property
+    def active(self) -> bool:
+        return self._ctx is not None
+
+    @property
+    def members(self) -> dict[int, BrokerAddress]:
+        return {broker_id: sender.address for broker_id, sender in self._senders.items()}
+
+    def full_sync(self, image: MetadataImage, ctx: PropagationContext) -> None:
+        """Entering KRAFT_CONTROLLER_TO_BROKER_COMM: send from now on with `ctx`, starting with a full sync
+        of `image` (UpdateMetadata with every partition, then FULL LeaderAndIsr)."""
+        self._ctx = ctx
+        self.full_syncs += 1
+        log.info(
+            "event=broker_full_sync controller_id=%d zk_controller_epoch=%d listener=%s",
+            ctx.controller_id, ctx.zk_controller_epoch, ctx.inter_broker_listener,
+        )  # fmt: skip
+        try:
+            view = self.builders.sync_view(image)
+        except Exception:
+            self._build_failed("full sync")
+            return
+        self._post(_Event(view, ctx))
+
+    def publish(
+        self,
+        records: Iterable[tuple[Any, int]],
+        before: MetadataImage,
+        after: MetadataImage,
+        image: MetadataImage,
+    ) -> None:
+        """One committed batch, in log order: its incremental requests, if it changed topics or brokers.
+
+        `before`/`after`: the image slices cut around its append; `image`: the log's image now.
+        """
+        ctx = self._ctx
+        if ctx is None:
+            return
+        try:
+            delta = self.builders.delta_of(records, before, after)
+            if delta.is_empty():
+                return  # configs, ACLs, quotas, SCRAM, features, producer ids: nothing to send (KAFKA-14668)
+            if not self._senders and not self._pending and not delta.changed_brokers:
+                return  # no member, and none can join without a registration change (a rehearsal's case)
+            view = self.builders.sync_view(image)
+        except Exception:
+            self._build_failed("incremental requests")
+            return
+        self._post(_Event(view, ctx, delta))
+
+    async def stop(self) -> None:
+        """Send nothing more: drop the pending events, stop every broker's task and clear its queue."""
+        self._ctx = None
+        self._events.clear()
+        self._pending = 0
+        pump, self._pump = self._pump, None
+        if pump is not None:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+        with self._lock:
+            senders = list(self._senders.values())
+            self._senders.clear()
+        await asyncio.gather(*(sender.stop() for sender in senders), *self._stopping)
+
+    async def close(self) -> None:
+        """`stop`, then let the worker thread go (a build under way is not waited for)."""
+        await self.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def snapshot(self) -> BrokerChannelStatus:
+        """What `/status` shows (any thread)."""
+        with self._lock:
+            brokers = [self._senders[b].status() for b in sorted(self._senders)]
+            return BrokerChannelStatus(
+                active=self.active,
+                full_syncs=self.full_syncs,
+                build_failures=self.build_failures,
+                brokers=brokers,
+            )
+
+    def _build_failed(self, what: str) -> None:
+        """Building requests raised: the brokers miss this change (until the next full sync); dual-write
+        goes on. Logged with its traceback the first time, then every BUILD_FAILURE_LOG_EVERY-th time."""
+        self.build_failures += 1
+        if self.build_failures == 1 or self.build_failures % BUILD_FAILURE_LOG_EVERY == 0:
+            log.exception(
+                "event=broker_requests_failed building the %s failed (%d failure(s) so far); the brokers "
+                "miss this change until the next full sync", what, self.build_failures,
+            )  # fmt: skip
+
+    # ------------------------------------------------------------------ the serial pipeline
+
+    def _post(self, event: _Event) -> None:
+        self._events.append(event)
+        self._pending += 1
+        if self._event_ready is None:
+            self._event_ready = asyncio.Event()
+        self._event_ready.set()
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.ensure_future(self._run_events())
+
+    async def _run_events(self) -> None:
+        """Build each event's requests on the worker thread, then hand them to the brokers, in order."""
+        loop = asyncio.get_running_loop()
+        ready = self._event_ready
+        assert ready is not None
+        while True:
+            while not self._events:
+                ready.clear()
+                await ready.wait()
+            event = self._events.popleft()
+            what = "full sync" if event.delta is None else "incremental requests"
+            try:
+                members, outgoing = await loop.run_in_executor(self._executor, self._build, event)
+            except Exception:
+                self._build_failed(what)
+                continue
+            finally:
+                self._pending = max(self._pending - 1, 0)
+            if event.ctx is not self._ctx:
+                continue  # stopped, or another leadership began meanwhile
+            self.set_members(members)
+            self.enqueue(outgoing)
+
+    def _build(self, event: _Event) -> tuple[dict[int, BrokerAddress], dict[int, list[Outgoing]]]:
+        """Worker thread: the members as of the event's view, and its requests, encoded, by broker."""
+        builders, ctx = self.builders, event.ctx
+        members = builders.migrating_brokers(event.view, ctx.inter_broker_listener)
+        if event.delta is None:
+            requests = builders.full_sync(event.view, ctx)
+        else:
+            requests = builders.incremental(event.delta, event.view, ctx)
+        return members, self.encode(requests)
+
+    def encode(self, requests: Iterable[BrokerRequest]) -> dict[int, list[Outgoing]]:
+        """`requests` encoded with fresh correlation ids, by broker, in order (any one thread at a time)."""
+        by_broker: dict[int, list[Outgoing]] = {}
+        for request in requests:
+            correlation_id = next(self._correlation_ids)
+            payload = self.builders.encode(request.body, correlation_id, self.settings.client_id)
+            by_broker.setdefault(request.broker_id, []).append(Outgoing(request, payload, correlation_id))
+        for items in by_broker.values():
+            last_full = next((item for item in reversed(items) if item.request.full), None)
+            if last_full is not None:
+                last_full.ends_full_sync = True
+        return by_broker
+
+    # ------------------------------------------------------------------ membership and queues (event loop)
+
+    def set_members(self, members: dict[int, BrokerAddress]) -> None:
+        """Kafka's `publishMetadata`: remove the brokers that left or moved (task stopped, queue cleared),
+        then add the new ones."""
+        removed = [
+            sender for broker_id, sender in self._senders.items() if members.get(broker_id) != sender.address
+        ]
+        with self._lock:
+            for sender in removed:
+                del self._senders[sender.address.broker_id]
+        for sender in removed:
+            log.info(
+                "event=broker_channel_removed broker=%d address=%s dropped_requests=%d",
+                sender.address.broker_id, sender.where, sender.depth,
+            )  # fmt: skip
+            stopping = asyncio.ensure_future(sender.stop())
+            self._stopping.add(stopping)
+            stopping.add_done_callback(self._stopping.discard)
+        for broker_id, address in sorted(members.items()):
+            if broker_id in self._senders:
+                continue
+            sender = _BrokerSender(address, self)
+            with self._lock:
+                self._senders[broker_id] = sender
+            log.info("event=broker_channel_added broker=%d address=%s", broker_id, sender.where)
+            sender.start()
+
+    def enqueue(self, outgoing: dict[int, list[Outgoing]]) -> None:
+        """Queue each broker's requests; those for a broker not in the channel are dropped ("offline")."""
+        offline = []
+        for broker_id, items in outgoing.items():
+            sender = self._senders.get(broker_id)
+            if sender is None:
+                offline.append(broker_id)
+                continue
+            sender.put(items)
+        if offline:
+            log.warning(
+                "event=broker_requests_dropped brokers=%s: not in the channel (not registered as unfenced "
+                "migrating ZooKeeper brokers), as Kafka drops requests for a broker it considers offline",
+                ",".join(map(str, sorted(offline))),
+            )
+
+
+@dataclass(slots=True)
+class _Stats:
+    connected: bool = False
+    last_sent: RequestMark | None = None
+    last_acknowledged: RequestMark | None = None
+    errors: Counter[str] = field(default_factory=Counter)
+    full_syncs_sent: int = 0
+    network_failures: int = 0
+    last_network_error: str | None = None
+
+
+class _BrokerSender:
+    """Kafka's RequestSendThread for one broker: its queue, its connection, one request in flight."""
+
+    def __init__(self, address: BrokerAddress, channel: BrokerChannel) -> None:
+        self.address = address
+        self.channel = channel
+        self.queue: deque[Outgoing] = deque()
+        self.in_flight: Outgoing | None = None
+        self.stats = _Stats()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._connection: KafkaConnection | None = None
+        host = f"[{address.host}]" if ":" in address.host else address.host
+        self.where = f"{host}:{address.port}"
+
+    @property
+    def depth(self) -> int:
+        return len(self.queue) + (self.in_flight is not None)
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        """Stop the task, close the connection, clear the queue."""
+        task, self._task = self._task, None
+        self.queue.clear()
+        self.in_flight = None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._disconnect()
+        self._depth_changed()
+
+    def put(self, items: list[Outgoing]) -> None:
+        """Queue `items` in order; a full sync among them drops the unsent requests of an older one."""
+        if any(item.request.full for item in items):
+            kept = deque(queued for queued in self.queue if not queued.request.full)
+            superseded = len(self.queue) - len(kept)
+            if superseded:
+                self.queue = kept
+                log.info(
+                    "event=full_sync_superseded broker=%d dropped_requests=%d: a newer full sync replaces them",
+                    self.address.broker_id, superseded,
+                )  # fmt: skip
+        self.queue.extend(items)
+        self._depth_changed()
+        self._wake.set()
+
+    def status(self) -> ChannelBroker:
+        stats = self.stats
+        return ChannelBroker(
+            broker_id=self.address.broker_id,
+            address=self.where,
+            queue_depth=self.depth,
+            connected=stats.connected,
+            last_sent=stats.last_sent,
+            last_acknowledged=stats.last_acknowledged,
+            errors=dict(stats.errors),
+            full_syncs_sent=stats.full_syncs_sent,
+            network_failures=stats.network_failures,
+            last_network_error=stats.last_network_error,
+        )
+
+    async def _run(self) -> None:
+        while True:
+            while not self.queue:
+                self._wake.clear()
+                await self._wake.wait()
+            item = self.queue.popleft()
+            self.in_flight = item
+            response = await self._deliver(item)
+            self.in_flight = None
+            self._depth_changed()
+            self._judge(item, response)
+
+    async def _deliver(self, item: Outgoing) -> Any:
+        """Send `item` until it is answered: every network failure closes the connection, waits and resends."""
+        settings = self.channel.settings
+        failures = 0
+        logged_at = 0.0
+        while True:
+            if not self.channel.may_send():  # fenced or stepping down: the channel is being stopped
+                await asyncio.sleep(settings.retry_backoff_s)
+                continue
+            problem = self._unsupported()
+            if problem is None:
+                try:
+                    if self._connection is None:
+                        self._connection = await KafkaConnection.open(
+                            self.address.host,
+                            self.address.port,
+                            client_id=settings.client_id,
+                            timeout=settings.connect_timeout_s,
+                        )
+                        self._set(connected=True)
+                    self._sent(item)
+                    response = await self._connection.send_encoded(
+                        item.payload, timeout=settings.request_timeout_s
+                    )
+                except (Zk2KraftError, OSError) as exc:
+                    problem = str(exc)
+                    await self._disconnect()
+                else:
+                    if failures:
+                        log.info(
+                            "event=broker_reachable broker=%d address=%s after %d failed attempt(s) of %s",
+                            self.address.broker_id, self.where, failures, item.described,
+                        )  # fmt: skip
+                    return response
+            failures += 1
+            self._network_failure(problem)
+            if failures == 1 or time.monotonic() - logged_at >= NETWORK_LOG_EVERY_S:
+                logged_at = time.monotonic()
+                log.warning(
+                    "event=broker_unreachable broker=%d address=%s request=%s attempts=%d: %s; resending "
+                    "every %.1f s until it answers or leaves the channel",
+                    self.address.broker_id, self.where, item.described, failures, problem,
+                    settings.retry_backoff_s,
+                )  # fmt: skip
+            await asyncio.sleep(settings.retry_backoff_s)
+
+    def _unsupported(self) -> str | None:
+        protocol = self.address.security_protocol
+        if protocol != 0:
+            name = SECURITY_PROTOCOLS.get(protocol, str(protocol))
+            return f"the broker's inter-broker listener uses {name}; the channel speaks PLAINTEXT only"
+        return None
+
+    def _judge(self, item: Outgoing, response: Any) -> None:
+        """An answer: counted, and its errors logged (Kafka's callbacks only log; nothing is resent)."""
+        codes = answer_error_codes(response)
+        now = time.time()
+        api = item.api
+        with self.channel._lock:
+            self.stats.last_acknowledged = RequestMark(api=api, at_ms=int(now * 1000))
+            for code in codes:
+                self.stats.errors[error_name(code)] += 1
+            if item.ends_full_sync:
+                self.stats.full_syncs_sent += 1
+        metrics = self.channel.metrics
+        if metrics is not None:
+            metrics.observe_broker_answer(self.address.broker_id, api, now, codes)
+            if item.ends_full_sync:
+                metrics.observe_broker_full_sync(self.address.broker_id)
+        if codes:
+            shown = ", ".join(f"{error_name(code)} x{count}" for code, count in sorted(codes.items()))
+            log.error(
+                "event=broker_request_error broker=%d address=%s request=%s errors=%s: not resent; the "
+                "next full sync repairs what the broker missed",
+                self.address.broker_id, self.where, item.described, shown,
+            )  # fmt: skip
+
+    def _sent(self, item: Outgoing) -> None:
+        now = time.time()
+        self._set(last_sent=RequestMark(api=item.api, at_ms=int(now * 1000)))
+        if self.channel.metrics is not None:
+            self.channel.metrics.observe_broker_sent(self.address.broker_id, item.api, now)
+
+    def _network_failure(self, problem: str) -> None:
+        with self.channel._lock:
+            self.stats.network_failures += 1
+            self.stats.last_network_error = problem
+        if self.channel.metrics is not None:
+            self.channel.metrics.observe_broker_network_failure(self.address.broker_id)
+
+    def _set(self, **values: Any) -> None:
+        with self.channel._lock:
+            for name, value in values.items():
+                setattr(self.stats, name, value)
+
+    def _depth_changed(self) -> None:
+        if self.channel.metrics is not None:
+            self.channel.metrics.set_broker_queue_depth(self.address.broker_id, self.depth)
+
+    async def _disconnect(self) -> None:
+        connection, self._connection = self._connection, None
+        self._set(connected=False)
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
