@@ -521,6 +521,13 @@ def encode_request(
     `api_version` overrides the version written in the header (default: the body class's own version);
     only useful to probe how a server treats a version it does not know.
     """
+    return encode_request_header(request, correlation_id, client_id, api_version) + encode_entity(request)
+
+
+def encode_request_header(
+    request: Any, correlation_id: int, client_id: str | None, api_version: int | None = None
+) -> bytes:
+    """The header bytes `encode_request` puts before `request`'s body."""
     version = int(request.__version__) if api_version is None else api_version
     try:
         header = request.__header_schema__(
@@ -531,7 +538,7 @@ def encode_request(
         )
     except TypeError as exc:
         raise Zk2KraftError(f"cannot build a request header for {type(request).__name__}: {exc}") from exc
-    return encode_entity(header) + encode_entity(request)
+    return encode_entity(header)
 
 
 # ---------------------------------------------------------------- responses

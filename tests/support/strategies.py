@@ -8,6 +8,17 @@ import uuid
 from typing import Any
 
 import hypothesis.strategies as st
+from kio.schema.errors import ErrorCode
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
 
 from migrate.kraft.records import CONTROL_RECORD_CLASSES, METADATA_RECORD_CLASSES
 from migrate.kraft.wire import FieldInfo
@@ -337,3 +348,45 @@ extended_acl_changes = st.builds(
     st.sampled_from(PatternType),
     st.integers(-3, 1),
 )
+
+
+# ---------------------------------------------------------------- kio entities (generated request classes)
+
+_KIO_INTS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+
+def _kio_primitive(kafka_type: str, nullable: bool) -> st.SearchStrategy[Any]:
+    if kafka_type in _KIO_INTS:
+        bits = _KIO_INTS[kafka_type]
+        values: st.SearchStrategy[Any] = st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    elif kafka_type == "bool":
+        values = st.booleans()
+    elif kafka_type == "string":
+        values = st.text(max_size=8)
+    elif kafka_type == "error_code":
+        values = st.sampled_from(ErrorCode)
+    elif kafka_type == "uuid":
+        # kio reads the zero uuid as None, its name for it
+        return st.none() | st.uuids().filter(lambda u: u.int != 0)
+    else:
+        raise AssertionError(f"no strategy for {kafka_type}")
+    return st.none() | values if nullable else values
+
+
+def kio_entities(cls: type[Any]) -> st.SearchStrategy[Any]:
+    """A kio entity with every field drawn (hypothesis would leave fields with defaults at their default)."""
+    drawn: dict[str, st.SearchStrategy[Any]] = {}
+    for f in dataclasses.fields(cls):
+        tagged = get_field_tag(f) is not None
+        match classify_field(f):
+            case PrimitiveField():
+                drawn[f.name] = _kio_primitive(get_schema_field_type(f), is_optional(f) and not tagged)
+            case PrimitiveTupleField():
+                items = st.lists(_kio_primitive(get_schema_field_type(f), False), max_size=4).map(tuple)
+                drawn[f.name] = st.none() | items if is_optional(f) else items
+            case EntityField(type_=nested):
+                drawn[f.name] = kio_entities(nested)
+            case EntityTupleField(type_=nested):
+                items = st.lists(kio_entities(nested), max_size=3).map(tuple)
+                drawn[f.name] = st.none() | items if is_optional(f) else items
+    return st.builds(cls, **drawn)

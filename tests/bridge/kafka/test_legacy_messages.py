@@ -14,67 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveField,
-    PrimitiveTupleField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
 
 from bridge.kafka import legacy_messages as lm
 from bridge.kafka import protocol
 from bridge.kafka.protocol import decode_request, decode_response, encode_request, encode_response
 from migrate.errors import CorruptDataError, Zk2KraftError
+from tests.support.strategies import kio_entities
 
 REPO = Path(__file__).resolve().parents[3]
 SCHEMAS = REPO.parent / "shared" / "kafka-schemas"
 TOPIC_ID = uuid.UUID("01020304-0506-0708-090a-0b0c0d0e0f10")
-
-# ---------------------------------------------------------------- strategies from the entity classes
-
-_INTS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
-
-
-def _primitive(kafka_type: str, nullable: bool) -> st.SearchStrategy[Any]:
-    if kafka_type in _INTS:
-        bits = _INTS[kafka_type]
-        values: st.SearchStrategy[Any] = st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    elif kafka_type == "bool":
-        values = st.booleans()
-    elif kafka_type == "string":
-        values = st.text(max_size=8)
-    elif kafka_type == "error_code":
-        values = st.sampled_from(ErrorCode)
-    elif kafka_type == "uuid":
-        # kio reads the zero uuid as None, its name for it
-        return st.none() | st.uuids().filter(lambda u: u.int != 0)
-    else:
-        raise AssertionError(f"no strategy for {kafka_type}")
-    return st.none() | values if nullable else values
-
-
-def entities(cls: type[Any]) -> st.SearchStrategy[Any]:
-    """Every field drawn (hypothesis would leave fields with defaults at their default)."""
-    drawn: dict[str, st.SearchStrategy[Any]] = {}
-    for f in fields(cls):
-        tagged = get_field_tag(f) is not None
-        match classify_field(f):
-            case PrimitiveField():
-                drawn[f.name] = _primitive(get_schema_field_type(f), is_optional(f) and not tagged)
-            case PrimitiveTupleField():
-                items = st.lists(_primitive(get_schema_field_type(f), False), max_size=4).map(tuple)
-                drawn[f.name] = st.none() | items if is_optional(f) else items
-            case EntityField(type_=nested):
-                drawn[f.name] = entities(nested)
-            case EntityTupleField(type_=nested):
-                items = st.lists(entities(nested), max_size=3).map(tuple)
-                drawn[f.name] = st.none() | items if is_optional(f) else items
-    return st.builds(cls, **drawn)
-
 
 ALL_VERSIONS = sorted(lm.REQUESTS)
 
@@ -133,7 +82,7 @@ def test_fields_exist_only_in_the_versions_the_schema_gives_them() -> None:
 @given(data=st.data(), correlation_id=st.integers(-(2**31), 2**31 - 1))
 @pytest.mark.parametrize("api", ALL_VERSIONS)
 def test_requests_round_trip(api: tuple[int, int], data: st.DataObject, correlation_id: int) -> None:
-    request = data.draw(entities(lm.REQUESTS[api]))
+    request = data.draw(kio_entities(lm.REQUESTS[api]))
     client_id = data.draw(st.none() | st.text(max_size=8))
     decoded = decode_request(encode_request(request, correlation_id, client_id), "test")
     assert decoded.body == request
@@ -146,7 +95,7 @@ def test_requests_round_trip(api: tuple[int, int], data: st.DataObject, correlat
 @given(data=st.data(), correlation_id=st.integers(-(2**31), 2**31 - 1))
 @pytest.mark.parametrize("api", ALL_VERSIONS)
 def test_responses_round_trip(api: tuple[int, int], data: st.DataObject, correlation_id: int) -> None:
-    response = data.draw(entities(lm.RESPONSES[api]))
+    response = data.draw(kio_entities(lm.RESPONSES[api]))
     assert decode_response(encode_response(correlation_id, response), *api, "test") == (correlation_id, response)
 
 
@@ -171,14 +120,14 @@ def test_arbitrary_response_bytes_raise_only_our_errors(api: tuple[int, int], pa
 @given(data=st.data())
 def test_mutated_valid_messages_raise_only_our_errors(data: st.DataObject) -> None:
     api = data.draw(st.sampled_from(ALL_VERSIONS))
-    request = data.draw(entities(lm.REQUESTS[api]))
+    request = data.draw(kio_entities(lm.REQUESTS[api]))
     encoded = bytearray(encode_request(request, 1, "c"))
     for _ in range(data.draw(st.integers(1, 4))):
         encoded[data.draw(st.integers(4, len(encoded) - 1))] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(4, len(encoded)))
     with contextlib.suppress(Zk2KraftError):
         decode_request(bytes(encoded[:cut]), "test")
-    response = encode_response(1, data.draw(entities(lm.RESPONSES[api])))
+    response = encode_response(1, data.draw(kio_entities(lm.RESPONSES[api])))
     with contextlib.suppress(Zk2KraftError):
         decode_response(response[: data.draw(st.integers(0, len(response)))], *api, "test")
 
