@@ -260,7 +260,7 @@ def _shim_step(zk_connect: str, controller_port: int) -> int:
     return 1 + SHIM_PARTITIONS + 2
 
 
-# ---------------------------------------------------------------- steps 12-18: brokers join, then roll to KRaft
+# ---------------------------------------------------------------- steps 12-19: brokers join, then roll to KRaft
 
 REAL_CHROOT = "/demo-live-cluster"
 BROKER_IDS = (1, 2, 3)
@@ -296,7 +296,7 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
         if shown:
             say(f"  log: {shown.group(0)}")
 
-        step("13. Three ZooKeeper-mode brokers register, unfence and get the full sync")
+        step("13. Three ZooKeeper-mode brokers register, are unfenced, get their metadata")
         say(
             "Each is a process of its own (tests/support/broker_process.py): it registers in ZooKeeper, follows "
             "__cluster_metadata, registers with the bridge (IsMigratingZkBroker=true) and heartbeats every 2 s."
@@ -305,7 +305,8 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
             brokers[broker_id] = _start_broker(broker_id, zk_connect, listen_port)
         ports = {broker_id: _listening_port(log) for broker_id, (_, log) in brokers.items()}
         status = _wait_for_status(bridge, log_path, status_url, "to unfence all three brokers", _all_unfenced)
-        # The full sync (UpdateMetadata, then a FULL LeaderAndIsr) reaches each broker once the bridge migrated.
+        # Once migrated, the bridge full-syncs the unfenced brokers; one unfenced later gets the same metadata
+        # from the incremental requests its unfencing sends (UpdateMetadata with every partition, LeaderAndIsr).
         _wait_for_broker_logs(
             brokers, r", unfenced,.*received LeaderAndIsr [1-9]", "unfenced, with LeaderAndIsr received"
         )
@@ -319,11 +320,12 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
         for broker_id, (_, broker_log) in brokers.items():
             say(f"  broker {broker_id} log, last line: {broker_log.read_text().splitlines()[-1]}")
         say(f"  /status: state {status['state']}, brokers {status['brokers']}")
+        _live_admin_step(listen_port, brokers)
+
+        step(f"15. Kill broker {KILLED} (SIGKILL): it is fenced and its leaderships move")
         picks = _partitions_led_by(zk_connect, KILLED)
         say("Leaderships before (the bridge's log, through Metadata; ZooKeeper's state znodes):")
         _show_leaderships(listen_port, zk_connect, picks)
-
-        step(f"14. Kill broker {KILLED} (SIGKILL): it is fenced and its leaderships move")
         process, _ = brokers.pop(KILLED)
         say(f"[bold cyan]$ kill -KILL {process.pid}[/]  (broker {KILLED})")
         killed_at = time.monotonic()
@@ -344,7 +346,7 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
 
         _rolling_steps(bridge, log_path, status_url, zk_connect, listen_port, meta, brokers, ports)
 
-        step("18. Stop the KRaft brokers (controlled shutdown), then the bridge")
+        step("19. Stop the KRaft brokers (controlled shutdown), then the bridge")
         for broker_id, (process, broker_log) in sorted(brokers.items()):
             _stop_child(process, broker_log, f"broker {broker_id}")
             say(f"  broker {broker_id} log, last line: {broker_log.read_text().splitlines()[-1]}")
@@ -356,6 +358,45 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
     run("dump", "--summary", "--format", "table", str(meta / "__cluster_metadata-0"))
     if not agree:
         sys.exit(1)
+
+
+LIVE_TOPIC = "demo_live_orders"
+SCRATCH_TOPIC = "demo_live_scratch"
+
+
+def _live_admin_step(listen_port: int, brokers: dict[int, tuple[subprocess.Popen[bytes], Path]]) -> None:
+    """Dual-write with admin traffic: create two topics, alter one's config, delete the other; the brokers' logs
+    count the requests the bridge sent them for it (a config change sends none, as in Kafka)."""
+    from bridge.kafka.client import send_request_sync
+
+    step("14. Admin changes in dual-write: the brokers hear of each topic change")
+    before = {b: _received(log) for b, (_, log) in brokers.items()}
+    for name, partitions in ((LIVE_TOPIC, 3), (SCRATCH_TOPIC, 1)):
+        created = send_request_sync("127.0.0.1", listen_port, _create_topic(name, partitions, 2))
+        say(f"CreateTopics {name} ({partitions} partitions, replication factor 2): {created.topics[0].error_code.name}")
+    altered = send_request_sync("127.0.0.1", listen_port, _set_retention(LIVE_TOPIC, NEW_RETENTION_MS))
+    say(f"IncrementalAlterConfigs retention.ms={NEW_RETENTION_MS} on {LIVE_TOPIC}: {altered.responses[0].error_code.name}")
+    deleted = send_request_sync("127.0.0.1", listen_port, _delete_topic(SCRATCH_TOPIC))
+    say(f"DeleteTopics {SCRATCH_TOPIC}: {deleted.responses[0].error_code.name}")
+    # Both replicas of the scratch topic drop its data on StopReplica with delete.
+    deadline = time.monotonic() + BROKERS_TIMEOUT_S
+    while sum(_received(log).get("StopReplica", 0) - before[b].get("StopReplica", 0) for b, (_, log) in brokers.items()) < 2:
+        if time.monotonic() > deadline:
+            say(f"[bold red]the deleted topic's replicas got no StopReplica; see {OUT.relative_to(ROOT)}/broker-*.log[/]")
+            break
+        time.sleep(0.1)
+    for broker_id, (_, broker_log) in sorted(brokers.items()):
+        after = _received(broker_log)
+        sent = ", ".join(f"{api} +{after[api] - before[broker_id].get(api, 0)}" for api in after)
+        say(f"  broker {broker_id}: {sent}; log: {broker_log.read_text().splitlines()[-1].split('; ')[1]}")
+
+
+def _received(log_path: Path) -> dict[str, int]:
+    """The request counts on a ZooKeeper-mode broker's last log line ("received LeaderAndIsr 3, ...")."""
+    found = re.search(r"received (.*) \(applied", log_path.read_text().splitlines()[-1])
+    if found is None:
+        return {}
+    return {api: int(count) for api, count in (part.rsplit(" ", 1) for part in found.group(1).split(", "))}
 
 
 FINALIZE_SOAK = "10s"
@@ -373,7 +414,7 @@ def _rolling_steps(
     ports: dict[int, int],
 ) -> None:
     """Restart every broker as a KRaft broker, one at a time, then run finalize-check (audit included)."""
-    step("15. Rolling restart: each broker back as a KRaft broker, one at a time")
+    step("16. Rolling restart: each broker back as a KRaft broker, one at a time")
     say(
         "Same id, same listener port. A ZooKeeper-mode broker gets the controller's LeaderAndIsr, UpdateMetadata "
         "and StopReplica (counted in its log); restarted with --kraft it registers with IsMigratingZkBroker=false, "
@@ -385,7 +426,7 @@ def _rolling_steps(
             say(f"  broker {broker_id} log before, last line: {broker_log.read_text().splitlines()[-1]}")
             _stop_child(process, broker_log, f"broker {broker_id} (ZooKeeper mode)")
         else:
-            say(f"  broker {broker_id} is down since step 14 (killed)")
+            say(f"  broker {broker_id} is down since step 15 (killed)")
         brokers[broker_id] = _start_broker(broker_id, zk_connect, listen_port, kraft=True, port_of_broker=ports[broker_id])
         status = _wait_for_status(
             bridge, log_path, status_url, f"to register broker {broker_id} as a KRaft broker",
@@ -396,7 +437,7 @@ def _rolling_steps(
         say(f"  /status: brokers {status['brokers']}")
     say("Every broker runs in KRaft mode; the bridge still dual-writes ZooKeeper until the migration is finalized.")
 
-    step("16. The gate before finalizing: zk2kraft finalize-check")
+    step("17. The gate before finalizing: zk2kraft finalize-check")
     say(
         f"--min-soak {FINALIZE_SOAK}: the condition asks that no controller failover happened for that long; the "
         "demo's bridge has led for a minute or so, a production migration keeps the 7-day default."
@@ -406,7 +447,7 @@ def _rolling_steps(
         "--min-soak", FINALIZE_SOAK, "--audit-out", str(OUT / "audit-final"),
     )  # fmt: skip
 
-    step("17. The audit finalize-check ran: ZooKeeper against the log")
+    step("18. The audit finalize-check ran: ZooKeeper against the log")
     summary = json.loads((OUT / "audit-final" / "summary.json").read_text())
     say(f"  {OUT.relative_to(ROOT)}/audit-final/summary.json: " + json.dumps(_audit_headline(summary)))
 
@@ -684,6 +725,15 @@ def _create_topic(name: str, partitions: int, replication_factor: int) -> Any:
     )
     timeout = i32Timedelta.parse(datetime.timedelta(seconds=30))
     return CreateTopicsRequest(topics=(topic,), timeout=timeout, validate_only=False)
+
+
+def _delete_topic(name: str) -> Any:
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i32Timedelta
+
+    timeout = i32Timedelta.parse(datetime.timedelta(seconds=30))
+    return DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName(name), topic_id=None),), timeout=timeout)
 
 
 def _show_zookeeper(zk_connect: str, paths: list[str]) -> None:
