@@ -5,8 +5,9 @@ Then `zk2kraft bridge run --rehearsal` runs over the sample cluster until DUAL_W
 requests over the Kafka protocol, directly and through `zk2kraft shim run` with confluent-kafka's
 AdminClient; each change is shown in ZooKeeper and in the KRaft metadata log. Last, the real path: a
 bridge without `--rehearsal` over a fresh copy of the cluster, three simulated ZooKeeper-mode brokers
-(processes of their own) that register and are unfenced, and one of them killed: it is fenced and its
-leaderships move, in the bridge's log and in ZooKeeper alike.
+(processes of their own) that register, are unfenced and get the controller's requests, and one of them
+killed: it is fenced and its leaderships move, in the bridge's log and in ZooKeeper alike. Then the rolling
+restart: each broker restarted as a KRaft broker, one at a time, and `zk2kraft finalize-check` with its audit.
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ def _shim_step(zk_connect: str, controller_port: int) -> int:
     return 1 + SHIM_PARTITIONS + 2
 
 
-# ---------------------------------------------------------------- steps 12-15: brokers join the bridge
+# ---------------------------------------------------------------- steps 12-19: brokers join, then roll to KRaft
 
 REAL_CHROOT = "/demo-live-cluster"
 BROKER_IDS = (1, 2, 3)
@@ -295,15 +296,20 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
         if shown:
             say(f"  log: {shown.group(0)}")
 
-        step("13. Three simulated ZooKeeper-mode brokers register and are unfenced")
+        step("13. Three ZooKeeper-mode brokers register, are unfenced, get their metadata")
         say(
             "Each is a process of its own (tests/support/broker_process.py): it registers in ZooKeeper, follows "
             "__cluster_metadata, registers with the bridge (IsMigratingZkBroker=true) and heartbeats every 2 s."
         )
         for broker_id in BROKER_IDS:
             brokers[broker_id] = _start_broker(broker_id, zk_connect, listen_port)
+        ports = {broker_id: _listening_port(log) for broker_id, (_, log) in brokers.items()}
         status = _wait_for_status(bridge, log_path, status_url, "to unfence all three brokers", _all_unfenced)
-        _wait_for_broker_logs(brokers, ", unfenced,")
+        # Once migrated, the bridge full-syncs the unfenced brokers; one unfenced later gets the same metadata
+        # from the incremental requests its unfencing sends (UpdateMetadata with every partition, LeaderAndIsr).
+        _wait_for_broker_logs(
+            brokers, r", unfenced,.*received LeaderAndIsr [1-9]", "unfenced, with LeaderAndIsr received"
+        )
         for line in log_path.read_text().splitlines():
             found = re.search(
                 r"event=(state_transition from=\w+ to=(?:WAIT_FOR_BROKERS|DUAL_WRITE)|broker_registered .*)",
@@ -314,11 +320,12 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
         for broker_id, (_, broker_log) in brokers.items():
             say(f"  broker {broker_id} log, last line: {broker_log.read_text().splitlines()[-1]}")
         say(f"  /status: state {status['state']}, brokers {status['brokers']}")
+        _live_admin_step(listen_port, brokers)
+
+        step(f"15. Kill broker {KILLED} (SIGKILL): it is fenced and its leaderships move")
         picks = _partitions_led_by(zk_connect, KILLED)
         say("Leaderships before (the bridge's log, through Metadata; ZooKeeper's state znodes):")
         _show_leaderships(listen_port, zk_connect, picks)
-
-        step(f"14. Kill broker {KILLED} (SIGKILL): it is fenced and its leaderships move")
         process, _ = brokers.pop(KILLED)
         say(f"[bold cyan]$ kill -KILL {process.pid}[/]  (broker {KILLED})")
         killed_at = time.monotonic()
@@ -337,7 +344,9 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
             else "[bold red]  the log and ZooKeeper DISAGREE (see above)[/]"
         )
 
-        step("15. Stop everything: brokers by controlled shutdown, then the bridge")
+        _rolling_steps(bridge, log_path, status_url, zk_connect, listen_port, meta, brokers, ports)
+
+        step("19. Stop the KRaft brokers (controlled shutdown), then the bridge")
         for broker_id, (process, broker_log) in sorted(brokers.items()):
             _stop_child(process, broker_log, f"broker {broker_id}")
             say(f"  broker {broker_id} log, last line: {broker_log.read_text().splitlines()[-1]}")
@@ -351,12 +360,131 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
         sys.exit(1)
 
 
-def _start_broker(broker_id: int, zk_connect: str, port: int) -> tuple[subprocess.Popen[bytes], Path]:
+LIVE_TOPIC = "demo_live_orders"
+SCRATCH_TOPIC = "demo_live_scratch"
+
+
+def _live_admin_step(listen_port: int, brokers: dict[int, tuple[subprocess.Popen[bytes], Path]]) -> None:
+    """Dual-write with admin traffic: create two topics, alter one's config, delete the other; the brokers' logs
+    count the requests the bridge sent them for it (a config change sends none, as in Kafka)."""
+    from bridge.kafka.client import send_request_sync
+
+    step("14. Admin changes in dual-write: the brokers hear of each topic change")
+    before = {b: _received(log) for b, (_, log) in brokers.items()}
+    for name, partitions in ((LIVE_TOPIC, 3), (SCRATCH_TOPIC, 1)):
+        created = send_request_sync("127.0.0.1", listen_port, _create_topic(name, partitions, 2))
+        say(f"CreateTopics {name} ({partitions} partitions, replication factor 2): {created.topics[0].error_code.name}")
+    altered = send_request_sync("127.0.0.1", listen_port, _set_retention(LIVE_TOPIC, NEW_RETENTION_MS))
+    say(f"IncrementalAlterConfigs retention.ms={NEW_RETENTION_MS} on {LIVE_TOPIC}: {altered.responses[0].error_code.name}")
+    deleted = send_request_sync("127.0.0.1", listen_port, _delete_topic(SCRATCH_TOPIC))
+    say(f"DeleteTopics {SCRATCH_TOPIC}: {deleted.responses[0].error_code.name}")
+    # Both replicas of the scratch topic drop its data on StopReplica with delete.
+    deadline = time.monotonic() + BROKERS_TIMEOUT_S
+    while sum(_received(log).get("StopReplica", 0) - before[b].get("StopReplica", 0) for b, (_, log) in brokers.items()) < 2:
+        if time.monotonic() > deadline:
+            say(f"[bold red]the deleted topic's replicas got no StopReplica; see {OUT.relative_to(ROOT)}/broker-*.log[/]")
+            break
+        time.sleep(0.1)
+    for broker_id, (_, broker_log) in sorted(brokers.items()):
+        after = _received(broker_log)
+        sent = ", ".join(f"{api} +{after[api] - before[broker_id].get(api, 0)}" for api in after)
+        say(f"  broker {broker_id}: {sent}; log: {broker_log.read_text().splitlines()[-1].split('; ')[1]}")
+
+
+def _received(log_path: Path) -> dict[str, int]:
+    """The request counts on a ZooKeeper-mode broker's last log line ("received LeaderAndIsr 3, ...")."""
+    found = re.search(r"received (.*) \(applied", log_path.read_text().splitlines()[-1])
+    if found is None:
+        return {}
+    return {api: int(count) for api, count in (part.rsplit(" ", 1) for part in found.group(1).split(", "))}
+
+
+FINALIZE_SOAK = "10s"
+"""The demo's bridge has led for about a minute; in production keep the 7-day default (or longer)."""
+
+
+def _rolling_steps(
+    bridge: subprocess.Popen[bytes],
+    log_path: Path,
+    status_url: str,
+    zk_connect: str,
+    listen_port: int,
+    meta: Path,
+    brokers: dict[int, tuple[subprocess.Popen[bytes], Path]],
+    ports: dict[int, int],
+) -> None:
+    """Restart every broker as a KRaft broker, one at a time, then run finalize-check (audit included)."""
+    step("16. Rolling restart: each broker back as a KRaft broker, one at a time")
+    say(
+        "Same id, same listener port. A ZooKeeper-mode broker gets the controller's LeaderAndIsr, UpdateMetadata "
+        "and StopReplica (counted in its log); restarted with --kraft it registers with IsMigratingZkBroker=false, "
+        "fetches the metadata log instead and gets no controller requests (its log says so)."
+    )
+    for broker_id in BROKER_IDS:
+        if broker_id in brokers:
+            process, broker_log = brokers.pop(broker_id)
+            say(f"  broker {broker_id} log before, last line: {broker_log.read_text().splitlines()[-1]}")
+            _stop_child(process, broker_log, f"broker {broker_id} (ZooKeeper mode)")
+        else:
+            say(f"  broker {broker_id} is down since step 15 (killed)")
+        brokers[broker_id] = _start_broker(broker_id, zk_connect, listen_port, kraft=True, port_of_broker=ports[broker_id])
+        status = _wait_for_status(
+            bridge, log_path, status_url, f"to register broker {broker_id} as a KRaft broker",
+            lambda s, b=broker_id: _kraft_registered(s, b),
+        )  # fmt: skip
+        _wait_for_broker_logs({broker_id: brokers[broker_id]}, ", unfenced,")
+        say(f"  broker {broker_id} log now, last line: {brokers[broker_id][1].read_text().splitlines()[-1]}")
+        say(f"  /status: brokers {status['brokers']}")
+    say("Every broker runs in KRaft mode; the bridge still dual-writes ZooKeeper until the migration is finalized.")
+
+    step("17. The gate before finalizing: zk2kraft finalize-check")
+    say(
+        f"--min-soak {FINALIZE_SOAK}: the condition asks that no controller failover happened for that long; the "
+        "demo's bridge has led for a minute or so, a production migration keeps the 7-day default."
+    )
+    run(
+        "finalize-check", "--zk", zk_connect, "--bridge-status", status_url, "--metadata-dir", str(meta),
+        "--min-soak", FINALIZE_SOAK, "--audit-out", str(OUT / "audit-final"),
+    )  # fmt: skip
+
+    step("18. The audit finalize-check ran: ZooKeeper against the log")
+    summary = json.loads((OUT / "audit-final" / "summary.json").read_text())
+    say(f"  {OUT.relative_to(ROOT)}/audit-final/summary.json: " + json.dumps(_audit_headline(summary)))
+
+
+def _audit_headline(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary's verdict, exit code and discrepancy counts by class (expected ones included)."""
+    return {key: summary[key] for key in ("verdict", "exit_code", "classes")}
+
+
+def _kraft_registered(status: dict[str, Any], broker_id: int) -> bool:
+    """Registered again (now as a KRaft broker), unfenced, and one migrating ZooKeeper broker fewer."""
+    brokers = status.get("brokers") or {}
+    later = sum(1 for b in BROKER_IDS if b > broker_id)
+    return (
+        brokers.get("registered") == len(BROKER_IDS)
+        and brokers.get("fenced") == 0
+        and brokers.get("migrating_zk_brokers") == later
+    )
+
+
+def _start_broker(
+    broker_id: int, zk_connect: str, port: int, *, kraft: bool = False, port_of_broker: int = 0
+) -> tuple[subprocess.Popen[bytes], Path]:
     args = [
         "-m", "tests.support.broker_process", "--id", str(broker_id), "--zk", zk_connect,
         "--controller", f"127.0.0.1:{port}",
     ]  # fmt: skip
-    log_path = OUT / f"broker-{broker_id}.log"
+    if kraft:
+        # A KRaft broker keeps no zookeeper.connect: its cluster id comes from meta.properties.
+        from tests.support.broker_process import cluster_id_from_zookeeper
+
+        args = [
+            "-m", "tests.support.broker_process", "--id", str(broker_id), "--kraft",
+            "--cluster-id", cluster_id_from_zookeeper(zk_connect), "--port", str(port_of_broker),
+            "--controller", f"127.0.0.1:{port}",
+        ]  # fmt: skip
+    log_path = OUT / f"broker-{broker_id}{'-kraft' if kraft else ''}.log"
     say(f"[bold cyan]$ python {' '.join(shlex.quote(a) for a in args)} > {log_path.name} &[/]")
     with open(log_path, "w") as log_file:
         process = subprocess.Popen(
@@ -365,17 +493,30 @@ def _start_broker(broker_id: int, zk_connect: str, port: int) -> tuple[subproces
     return process, log_path
 
 
-def _wait_for_broker_logs(brokers: dict[int, tuple[subprocess.Popen[bytes], Path]], text: str) -> None:
-    """Until each broker's last line has `text` (a heartbeat's answer reaches a broker just after /status)."""
+def _listening_port(log_path: Path) -> int:
+    """The inter-broker listener's port from a broker process's first line (it restarts on the same one)."""
+    deadline = time.monotonic() + BROKERS_TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = re.search(r"listening on 127\.0\.0\.1:(\d+)", log_path.read_text())
+        if found:
+            return int(found.group(1))
+        time.sleep(0.05)
+    say(f"[bold red]{log_path.relative_to(ROOT)} never said which port it listens on[/]")
+    sys.exit(1)
+
+
+def _wait_for_broker_logs(
+    brokers: dict[int, tuple[subprocess.Popen[bytes], Path]], pattern: str, what: str = "unfenced"
+) -> None:
+    """Until each broker's last line matches `pattern` (a heartbeat's answer reaches a broker just after
+    /status; the controller's requests just after the bridge's state changes)."""
     deadline = time.monotonic() + BROKERS_TIMEOUT_S
     while time.monotonic() < deadline:
         lasts = [log.read_text().splitlines()[-1:] for _, log in brokers.values()]
-        if all(last and text in last[0] for last in lasts):
+        if all(last and re.search(pattern, last[0]) for last in lasts):
             return
         time.sleep(0.1)
-    say(
-        f"[bold red]not every broker's log says {text.strip(' ,')!r}; see {OUT.relative_to(ROOT)}/broker-*.log[/]"
-    )
+    say(f"[bold red]not every broker's log says {what}; see {OUT.relative_to(ROOT)}/broker-*.log[/]")
 
 
 def _waiting_for(status: dict[str, Any]) -> bool:
@@ -515,7 +656,7 @@ def _stop_child(child: subprocess.Popen[bytes], log_path: Path, what: str) -> No
     except subprocess.TimeoutExpired:
         child.kill()
         code = child.wait()
-    console.print(f"{what} stopped (exit code {code}); its log is {log_path.relative_to(ROOT)}")
+    console.print(f"{what} stopped (exit code {code}); its log is {log_path.relative_to(ROOT)}", soft_wrap=True)
 
 
 def _bridge_failed(bridge: subprocess.Popen[bytes], log_path: Path, what: str) -> None:
@@ -584,6 +725,15 @@ def _create_topic(name: str, partitions: int, replication_factor: int) -> Any:
     )
     timeout = i32Timedelta.parse(datetime.timedelta(seconds=30))
     return CreateTopicsRequest(topics=(topic,), timeout=timeout, validate_only=False)
+
+
+def _delete_topic(name: str) -> Any:
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i32Timedelta
+
+    timeout = i32Timedelta.parse(datetime.timedelta(seconds=30))
+    return DeleteTopicsRequest(topics=(DeleteTopicState(name=TopicName(name), topic_id=None),), timeout=timeout)
 
 
 def _show_zookeeper(zk_connect: str, paths: list[str]) -> None:

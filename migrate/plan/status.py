@@ -246,10 +246,25 @@ def finalize_conditions(status: Status, *, min_soak_ms: int) -> list[Condition]:
     """The gate before finalizing, minus the audit (the CLI adds that one)."""
     out: list[Condition] = []
     kraft_brokers = next((v.migrating_zk_brokers for v in status.kraft if v.migrating_zk_brokers is not None), None)
+    # The bridge counts registrations (Kafka's MigratingZkBrokerCount); a broker that died in ZooKeeper mode is
+    # gone from /brokers/ids but still counted. In a rehearsal the count only mirrors /brokers/ids.
+    counted = next(
+        (v.brokers.migrating_zk_brokers for v in status.kraft if v.brokers is not None and not v.brokers.rehearsal),
+        0,
+    )
     if status.zk_brokers:
         out.append(Condition(id="brokers-kraft", verdict="fail", detail=f"still in ZooKeeper mode: {status.zk_brokers}"))
     elif kraft_brokers:
         out.append(Condition(id="brokers-kraft", verdict="fail", detail=f"registered as migrating ZK brokers: {kraft_brokers}"))
+    elif counted:
+        out.append(
+            Condition(
+                id="brokers-kraft",
+                verdict="fail",
+                detail=f"{counted} broker{'s' if counted > 1 else ''} still registered as migrating ZooKeeper "
+                "brokers (the bridge's /status); restart each as a KRaft broker, or pass --metadata-dir for their ids",
+            )
+        )
     elif not status.kraft:
         out.append(Condition(id="brokers-kraft", verdict="pass", detail="no broker in /brokers/ids (ZooKeeper view only)"))
     else:

@@ -4,11 +4,15 @@ Besides what every simulated broker does (`sim_broker.py`): ApiVersions first on
 (the answer is kept in `api_versions`), registration as a KRaft broker (`IsMigratingZkBroker = false`, the
 default supported features, no ZooKeeper registration), heartbeats 10 ms apart until caught up, and once
 unfenced an AssignReplicasToDirs for every hosted partition whose recorded directory is not its log dir
-(migrated partitions carry none), as ReplicaManager does for directories it finds.
+(migrated partitions carry none), as ReplicaManager does for directories it finds. It binds the listener it
+advertises; a LeaderAndIsr, UpdateMetadata or StopReplica arriving there is recorded in `control_requests`
+and the connection closed, as a KRaft broker's SocketServer does with an API it does not enable.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -24,6 +28,8 @@ from tests.support.sim_broker import SimulatedBroker, log_dir_id
 STARTING_HEARTBEAT_S = 0.01
 """BrokerLifecycleManager: heartbeats 10 ms apart while STARTING (until the controller says caught up)."""
 ASSIGN_REPLICAS_TO_DIRS = 73
+ZK_BROKER_ONLY_APIS = {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata"}
+"""Controller-to-broker requests only a ZooKeeper-mode broker serves (their schemas' listeners: zkBroker)."""
 
 
 class SimulatedKraftBroker(SimulatedBroker):
@@ -32,12 +38,45 @@ class SimulatedKraftBroker(SimulatedBroker):
     is_migrating_zk_broker = False
     kind = "kraft-broker"
 
-    def __init__(self, broker_id: int, controller: tuple[str, int], cluster_id: str, **kwargs: Any) -> None:
-        super().__init__(broker_id, controller, cluster_id, **kwargs)
+    def __init__(
+        self, broker_id: int, controller: tuple[str, int], cluster_id: str, *, port: int = 0, **kwargs: Any
+    ) -> None:
+        """`port=0` binds a free port (what its registration then advertises), e.g. the one the broker used
+        as a ZooKeeper-mode broker."""
+        super().__init__(broker_id, controller, cluster_id, port=port, **kwargs)
         self.api_versions: Any = None
         self.directory = log_dir_id(broker_id)
         self.assignments_sent = 0
         self.assignment_errors: list[int] = []
+        self.control_requests: list[tuple[str, int]] = []
+        """(API name, version) of every ZooKeeper-broker-only request that reached its listener."""
+        self._server: asyncio.Server | None = None
+
+    def before_run(self) -> None:
+        """Bind the advertised listener before registering."""
+        self._server = self.on_loop(asyncio.start_server(self._serve, "127.0.0.1", self.port))
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    async def on_stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read request headers; one of a ZooKeeper broker's control APIs is recorded and the connection closed
+        (other APIs are not served here: the tests' clients talk to the controller)."""
+        try:
+            size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+            payload = await reader.readexactly(size)
+            api_key = int.from_bytes(payload[0:2], "big", signed=True)
+            version = int.from_bytes(payload[2:4], "big", signed=True)
+            if api_key in ZK_BROKER_ONLY_APIS:
+                self.control_requests.append((ZK_BROKER_ONLY_APIS[api_key], version))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
 
     def features(self) -> tuple[tuple[str, int, int], ...]:
         """BrokerFeatures.defaultSupportedFeatures: metadata.version from the first KRaft level, kraft.version."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
-from kio.static.primitive import i8, i16, i32, i64
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from bridge.handlers import alter_partition_legacy as legacy
 from bridge.handlers._common import nested
@@ -74,6 +75,14 @@ def create_topic(name: str, partitions: int = 1, replication_factor: int = 1) ->
         configs=(),
     )
     return cls(topics=(topic,))
+
+
+def delete_topics(*names: str) -> Any:
+    """DeleteTopics v6 of topics by name."""
+    cls = protocol.request_class(DELETE_TOPICS, 6)
+    state = nested(cls, "DeleteTopicState")
+    timeout = i32Timedelta.parse(timedelta(seconds=30))
+    return cls(topics=tuple(state(name=name, topic_id=None) for name in names), timeout=timeout)
 
 
 def alter_client_quotas(

@@ -13,7 +13,16 @@ from click.testing import CliRunner
 from kazoo.client import KazooClient
 
 from cli.main import cli
-from migrate.plan.status import parse_duration
+from migrate.plan.status import (
+    BrokersStatus,
+    Condition,
+    ControllerInfo,
+    KraftView,
+    MigrationInfo,
+    Status,
+    finalize_conditions,
+    parse_duration,
+)
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import MigrationState, ZkClusterModel
 from tests.support.audit import migrate
@@ -133,3 +142,29 @@ def test_finalize_check_puts_its_audit_in_a_temp_dir_and_says_where(
     assert match is not None, audit
     report = Path(match[1])
     assert report.is_relative_to(tempfile.gettempdir()) and (report / "summary.json").is_file()
+
+
+def test_finalize_check_fails_on_a_migrating_zookeeper_broker_the_bridge_still_counts() -> None:
+    """A broker that died in ZooKeeper mode has left /brokers/ids, but its registration with the controller is
+    still a migrating ZooKeeper broker's: with only the bridge's /status, that count must block finalizing."""
+    controller = ControllerInfo(id=3000, kraft=True, kraft_controller_epoch=5, persistent=False)
+    migration = MigrationInfo(
+        kraft_controller_id=3000, kraft_controller_epoch=5, kraft_metadata_offset=880, kraft_metadata_epoch=5,
+        zk_version=3, initial_migration_complete=True,
+    )  # fmt: skip
+
+    def brokers_condition(brokers: BrokersStatus) -> Condition:
+        view = KraftView(source="http://ctrl:9309/status", migration_state="MIGRATION", write_behind_lag=0, brokers=brokers)
+        status = Status(
+            phase="kraft-brokers", description="", controller=controller, controller_epoch=7,
+            controller_epoch_mtime_ms=0, migration=migration, zk_brokers=[], migration_state="MIGRATION",
+            write_behind_lag=0, kraft=[view], checked_at_ms=10_000,
+        )  # fmt: skip
+        return {c.id: c for c in finalize_conditions(status, min_soak_ms=0)}["brokers-kraft"]
+
+    left = brokers_condition(BrokersStatus(registered=3, fenced=1, migrating_zk_brokers=1))
+    assert left.verdict == "fail" and "1 broker" in left.detail and "migrating ZooKeeper" in left.detail
+    assert brokers_condition(BrokersStatus(registered=3, migrating_zk_brokers=0)).verdict == "pass"
+    # In a rehearsal no broker registers: /brokers/ids is the only witness.
+    rehearsal = BrokersStatus(registered=3, migrating_zk_brokers=3, rehearsal=True)
+    assert brokers_condition(rehearsal).verdict == "pass"
