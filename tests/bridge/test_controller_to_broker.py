@@ -581,3 +581,33 @@ def test_a_reassignment_completed_and_one_cancelled(cluster: Cluster) -> None:
         (d.topic, d.partition) for d in cluster.brokers[spare].control.snapshot().deleted
     }
     assert cluster.send(list_reassignments(None)).topics == ()
+
+
+def test_a_reassignment_whose_target_is_in_sync_completes_at_once_and_moves_leadership(
+    cluster: Cluster,
+) -> None:
+    cluster.agree()
+    assert cluster.send(create_topic("wide", partitions=1, replication_factor=3)).topics[0].error_code == 0
+    cluster.agree()
+    start = cluster.image.topics_by_name["wide"].partitions[0]
+    assert sorted(start.isr) == list(BROKER_IDS)
+    target = [b for b in start.replicas if b != start.leader]
+    marks = cluster.marks()
+    response = cluster.send(alter_reassignments(("wide", 0, target)))
+    assert [p.error_code for t in response.responses for p in t.partitions] == [ErrorCode.none]
+    cluster.agree()
+    done = cluster.image.topics_by_name["wide"].partitions[0]
+    # No adding/removing phase: the target is the replica set, its first in-sync member leads, epoch bumped.
+    assert (done.replicas, done.isr, done.leader) == (target, target, target[0])
+    assert done.leader_epoch == start.leader_epoch + 1
+    received = cluster.since(marks)
+    assert {b: apis(r) for b, r in received.items()} == {
+        b: [(LEADER_AND_ISR, INCREMENTAL), (UPDATE_METADATA, INCREMENTAL)]
+        if b in target
+        else [(UPDATE_METADATA, INCREMENTAL), (STOP_REPLICA, None)]
+        for b in BROKER_IDS
+    }
+    assert {
+        k: (s.leader_epoch, s.delete_partition) for k, s in partitions_in(received[start.leader][-1]).items()
+    } == {("wide", 0): (done.leader_epoch, True)}
+    assert cluster.brokers[target[0]].control.snapshot().leaders()[("wide", 0)] == done.leader_epoch
