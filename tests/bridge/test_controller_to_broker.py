@@ -53,7 +53,8 @@ from tests.support.zk_broker_control import (
 
 pytestmark = pytest.mark.zookeeper
 
-SESSION_TIMEOUT_MS = 1500
+SESSION_TIMEOUT_MS = 3000
+"""Long enough that a loaded machine does not fence a live broker mid-test (its heartbeats go every 0.2 s)."""
 BROKER_IDS = (1, 2, 3)
 LISTENER = "PLAINTEXT"
 # controller-broker.md §1.6: the versions at metadata.version 3.4-IV0 or later, and the Type values.
