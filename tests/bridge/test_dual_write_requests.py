@@ -61,7 +61,6 @@ from tests.support.requests import (
     APPEND,
     BROKER,
     CREATE_ACLS,
-    CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE,
     DELETE_ACLS,
@@ -71,6 +70,7 @@ from tests.support.requests import (
     TOPIC,
     alter_client_quotas,
     alter_configs_request,
+    create_partitions,
     incremental,
 )
 
@@ -345,25 +345,6 @@ def test_delete_topics_by_name_and_by_id(cluster: Cluster) -> None:
     del expected.topics["__consumer_offsets"], expected.topic_configs["__consumer_offsets"]
     cluster.check(expected)
     assert cluster.model.topics == {}
-
-
-def create_partitions(name: str, count: int, assignments: list[list[int]] | None = None, **extra: Any) -> Any:
-    cls = protocol.request_class(CREATE_PARTITIONS, 3)
-    topic = nested(cls, "CreatePartitionsTopic")
-    assignment = nested(cls, "CreatePartitionsAssignment")
-    return cls(
-        topics=(
-            topic(
-                name=name,
-                count=i32(count),
-                assignments=None
-                if assignments is None
-                else tuple(assignment(broker_ids=tuple(i32(b) for b in a)) for a in assignments),
-            ),
-        ),
-        timeout=i32Timedelta.parse(timedelta(seconds=30)),
-        validate_only=extra.get("validate_only", False),
-    )
 
 
 def expect_new_partitions(cluster: Cluster, expected: ZkClusterModel, name: str) -> None:

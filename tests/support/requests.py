@@ -19,6 +19,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 CREATE_TOPICS, DELETE_TOPICS, CREATE_ACLS, DELETE_ACLS, ALTER_CONFIGS = 19, 20, 30, 31, 33
 CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS, ALTER_CLIENT_QUOTAS, ALTER_SCRAM = 37, 44, 49, 51
 ALTER_PARTITION, ALLOCATE_PRODUCER_IDS = 56, 67
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 
 ConfigChange = tuple[str, int, str | None]  # (key, operation, value)
 
@@ -48,7 +49,10 @@ def incremental(resource_type: int, name: str, *changes: ConfigChange, version: 
 
 
 def alter_configs_request(
-    version: int, resources: list[tuple[int, str, list[tuple[str, str | None]]]], *, validate_only: bool = False
+    version: int,
+    resources: list[tuple[int, str, list[tuple[str, str | None]]]],
+    *,
+    validate_only: bool = False,
 ) -> Any:
     """AlterConfigs (the whole-map replacement) at `version` over (resource type, name, key/values)."""
     cls = protocol.request_class(ALTER_CONFIGS, version)
@@ -78,11 +82,63 @@ def create_topic(name: str, partitions: int = 1, replication_factor: int = 1) ->
 
 
 def delete_topics(*names: str) -> Any:
-    """DeleteTopics v6 of topics by name."""
+    """DeleteTopics v6 of topics named by name."""
     cls = protocol.request_class(DELETE_TOPICS, 6)
     state = nested(cls, "DeleteTopicState")
-    timeout = i32Timedelta.parse(timedelta(seconds=30))
-    return cls(topics=tuple(state(name=name, topic_id=None) for name in names), timeout=timeout)
+    return cls(
+        topics=tuple(state(name=n, topic_id=None) for n in names),
+        timeout=i32Timedelta.parse(timedelta(seconds=30)),
+    )
+
+
+def create_partitions(
+    name: str, count: int, assignments: list[list[int]] | None = None, *, validate_only: bool = False
+) -> Any:
+    """CreatePartitions v3 growing topic `name` to `count` partitions (None: the controller places them)."""
+    cls = protocol.request_class(CREATE_PARTITIONS, 3)
+    topic = nested(cls, "CreatePartitionsTopic")
+    assignment = nested(cls, "CreatePartitionsAssignment")
+    return cls(
+        topics=(
+            topic(
+                name=name,
+                count=i32(count),
+                assignments=None
+                if assignments is None
+                else tuple(assignment(broker_ids=tuple(i32(b) for b in a)) for a in assignments),
+            ),
+        ),
+        timeout=i32Timedelta.parse(timedelta(seconds=30)),
+        validate_only=validate_only,
+    )
+
+
+def alter_reassignments(*items: tuple[str, int, list[int] | None]) -> Any:
+    """AlterPartitionReassignments v0 over (topic, partition, target replicas or None to cancel)."""
+    cls = protocol.request_class(ALTER_PARTITION_REASSIGNMENTS, 0)
+    topic_cls, part_cls = nested(cls, "ReassignableTopic"), nested(cls, "ReassignablePartition")
+    topics: dict[str, list[Any]] = {}
+    for name, index, replicas in items:
+        topics.setdefault(name, []).append(
+            part_cls(
+                partition_index=i32(index),
+                replicas=None if replicas is None else tuple(i32(b) for b in replicas),
+            )
+        )
+    return cls(topics=tuple(topic_cls(name=n, partitions=tuple(ps)) for n, ps in topics.items()))
+
+
+def list_reassignments(topics: dict[str, list[int]] | None) -> Any:
+    """ListPartitionReassignments v0 of `topics` by name (None: every reassigning partition)."""
+    cls = protocol.request_class(LIST_PARTITION_REASSIGNMENTS, 0)
+    topic_cls = nested(cls, "ListPartitionReassignmentsTopics")
+    if topics is None:
+        return cls(topics=None)
+    return cls(
+        topics=tuple(
+            topic_cls(name=n, partition_indexes=tuple(i32(p) for p in ps)) for n, ps in topics.items()
+        )
+    )
 
 
 def alter_client_quotas(
@@ -158,7 +214,9 @@ def elect_leaders(election_type: int, partitions: dict[str, list[int]] | None, *
     topics = None
     if partitions is not None:
         topic_cls = nested(cls, "TopicPartitions")
-        topics = tuple(topic_cls(topic=t, partitions=tuple(i32(p) for p in ps)) for t, ps in partitions.items())
+        topics = tuple(
+            topic_cls(topic=t, partitions=tuple(i32(p) for p in ps)) for t, ps in partitions.items()
+        )
     values: dict[str, Any] = {"topic_partitions": topics}
     if version >= 1:
         values["election_type"] = i8(election_type)

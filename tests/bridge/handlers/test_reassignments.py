@@ -26,6 +26,8 @@ from migrate.kraft import records as rec
 from migrate.kraft.image import NO_LEADER_CHANGE, MetadataImage, PartitionRegistration
 from tests.support.handlers import context, image_of, round_trip
 from tests.support.requests import alter_partition as alter_partition_request
+from tests.support.requests import alter_reassignments as alter_request
+from tests.support.requests import list_reassignments as list_request
 
 MV = mvs.IBP_3_9_IV0
 TOPIC_ID = uuid.UUID("66666666-6666-6666-6666-666666666666")
@@ -74,32 +76,6 @@ def make_records(*extra: tuple[Any, int], unclean: bool = False) -> list[tuple[A
 
 def make_image(unclean: bool = False) -> MetadataImage:
     return image_of(make_records(unclean=unclean))
-
-
-def alter_request(*items: tuple[str, int, list[int] | None]) -> Any:
-    cls = protocol.request_class(ra.ALTER_PARTITION_REASSIGNMENTS, 0)
-    topic_cls, part_cls = nested(cls, "ReassignableTopic"), nested(cls, "ReassignablePartition")
-    topics: dict[str, list[Any]] = {}
-    for name, index, replicas in items:
-        topics.setdefault(name, []).append(
-            part_cls(
-                partition_index=i32(index),
-                replicas=None if replicas is None else tuple(i32(b) for b in replicas),
-            )
-        )
-    return cls(topics=tuple(topic_cls(name=n, partitions=tuple(ps)) for n, ps in topics.items()))
-
-
-def list_request(topics: dict[str, list[int]] | None) -> Any:
-    cls = protocol.request_class(ra.LIST_PARTITION_REASSIGNMENTS, 0)
-    topic_cls = nested(cls, "ListPartitionReassignmentsTopics")
-    if topics is None:
-        return cls(topics=None)
-    return cls(
-        topics=tuple(
-            topic_cls(name=n, partition_indexes=tuple(i32(p) for p in ps)) for n, ps in topics.items()
-        )
-    )
 
 
 def alter(image: MetadataImage, *items: tuple[str, int, list[int] | None]) -> ControllerResult:
