@@ -29,6 +29,7 @@ from bridge.kafka.client import KafkaConnection
 from bridge.kafka.protocol import api_name, describe_api
 from bridge.metrics import BridgeMetrics, error_name
 from migrate.errors import Zk2KraftError
+from migrate.gcpause import gc_paused
 from migrate.kraft.image import MetadataImage
 from migrate.plan.status import BrokerChannelStatus, ChannelBroker, RequestMark
 
@@ -284,12 +285,15 @@ class BrokerChannel:
     def _build(self, event: _Event) -> tuple[dict[int, BrokerAddress], dict[int, list[Outgoing]]]:
         """Worker thread: the members as of the event's view, and its requests, encoded, by broker."""
         builders, ctx = self.builders, event.ctx
-        members = builders.migrating_brokers(event.view, ctx.inter_broker_listener)
-        if event.delta is None:
-            requests = builders.full_sync(event.view, ctx)
-        else:
-            requests = builders.incremental(event.delta, event.view, ctx)
-        return members, self.encode(requests)
+        # A collector pass here would walk the whole image holding the GIL (0.4 s at 200,000 partitions),
+        # stalling the event loop's heartbeats; the requests' entities are acyclic.
+        with gc_paused(promote=True):
+            members = builders.migrating_brokers(event.view, ctx.inter_broker_listener)
+            if event.delta is None:
+                requests = builders.full_sync(event.view, ctx)
+            else:
+                requests = builders.incremental(event.delta, event.view, ctx)
+            return members, self.encode(requests)
 
     def encode(self, requests: Iterable[BrokerRequest]) -> dict[int, list[Outgoing]]:
         """`requests` encoded with fresh correlation ids, by broker, in order (any one thread at a time)."""

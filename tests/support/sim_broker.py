@@ -122,6 +122,19 @@ class SimulatedBroker:
         self.kill()
         return told
 
+    def follow(self, controller: tuple[str, int]) -> None:
+        """Turn to another controller (the new active one after a takeover), as a broker's quorum client does:
+        its observer starts over there, its heartbeats go there from its next connection on."""
+        self.controller = controller
+
+        async def switch() -> None:
+            if self.follower is not None:
+                await self.follower.stop()
+            self.follower = self._new_follower()
+            self.follower.start()
+
+        self.on_loop(switch())
+
     def applied_offset(self) -> int:
         follower = self.follower
         return -1 if follower is None else follower.position - 1
@@ -167,10 +180,13 @@ class SimulatedBroker:
         loop.call_soon_threadsafe(loop.stop)
         self._thread.join(10)
 
-    async def _run(self) -> None:
-        self.follower = MetadataFollower(
+    def _new_follower(self) -> MetadataFollower:
+        return MetadataFollower(
             [self.controller], cluster_id=self.cluster_id, poll_interval=0.05, replica_id=self.broker_id
         )
+
+    async def _run(self) -> None:
+        self.follower = self._new_follower()
         self.follower.start()
         connection: KafkaConnection | None = None
         while True:
