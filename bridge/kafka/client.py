@@ -91,6 +91,7 @@ class KafkaConnection:
         self._correlation_ids = itertools.count()
         self._lock = asyncio.Lock()
         self._broken = False
+        self._answered = False  # has the server answered anything on this connection yet
 
     @classmethod
     async def open(
@@ -239,7 +240,14 @@ class KafkaConnection:
             raise
         if reply is None:
             self._broken = True
-            raise ConnectionClosedError(f"{what}: the server closed the connection without answering")
+            hint = ""
+            if not self._answered and self._writer.get_extra_info("ssl_object") is not None:
+                # TLS 1.3 ends the handshake before the server judges the client certificate: its refusal
+                # may reach the client only as a closed connection.
+                hint = " (over TLS, first request: a server that requires a client certificate and got none, or "
+                hint += "one it does not trust, closes like this)"
+            raise ConnectionClosedError(f"{what}: the server closed the connection without answering{hint}")
+        self._answered = True
         return reply
 
     async def close(self) -> None:
