@@ -222,6 +222,18 @@ def test_a_wrong_password_is_a_counted_network_failure_with_the_brokers_reason(
     assert wrong not in reason
 
 
+def test_a_mechanism_the_brokers_listener_does_not_enable_is_a_failure_naming_the_enabled_ones() -> None:
+    broker = SecuredBroker(1, SASL_PLAINTEXT, sasl=sasl_config(("PLAIN",)))
+
+    async def scenario() -> str:
+        login = SaslLogin("SCRAM-SHA-512", "alice", PASSWORDS["alice"])
+        async with channel_to(broker, sasl=login) as channel:
+            return await fails_with(channel, broker)
+
+    reason = asyncio.run(scenario())
+    assert "UNSUPPORTED_SASL_MECHANISM: the broker's listener enables [PLAIN], not SCRAM-SHA-512" in reason
+
+
 def test_a_broker_whose_protocol_the_channel_has_no_settings_for_is_unreachable_with_the_option_to_give(
     pki: Pki,
 ) -> None:
