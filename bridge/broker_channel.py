@@ -7,6 +7,9 @@ the loop, membership is re-diffed from that view (remove, then add) and the requ
 queues. Each member has one ordered queue and one task with at most one request in flight. A network
 failure closes the connection, waits 100 ms and resends the same bytes until the broker leaves; an answer
 with an error is logged and counted, never resent. A slow or dead broker holds only its own queue.
+Each connection speaks the security protocol of the broker's endpoint (PLAINTEXT, SSL, SASL_PLAINTEXT,
+SASL_SSL) with the controller's own TLS context and SASL login; a refused handshake or login is a network
+failure like any other.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import concurrent.futures
 import contextlib
 import itertools
 import logging
+import ssl
 import threading
 import time
 from collections import Counter, deque
@@ -27,11 +31,13 @@ from bridge.brokers import propagation
 from bridge.brokers.propagation import BrokerAddress, BrokerRequest, PropagationContext, PublishedDelta
 from bridge.kafka.client import KafkaConnection
 from bridge.kafka.protocol import api_name, describe_api
+from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.metrics import BridgeMetrics, error_name
 from migrate.errors import Zk2KraftError
 from migrate.gcpause import gc_paused
 from migrate.kraft.image import MetadataImage
 from migrate.plan.status import BrokerChannelStatus, ChannelBroker, RequestMark
+from migrate.zk.model import SECURITY_PROTOCOLS
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +46,6 @@ RETRY_BACKOFF_S: Final = 0.1
 NETWORK_LOG_EVERY_S: Final = 30.0
 """While a broker stays unreachable, how often its failures are logged again (each is counted)."""
 BUILD_FAILURE_LOG_EVERY: Final = 100
-SECURITY_PROTOCOLS: Final = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,26 @@ class ChannelSettings:
     request_timeout_s: float = 30.0
     """`request.timeout.ms`."""
     retry_backoff_s: float = RETRY_BACKOFF_S
+    ssl_context: ssl.SSLContext | None = None
+    """For SSL and SASL_SSL endpoints: the inter-broker listener's ssl.* settings (None: such brokers fail)."""
+    sasl: SaslLogin | None = None
+    """For SASL_PLAINTEXT and SASL_SSL endpoints: `sasl.mechanism.inter.broker.protocol` and the JAAS login
+    (None: such brokers fail)."""
+
+    def security(self, protocol: int) -> tuple[ssl.SSLContext | None, SaslLogin | None] | str:
+        """The TLS context and SASL login for an endpoint's security protocol id, or why there are none."""
+        name = SECURITY_PROTOCOLS[protocol] if 0 <= protocol < len(SECURITY_PROTOCOLS) else None
+        if name is None:
+            return f"the broker's inter-broker listener has security protocol id {protocol}, which Kafka does not know"
+        tls = name in ("SSL", "SASL_SSL")
+        if tls and self.ssl_context is None:
+            return f"the broker's inter-broker listener uses {name} and the bridge has no TLS settings for it"
+        if name.startswith("SASL_") and self.sasl is None:
+            return (
+                f"the broker's inter-broker listener uses {name} and the bridge has no SASL login for it "
+                "(--inter-broker-sasl-mechanism, --inter-broker-sasl-username and its password)"
+            )
+        return (self.ssl_context if tls else None, self.sasl if name.startswith("SASL_") else None)
 
 
 @dataclass(slots=True)
@@ -449,8 +474,11 @@ class _BrokerSender:
             if not self.channel.may_send():  # fenced or stepping down: the channel is being stopped
                 await asyncio.sleep(settings.retry_backoff_s)
                 continue
-            problem = self._unsupported()
-            if problem is None:
+            security = settings.security(self.address.security_protocol)
+            if isinstance(security, str):
+                problem = security
+            else:
+                tls, sasl = security
                 try:
                     if self._connection is None:
                         self._connection = await KafkaConnection.open(
@@ -458,6 +486,8 @@ class _BrokerSender:
                             self.address.port,
                             client_id=settings.client_id,
                             timeout=settings.connect_timeout_s,
+                            ssl_context=tls,
+                            sasl=sasl,
                         )
                         self._set(connected=True)
                     self._sent(item)
@@ -485,13 +515,6 @@ class _BrokerSender:
                     settings.retry_backoff_s,
                 )  # fmt: skip
             await asyncio.sleep(settings.retry_backoff_s)
-
-    def _unsupported(self) -> str | None:
-        protocol = self.address.security_protocol
-        if protocol != 0:
-            name = SECURITY_PROTOCOLS.get(protocol, str(protocol))
-            return f"the broker's inter-broker listener uses {name}; the channel speaks PLAINTEXT only"
-        return None
 
     def _judge(self, item: Outgoing, response: Any) -> None:
         """An answer: counted, and its errors logged (Kafka's callbacks only log; nothing is resent)."""

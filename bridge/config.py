@@ -1,4 +1,5 @@
-"""What `zk2kraft bridge run` is told (BridgeConfig), its exit codes, and the listener's TLS context from it.
+"""What `zk2kraft bridge run` is told (BridgeConfig), its exit codes, and the TLS and SASL settings from it:
+the listener's TLS context, and the TLS context and SASL login of the channel to the brokers.
 
 Kafka's counterpart is KafkaConfig's controller part (`process.roles=controller`, listeners, security).
 """
@@ -9,9 +10,11 @@ import ssl
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from bridge.kafka.tls import server_ssl_context
+from bridge.kafka.sasl import KNOWN_MECHANISMS
+from bridge.kafka.sasl_mechanisms import SaslLogin
+from bridge.kafka.tls import client_ssl_context, server_ssl_context
 from migrate.errors import EXIT_BAD_INPUT, Zk2KraftError
 from migrate.zk.live import ZkConnectOptions
 
@@ -19,6 +22,7 @@ from migrate.zk.live import ZkConnectOptions
 EXIT_REFUSED = EXIT_BAD_INPUT
 
 ForeignWrites = Literal["import", "revert", "report"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 class BridgeConfig(BaseModel):
@@ -91,6 +95,18 @@ class BridgeConfig(BaseModel):
     envelope_principals: frozenset[str] | None = Field(
         None, description="None: every caller is served; else only these principals' requests (User:<DN>)"
     )
+    # The channel to the brokers (`--inter-broker-ssl-*`, `--inter-broker-sasl-*`): see inter_broker_security.
+    # Which of them a connection uses is the security protocol of the broker's registered endpoint.
+    inter_broker_ssl_ca: Path | None = Field(None, description="ssl.truststore.location (None: the system's CAs)")
+    inter_broker_ssl_cert: Path | None = Field(None, description="ssl.keystore.location: certificate for mutual TLS")
+    inter_broker_ssl_key: Path | None = Field(None, description="its private key, when not in the certificate file")
+    inter_broker_ssl_key_password: SecretStr | None = Field(None, description="ssl.key.password")
+    inter_broker_ssl_check_hostname: bool = Field(True, description="ssl.endpoint.identification.algorithm=https")
+    inter_broker_sasl_mechanism: SaslMechanism | None = Field(
+        None, description="sasl.mechanism.inter.broker.protocol (None: no SASL login)"
+    )
+    inter_broker_sasl_username: str | None = None
+    inter_broker_sasl_password: SecretStr | None = None
 
 
 def zk_connect_options(config: BridgeConfig) -> ZkConnectOptions:
@@ -125,3 +141,43 @@ def listener_ssl_context(config: BridgeConfig) -> ssl.SSLContext | None:
         cafile=config.listen_ssl_ca,
         client_auth="none" if config.listen_ssl_ca is None else "required",
     )
+
+
+def inter_broker_security(config: BridgeConfig) -> tuple[ssl.SSLContext, SaslLogin | None]:
+    """The channel's TLS context (for SSL and SASL_SSL endpoints) and SASL login (for SASL_* endpoints; None
+    when no SASL option is given); options that do not go together or files that do not load are refused."""
+    mechanism = config.inter_broker_sasl_mechanism
+    username = config.inter_broker_sasl_username
+    password = config.inter_broker_sasl_password
+    if mechanism is not None and mechanism not in KNOWN_MECHANISMS:
+        raise Zk2KraftError(
+            f"--inter-broker-sasl-mechanism {mechanism!r}: only {', '.join(KNOWN_MECHANISMS)} are supported"
+        )
+    login = None
+    if mechanism is None:
+        if username is not None or password is not None:
+            raise Zk2KraftError(
+                "--inter-broker-sasl-username and its password need --inter-broker-sasl-mechanism "
+                f"({', '.join(KNOWN_MECHANISMS)}; Kafka's default GSSAPI is not supported)"
+            )
+    elif username is None:
+        raise Zk2KraftError(f"--inter-broker-sasl-mechanism {mechanism} needs --inter-broker-sasl-username")
+    elif password is None:
+        raise Zk2KraftError(
+            f"--inter-broker-sasl-mechanism {mechanism} needs a password: --inter-broker-sasl-password-file "
+            "or the environment variable ZK2KRAFT_INTER_BROKER_SASL_PASSWORD"
+        )
+    else:
+        login = SaslLogin(mechanism, username, password.get_secret_value())
+    if config.inter_broker_ssl_key is not None and config.inter_broker_ssl_cert is None:
+        raise Zk2KraftError("--inter-broker-ssl-key needs --inter-broker-ssl-cert")
+    key_password = config.inter_broker_ssl_key_password
+    context = client_ssl_context(
+        cafile=config.inter_broker_ssl_ca,
+        certfile=config.inter_broker_ssl_cert,
+        keyfile=config.inter_broker_ssl_key,
+        password=None if key_password is None else key_password.get_secret_value(),
+        check_hostname=config.inter_broker_ssl_check_hostname,
+        what="--inter-broker-ssl-ca/--inter-broker-ssl-cert/--inter-broker-ssl-key",
+    )
+    return context, login

@@ -34,7 +34,13 @@ from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation
 from bridge.broker_lifecycle import BrokerLifecycle
 from bridge.brokers.cluster import BROKER_REGISTRATION, DEFAULT_SUPPORTED_FEATURES, ControllerSettings
 from bridge.brokers.propagation import PropagationContext
-from bridge.config import EXIT_REFUSED, BridgeConfig, listener_ssl_context, zk_connect_options
+from bridge.config import (
+    EXIT_REFUSED,
+    BridgeConfig,
+    inter_broker_security,
+    listener_ssl_context,
+    zk_connect_options,
+)
 from bridge.driver import (
     FencedOut,
     MigrationDriver,
@@ -116,6 +122,7 @@ class BridgeController:
         """`propagation`: the builders of the brokers' requests (default: bridge.brokers.propagation's)."""
         self.config = config
         self._ssl_context = listener_ssl_context(config)  # bad TLS options fail before anything starts
+        broker_tls, broker_sasl = inter_broker_security(config)  # so do the channel's to the brokers
         self.zk_options = zk_connect_options(config)
         if handlers is None:
             loaded, loaded_supported = load_handlers()
@@ -161,6 +168,8 @@ class BridgeController:
                 client_id=str(config.node_id),
                 connect_timeout_s=config.controller_socket_timeout_ms / 1000,
                 request_timeout_s=config.request_timeout_ms / 1000,
+                ssl_context=broker_tls,
+                sasl=broker_sasl,
             ),
             metrics=self.metrics,
             builders=propagation,

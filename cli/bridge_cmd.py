@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,11 @@ import click
 from bridge.config import BridgeConfig
 from cli.common import handles_errors
 from cli.options import zk_security_from, zk_security_options
+from migrate.errors import Zk2KraftError
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+SASL_PASSWORD_ENV = "ZK2KRAFT_INTER_BROKER_SASL_PASSWORD"
+SSL_KEY_PASSWORD_ENV = "ZK2KRAFT_INTER_BROKER_SSL_KEY_PASSWORD"
 
 
 @click.group("bridge")
@@ -42,6 +46,107 @@ def _principals(value: str | None) -> frozenset[str] | None:
     if not names:
         raise click.BadParameter("names no principal", param_hint="--envelope-principals")
     return names
+
+
+def _secret(path: Path | None, option: str, env: str | None) -> str | None:
+    """A password from the file `option` names, else from the environment variable `env` (never from the
+    command line, where every user of the machine sees it); None when neither is given."""
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise Zk2KraftError(f"{option} {path}: cannot read it: {exc}") from exc
+        password = text.rstrip("\r\n")
+        if not password:
+            raise Zk2KraftError(f"{option} {path}: the file is empty")
+        return password
+    if env is None:
+        return None
+    value = os.environ.get(env)
+    if value is not None and not value:
+        raise Zk2KraftError(f"the environment variable {env} is set but empty")
+    return value
+
+
+def inter_broker_options(func: Any) -> Any:
+    """--inter-broker-*: how the channel reaches the brokers' inter-broker listener (Kafka's client side of it)."""
+    options = [
+        click.option(
+            "--inter-broker-listener-name",
+            default="PLAINTEXT",
+            show_default=True,
+            metavar="NAME",
+            help="Kafka's inter.broker.listener.name: the listener of the brokers' registrations the bridge sends "
+            "LeaderAndIsr, UpdateMetadata and StopReplica to. Each broker's endpoint on it says its security "
+            "protocol (listener.security.protocol.map); the --inter-broker-ssl-* and --inter-broker-sasl-* "
+            "options say how to meet it, as the controller's listener.name.<NAME>.ssl.* / sasl.* settings do.",
+        ),
+        click.option(
+            "--inter-broker-ssl-ca",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="For SSL and SASL_SSL brokers: CA certificates (PEM) that sign the brokers' certificates "
+            "(ssl.truststore.location; default: the system's CAs).",
+        ),
+        click.option(
+            "--inter-broker-ssl-cert",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Client certificate (PEM; may hold the key too) for brokers that require one "
+            "(ssl.keystore.location; their ssl.client.auth=required).",
+        ),
+        click.option(
+            "--inter-broker-ssl-key",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help=f"Its private key (PEM), when not in --inter-broker-ssl-cert; an encrypted key's password "
+            f"comes from env {SSL_KEY_PASSWORD_ENV} (ssl.key.password).",
+        ),
+        click.option(
+            "--inter-broker-ssl-no-hostname-check",
+            is_flag=True,
+            help="Do not check a broker's advertised host against its certificate "
+            "(ssl.endpoint.identification.algorithm empty).",
+        ),
+        click.option(
+            "--inter-broker-sasl-mechanism",
+            type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+            help="For SASL_PLAINTEXT and SASL_SSL brokers: sasl.mechanism.inter.broker.protocol (GSSAPI and "
+            "OAUTHBEARER are not supported).",
+        ),
+        click.option(
+            "--inter-broker-sasl-username",
+            metavar="USER",
+            help="The user the brokers' JAAS KafkaServer section logs in as (username=...).",
+        ),
+        click.option(
+            "--inter-broker-sasl-password-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help=f"A file holding its password (one line), else env {SASL_PASSWORD_ENV}; never on the "
+            "command line, never printed.",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """BridgeConfig's inter-broker fields from `inter_broker_options`' options (removed from kwargs)."""
+    mechanism = kwargs.pop("inter_broker_sasl_mechanism")
+    password_file = kwargs.pop("inter_broker_sasl_password_file")
+    # The environment variable counts only with a mechanism: set for another bridge, it must not refuse this one.
+    password = _secret(
+        password_file, "--inter-broker-sasl-password-file", SASL_PASSWORD_ENV if mechanism else None
+    )
+    return {
+        "inter_broker_listener_name": kwargs.pop("inter_broker_listener_name"),
+        "inter_broker_ssl_ca": kwargs.pop("inter_broker_ssl_ca"),
+        "inter_broker_ssl_cert": kwargs.pop("inter_broker_ssl_cert"),
+        "inter_broker_ssl_key": kwargs.pop("inter_broker_ssl_key"),
+        "inter_broker_ssl_key_password": os.environ.get(SSL_KEY_PASSWORD_ENV) or None,
+        "inter_broker_ssl_check_hostname": not kwargs.pop("inter_broker_ssl_no_hostname_check"),
+        "inter_broker_sasl_mechanism": mechanism,
+        "inter_broker_sasl_username": kwargs.pop("inter_broker_sasl_username"),
+        "inter_broker_sasl_password": password,
+    }
 
 
 @bridge_group.command("run")
@@ -131,6 +236,7 @@ def _principals(value: str | None) -> frozenset[str] | None:
     "unset: every caller that can connect is served.",
 )
 @zk_security_options
+@inter_broker_options
 @click.option(
     "--rehearsal",
     is_flag=True,
@@ -170,7 +276,7 @@ def run_cmd(
     broker_session_timeout_ms: int,
     no_fsync: bool,
     verbose: bool,
-    **zk_security: Any,
+    **security: Any,
 ) -> None:
     """Be the KRaft controller of a cluster being migrated off ZooKeeper.
 
@@ -184,7 +290,11 @@ def run_cmd(
     It refuses to start when ZooKeeper's /migration belongs to another metadata log or a znode it would
     copy is malformed; a refusal changes nothing in ZooKeeper or --metadata-dir. A failure after claiming
     /controller and before dual-write hands /controller and /migration back, and the error says what
-    ZooKeeper holds. SIGTERM or SIGINT stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another
+    ZooKeeper holds. From KRAFT_CONTROLLER_TO_BROKER_COMM on it sends LeaderAndIsr, UpdateMetadata and
+    StopReplica to each migrating ZooKeeper-mode broker at its endpoint on --inter-broker-listener-name,
+    speaking that endpoint's security protocol: PLAINTEXT, SSL (--inter-broker-ssl-*), SASL_PLAINTEXT or
+    SASL_SSL (--inter-broker-sasl-*, PLAIN or SCRAM). A broker it cannot reach or log in to is retried every
+    100 ms and shown with the reason on /status. SIGTERM or SIGINT stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another
     controller took over (the error names it); 4: failed while serving; 5: ZooKeeper unreachable (see
     `zk2kraft --help`).
 
@@ -222,7 +332,8 @@ def run_cmd(
             listen_ssl_ca=listen_ssl_ca,
             envelope_principals=_principals(envelope_principals),
             fsync=not no_fsync,
-            **{f"zk_{name}": value for name, value in zk_security_from(zk_security).items()},
+            **{f"zk_{name}": value for name, value in zk_security_from(security).items()},
+            **inter_broker_from(security),
             rehearsal=rehearsal,
             broker_session_timeout_ms=broker_session_timeout_ms,
         )

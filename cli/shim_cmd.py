@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bridge.kafka.sasl import SaslConfig, image_scram_credentials
-from bridge.kafka.tls import ClientAuth, server_ssl_context
+from bridge.kafka.tls import ClientAuth, client_ssl_context, server_ssl_context
 from bridge.shim.authorizer import StandardAuthorizer
 from cli.common import handles_errors
 from migrate.errors import Zk2KraftError
@@ -263,15 +263,7 @@ def controller_ssl_context(
         return None
     if key is not None and cert is None:
         raise Zk2KraftError("--controller-ssl-key needs --controller-ssl-cert")
-    try:
-        context = ssl.create_default_context(cafile=ca)
-        if cert is not None:
-            context.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as exc:
-        raise Zk2KraftError(
-            f"cannot load the controller channel's TLS material ({cert}, {key}, {ca}): {exc}"
-        ) from exc
-    return context
+    return client_ssl_context(cafile=ca, certfile=cert, keyfile=key, what="the controller channel")
 
 
 def secure_shim(

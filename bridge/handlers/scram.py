@@ -8,8 +8,6 @@ then errors, each in the iteration order of the Java HashMap keyed by user name.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import importlib
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from bridge.api import ControllerHandler, ControllerResult, HandlerContext, RecordAndVersion
 from bridge.handlers.configs import NONE, ApiError
 from bridge.kafka.protocol import response_class
+from bridge.kafka.sasl_mechanisms import client_key, server_key, stored_key
 from migrate.jvm import java_hash_map_order
 from migrate.kraft import records as rec
 
@@ -49,10 +48,9 @@ def scram_keys(mechanism: int, salted_password: bytes) -> ScramKeys:
     if not salted_password:
         raise ValueError("Empty key")
     algorithm = MECHANISMS[mechanism]
-    client_key = hmac.new(salted_password, b"Client Key", algorithm).digest()
     return ScramKeys(
-        stored_key=hashlib.new(algorithm, client_key).digest(),
-        server_key=hmac.new(salted_password, b"Server Key", algorithm).digest(),
+        stored_key=stored_key(algorithm, client_key(algorithm, salted_password)),
+        server_key=server_key(algorithm, salted_password),
     )
 
 

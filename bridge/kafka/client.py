@@ -1,5 +1,8 @@
 """A small Kafka-protocol client: send a kio request, get the decoded kio response (async and sync forms).
 
+A connection may be TLS (an ssl.SSLContext) and may log in with SASL first, as Kafka's
+SaslClientAuthenticator does: ApiVersions, SaslHandshake v1, then SaslAuthenticate until the mechanism is done.
+
 Also builds Kafka's EnvelopeRequest (KIP-590 forwarding): the inner request's header + body bytes, the
 principal as DefaultPrincipalData, and the client's raw IP address, and unwraps the inner response.
 """
@@ -13,11 +16,15 @@ import itertools
 import ssl
 import struct
 from dataclasses import dataclass
+from importlib import metadata
 from types import TracebackType
 from typing import Any, Final
 
+from kio.schema.api_versions.v0 import ApiVersionsRequest as ApiVersionsRequestV0
+from kio.schema.api_versions.v3 import ApiVersionsRequest
 from kio.schema.envelope.v0 import EnvelopeRequest, EnvelopeResponse
 from kio.schema.errors import ErrorCode
+from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
 
 from bridge.kafka.protocol import (
     ANONYMOUS,
@@ -29,10 +36,24 @@ from bridge.kafka.protocol import (
     encode_request,
     frame,
     read_frame,
+    request_class,
 )
+from bridge.kafka.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
+from bridge.kafka.sasl_mechanisms import SaslLogin
 from migrate.errors import CorruptDataError, Zk2KraftError
 
+
+def _installed_version() -> str:
+    try:
+        return metadata.version("zk2kraft")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 DEFAULT_CLIENT_ID: Final = "zk2kraft"
+# ApiVersions v3's client software name and version (Kafka's brokers show them per connection).
+CLIENT_SOFTWARE: Final = "zk2kraft"
+CLIENT_VERSION: Final = _installed_version()
 DEFAULT_TIMEOUT: Final = 30.0
 # A sanity bound against reading a non-Kafka server's bytes as a huge size; real responses are far smaller.
 MAX_RESPONSE_BYTES: Final = 1 << 30
@@ -40,8 +61,15 @@ MAX_RESPONSE_BYTES: Final = 1 << 30
 _HEADER_START: Final = struct.Struct(">hhi")
 
 
+SASL_AUTHENTICATE_MAX: Final = 2  # the newest SaslAuthenticate version Kafka 3.9 clients send
+
+
 class ConnectionClosedError(Zk2KraftError):
     """The server refused, dropped or closed the connection before answering."""
+
+
+class AuthenticationFailedError(ConnectionClosedError):
+    """The server refused the TLS handshake or the SASL login (Kafka's AuthenticationException)."""
 
 
 class KafkaConnection:
@@ -63,6 +91,7 @@ class KafkaConnection:
         self._correlation_ids = itertools.count()
         self._lock = asyncio.Lock()
         self._broken = False
+        self._answered = False  # has the server answered anything on this connection yet
 
     @classmethod
     async def open(
@@ -74,20 +103,82 @@ class KafkaConnection:
         timeout: float = DEFAULT_TIMEOUT,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslLogin | None = None,
     ) -> KafkaConnection:
-        """Connect to host:port (over TLS with `ssl_context`, e.g. one holding a client certificate)."""
+        """Connect to host:port (over TLS with `ssl_context`, e.g. one holding a client certificate), then log
+        in with `sasl` when given; `timeout` bounds the whole of it."""
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=ssl_context), timeout
-            )
+            async with asyncio.timeout(timeout):
+                try:
+                    reader, writer = await asyncio.open_connection(host, port, ssl=ssl_context)
+                except ssl.SSLError as exc:
+                    raise AuthenticationFailedError(
+                        f"cannot connect to {address}: TLS handshake failed: {exc}"
+                    ) from exc
+                except OSError as exc:
+                    raise ConnectionClosedError(f"cannot connect to {address}: {exc}") from exc
+                connection = cls(reader, writer, address, client_id, max_response_bytes)
+                if sasl is not None:
+                    try:
+                        await connection.authenticate(sasl, timeout)
+                    except BaseException:
+                        await connection.close()
+                        raise
         except TimeoutError:
             raise ConnectionClosedError(
                 f"cannot connect to {address}: no answer within {timeout} s"
             ) from None
-        except OSError as exc:  # ssl.SSLError included: a refused handshake is a failed connection
-            raise ConnectionClosedError(f"cannot connect to {address}: {exc}") from exc
-        return cls(reader, writer, address, client_id, max_response_bytes)
+        return connection
+
+    async def authenticate(self, login: SaslLogin, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Kafka's SaslClientAuthenticator: ApiVersions, SaslHandshake v1 naming the mechanism, then
+        SaslAuthenticate with each token until the mechanism is complete. A refusal raises
+        AuthenticationFailedError with what the server said."""
+        what = f"SASL/{login.mechanism} login to {self.address} as {login.username}"
+        authenticate_version = await self._sasl_versions(what, timeout)
+        handshake = await self.send(SaslHandshakeRequest(mechanism=login.mechanism), timeout=timeout)
+        if handshake.error_code != ErrorCode.none:
+            enabled = ", ".join(handshake.mechanisms)
+            raise AuthenticationFailedError(
+                f"{what} failed: {handshake.error_code.name.upper()}: the broker's listener enables "
+                f"[{enabled}], not {login.mechanism}"
+            )
+        mechanism = login.client()
+        authenticate = request_class(SASL_AUTHENTICATE_KEY, authenticate_version)
+        token: bytes | None = mechanism.initial()
+        while token is not None:
+            reply = await self.send(authenticate(auth_bytes=token), timeout=timeout)
+            if reply.error_code != ErrorCode.none:
+                raise AuthenticationFailedError(
+                    f"{what} failed: {reply.error_code.name.upper()}: {reply.error_message}"
+                )
+            try:
+                token = mechanism.evaluate(bytes(reply.auth_bytes))
+            except Zk2KraftError as exc:
+                raise AuthenticationFailedError(f"{what} failed: {exc}") from exc
+
+    async def _sasl_versions(self, what: str, timeout: float) -> int:
+        """The SaslAuthenticate version to use, from the server's ApiVersions (v3, else v0 as Kafka retries)."""
+        versions = await self.send(
+            ApiVersionsRequest(client_software_name=CLIENT_SOFTWARE, client_software_version=CLIENT_VERSION),
+            timeout=timeout,
+        )
+        if versions.error_code == ErrorCode.unsupported_version:
+            versions = await self.send(ApiVersionsRequestV0(), timeout=timeout)
+        if versions.error_code != ErrorCode.none:
+            raise AuthenticationFailedError(
+                f"{what} failed: ApiVersions answered {versions.error_code.name.upper()}"
+            )
+        ranges = {int(api.api_key): (int(api.min_version), int(api.max_version)) for api in versions.api_keys}
+        handshake = ranges.get(SASL_HANDSHAKE_KEY)
+        authenticate = ranges.get(SASL_AUTHENTICATE_KEY)
+        if handshake is None or handshake[1] < 1 or authenticate is None:
+            raise AuthenticationFailedError(
+                f"{what} failed: the server does not serve SaslHandshake v1 and SaslAuthenticate "
+                "(not a SASL listener of a Kafka broker of 1.0 or later)"
+            )
+        return min(authenticate[1], SASL_AUTHENTICATE_MAX)
 
     async def send(
         self, request: Any, *, api_version: int | None = None, timeout: float = DEFAULT_TIMEOUT
@@ -149,7 +240,14 @@ class KafkaConnection:
             raise
         if reply is None:
             self._broken = True
-            raise ConnectionClosedError(f"{what}: the server closed the connection without answering")
+            hint = ""
+            if not self._answered and self._writer.get_extra_info("ssl_object") is not None:
+                # TLS 1.3 ends the handshake before the server judges the client certificate: its refusal
+                # may reach the client only as a closed connection.
+                hint = " (over TLS, first request: a server that requires a client certificate and got none, or "
+                hint += "one it does not trust, closes like this)"
+            raise ConnectionClosedError(f"{what}: the server closed the connection without answering{hint}")
+        self._answered = True
         return reply
 
     async def close(self) -> None:
@@ -254,7 +352,9 @@ async def send_envelope(
     return EnvelopeResult(response.error_code, response.response_data, expected, inner)
 
 
-def unwrap_envelope_response(data: bytes, api_key: int, api_version: int, correlation_id: int, source: str) -> Any:
+def unwrap_envelope_response(
+    data: bytes, api_key: int, api_version: int, correlation_id: int, source: str
+) -> Any:
     """The inner response an EnvelopeResponse carries, checked to answer the request with `correlation_id`."""
     inner_id, body = decode_response(data, api_key, api_version, source)
     if inner_id != correlation_id:

@@ -1,10 +1,13 @@
-"""Server sides of SASL/PLAIN (RFC 4616) and SASL/SCRAM-SHA-256/512 (RFC 5802/7677) as Kafka 3.9 runs them.
+"""SASL/PLAIN (RFC 4616) and SASL/SCRAM-SHA-256/512 (RFC 5802/7677) as Kafka 3.9 runs them, both sides.
 
 `PlainServer` is Kafka's PlainSaslServer with PlainServerCallbackHandler (users from a name -> password map,
 like the JAAS `user_<name>` options). `ScramServer` is ScramSaslServer: it looks the user's stored credential
 up through a callback, answers client-first with server-first (client nonce + a fresh base-36 nonce, salt,
 iterations), verifies the client proof against the stored key and answers with the server signature.
 Failures raise the exception kinds Kafka distinguishes, because they decide what the client is told.
+
+`PlainClient` and `ScramClient` are the client sides (Java's PlainClient, Kafka's ScramSaslClient), sharing
+ScramFormatter's key derivation with the server and with AlterUserScramCredentials.
 """
 
 from __future__ import annotations
@@ -72,6 +75,41 @@ class SaslMechanismServer(Protocol):
 def _java_string(data: bytes) -> str:
     # new String(bytes, UTF_8): malformed input becomes U+FFFD instead of failing.
     return data.decode("utf-8", errors="replace")
+
+
+# ---------------------------------------------------------------- ScramFormatter's derivations
+
+
+def scram_hash(mechanism: str) -> str:
+    """The hashlib name of a SCRAM mechanism."""
+    if mechanism not in SCRAM_MECHANISMS:
+        raise Zk2KraftError(f"{mechanism} is not a SCRAM mechanism ({', '.join(SCRAM_MECHANISMS)})")
+    return SCRAM_MECHANISMS[mechanism][0]
+
+
+def salted_password(algorithm: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """ScramFormatter.hi(normalize(password), salt, iterations): PBKDF2 with the mechanism's HMAC."""
+    return hashlib.pbkdf2_hmac(algorithm, password.encode(), salt, iterations)
+
+
+def client_key(algorithm: str, salted: bytes) -> bytes:
+    """HMAC(SaltedPassword, "Client Key")."""
+    return hmac.new(salted, b"Client Key", algorithm).digest()
+
+
+def stored_key(algorithm: str, client: bytes) -> bytes:
+    """H(ClientKey)."""
+    return hashlib.new(algorithm, client).digest()
+
+
+def server_key(algorithm: str, salted: bytes) -> bytes:
+    """HMAC(SaltedPassword, "Server Key")."""
+    return hmac.new(salted, b"Server Key", algorithm).digest()
+
+
+def signature(algorithm: str, key: bytes, auth_message: bytes) -> bytes:
+    """HMAC(key, AuthMessage): the client signature (with StoredKey) or the server's (with ServerKey)."""
+    return hmac.new(key, auth_message, algorithm).digest()
 
 
 # ---------------------------------------------------------------- PLAIN
@@ -214,7 +252,7 @@ def scram_username(sasl_name: str) -> str:
     return sasl_name.replace("=2C", ",").replace("=3D", "=")
 
 
-def _server_nonce() -> str:
+def secure_random_string() -> str:
     # ScramFormatter.secureRandomString: new BigInteger(130, random).toString(36).
     value = secrets.randbits(130)
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -235,13 +273,11 @@ class ScramServer:
     def __init__(
         self, mechanism: str, credentials: ScramCredentialLookup, nonce: Callable[[], str] | None = None
     ) -> None:
-        if mechanism not in SCRAM_MECHANISMS:
-            raise Zk2KraftError(f"{mechanism} is not a SCRAM mechanism ({', '.join(SCRAM_MECHANISMS)})")
+        self._hash = scram_hash(mechanism)
         self.mechanism = mechanism
-        self._hash = SCRAM_MECHANISMS[mechanism][0]
         self._credentials = credentials
         # The server's half of the nonce; injectable so that RFC 7677's example exchange can be replayed.
-        self._new_nonce = nonce or _server_nonce
+        self._new_nonce = nonce or secure_random_string
         self._first: ClientFirstMessage | None = None
         self._server_first: str | None = None
         self._nonce: str | None = None
@@ -310,15 +346,133 @@ class ScramServer:
         if final.nonce != self._nonce:
             raise SaslCredentialError("Invalid client nonce in the final client message.")
         auth_message = f"{self._first.bare()},{self._server_first},{final.without_proof()}".encode()
-        stored_key = self._credential.stored_key
-        client_signature = hmac.new(stored_key, auth_message, self._hash).digest()
+        stored = self._credential.stored_key
+        client_signature = signature(self._hash, stored, auth_message)
         if len(final.proof) != len(client_signature):
             # ScramFormatter.xor throws IllegalArgumentException: not a SaslException, the connection closes.
             raise SaslProtocolError("Argument arrays must be of the same length")
-        client_key = bytes(a ^ b for a, b in zip(client_signature, final.proof, strict=True))
-        if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(), stored_key):
+        client = bytes(a ^ b for a, b in zip(client_signature, final.proof, strict=True))
+        if not hmac.compare_digest(stored_key(self._hash, client), stored):
             raise SaslCredentialError("Invalid client credentials")
-        server_signature = hmac.new(self._credential.server_key, auth_message, self._hash).digest()
+        server_signature = signature(self._hash, self._credential.server_key, auth_message)
         self._credential = None
         self._state = "complete"
         return b"v=" + base64.b64encode(server_signature)
+
+
+# ---------------------------------------------------------------- client sides
+
+
+class SaslLogin(NamedTuple):
+    """Who a client logs in as: Kafka's sasl.mechanism and the JAAS login module's username/password."""
+
+    mechanism: str
+    username: str
+    password: str
+
+    def __repr__(self) -> str:  # the password never reaches a log line or a traceback
+        return f"SaslLogin(mechanism={self.mechanism!r}, username={self.username!r})"
+
+    def client(self) -> SaslMechanismClient:
+        """A fresh client state for one connection."""
+        if self.mechanism == PLAIN:
+            return PlainClient(self.username, self.password)
+        return ScramClient(self.mechanism, self.username, self.password)
+
+
+class SaslMechanismClient(Protocol):
+    """One mechanism's client state for one connection (javax.security.sasl.SaslClient)."""
+
+    mechanism: str
+
+    def initial(self) -> bytes:
+        """The first token."""
+        ...
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        """The next token for a server challenge; None once the exchange is complete."""
+        ...
+
+
+class PlainClient:
+    """Java's PlainClient: one token `NUL username NUL password` (no authorization id), then complete."""
+
+    mechanism = PLAIN
+
+    def __init__(self, username: str, password: str) -> None:
+        self._token = b"\0" + username.encode() + b"\0" + password.encode()
+
+    def initial(self) -> bytes:
+        return self._token
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        return None
+
+
+class ScramClient:
+    """ScramSaslClient: client-first, client-final with the proof, then the server signature is verified."""
+
+    def __init__(
+        self, mechanism: str, username: str, password: str, nonce: Callable[[], str] | None = None
+    ) -> None:
+        self._hash = scram_hash(mechanism)
+        self.mechanism = mechanism
+        self._password = password
+        self._nonce = (nonce or secure_random_string)()
+        # ScramFormatter.saslName: `=` and `,` are escaped in the username.
+        name = username.replace("=", "=3D").replace(",", "=2C")
+        self._first_bare = f"n={name},r={self._nonce}"
+        self._auth_message: bytes | None = None
+        self._server_key: bytes | None = None
+
+    def initial(self) -> bytes:
+        return f"n,,{self._first_bare}".encode()
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        if self._auth_message is None:
+            return self._server_first(challenge)
+        self._server_final(challenge)
+        return None
+
+    def _server_first(self, challenge: bytes) -> bytes:
+        text = _java_string(challenge)
+        match = _SERVER_FIRST.fullmatch(text)
+        if match is None:
+            raise SaslCredentialError(f"Invalid SCRAM server first message format: {text}")
+        nonce, iterations = match["nonce"], int(match["iterations"])
+        if not nonce.startswith(self._nonce):
+            raise SaslCredentialError("Invalid server nonce: does not start with client nonce")
+        if iterations < SCRAM_MIN_ITERATIONS:
+            raise SaslCredentialError(
+                f"Requested iterations {iterations} is less than the minimum {SCRAM_MIN_ITERATIONS} "
+                f"for {self.mechanism}"
+            )
+        salted = salted_password(self._hash, self._password, base64.b64decode(match["salt"]), iterations)
+        without_proof = f"c=biws,r={nonce}"  # biws: the gs2 header `n,,` in base 64
+        self._auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        client = client_key(self._hash, salted)
+        client_signature = signature(self._hash, stored_key(self._hash, client), self._auth_message)
+        proof = bytes(a ^ b for a, b in zip(client, client_signature, strict=True))
+        self._server_key = server_key(self._hash, salted)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def _server_final(self, challenge: bytes) -> None:
+        """Checks the server's signature: it proves the server holds the user's credential."""
+        assert self._auth_message is not None and self._server_key is not None
+        text = _java_string(challenge)
+        if text.startswith("e="):
+            raise SaslCredentialError(
+                f"Sasl authentication using {self.mechanism} failed with error: {text[2:]}"
+            )
+        match = _SERVER_FINAL.fullmatch(text)
+        if match is None:
+            raise SaslCredentialError(f"Invalid SCRAM server final message format: {text}")
+        expected = signature(self._hash, self._server_key, self._auth_message)
+        if not hmac.compare_digest(base64.b64decode(match["signature"]), expected):
+            raise SaslCredentialError("Invalid server signature in server final message")
+
+
+_SERVER_FIRST = re.compile(
+    rf"{_RESERVED}r=(?P<nonce>{_PRINTABLE}),s=(?P<salt>{_BASE64}),i=(?P<iterations>[0-9]+){_EXTENSIONS}"
+)
+_SERVER_FINAL = re.compile(rf"v=(?P<signature>{_BASE64}){_EXTENSIONS}")

@@ -1,4 +1,4 @@
-"""TLS on a Kafka listener: the server context (Kafka's ssl.* settings) and the principal of a TLS peer.
+"""TLS on a Kafka listener: the server and client contexts (Kafka's ssl.* settings) and the principal of a TLS peer.
 
 A TLS client that presented a certificate is `User:<subject DN>`, the DN written as Java's
 `X500Principal.getName()` writes it (RFC 2253: most specific RDN first, CN/OU/O/L/ST/C/STREET/DC/UID by
@@ -42,6 +42,36 @@ def server_ssl_context(
     except (OSError, ssl.SSLError) as exc:
         raise Zk2KraftError(f"cannot load TLS material ({certfile}, {keyfile}, {cafile}): {exc}") from exc
     context.verify_mode = _VERIFY_MODES[client_auth]
+    return context
+
+
+def client_ssl_context(
+    *,
+    cafile: str | Path | None = None,
+    certfile: str | Path | None = None,
+    keyfile: str | Path | None = None,
+    password: str | None = None,
+    check_hostname: bool = True,
+    what: str = "TLS client",
+) -> ssl.SSLContext:
+    """A client context with Kafka's defaults: TLSv1.2 and TLSv1.3, the server verified against `cafile` (else
+    the system's CAs) and its name checked (ssl.endpoint.identification.algorithm=https); `certfile` (and
+    `keyfile` when the key is apart) is the client certificate for mutual TLS. `what` names it in errors."""
+    if keyfile is not None and certfile is None:
+        raise Zk2KraftError(f"{what}: a private key without its certificate")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = check_hostname
+    try:
+        if cafile is not None:
+            context.load_verify_locations(cafile=str(cafile))
+        else:
+            context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        if certfile is not None:
+            context.load_cert_chain(str(certfile), None if keyfile is None else str(keyfile), password)
+    except (OSError, ssl.SSLError) as exc:
+        given = ", ".join(str(p) for p in (cafile, certfile, keyfile) if p is not None) or "the system's CAs"
+        raise Zk2KraftError(f"{what}: cannot load TLS material ({given}): {exc}") from exc
     return context
 
 

@@ -5,7 +5,8 @@ in ZooKeeper (`/brokers/ids/<id>`, ephemeral, as a 3.9 broker writes it, with th
 controller as a migrating ZooKeeper broker (`IsMigratingZkBroker = true`, `metadata.version` pinned to its
 IBP). On that listener it serves LeaderAndIsr v7, UpdateMetadata v8 and StopReplica v4 as §1.8 says
 (`zk_broker_control.py`; ApiVersions too, though the controller's channel never asks). Killing it closes
-the listener and ends its ZooKeeper session.
+the listener and ends its ZooKeeper session. The listener may be secured (`ssl_context`, `sasl`): both
+registrations then carry its name and security protocol, as a broker's listener.security.protocol.map says.
 
 Tests read `broker.control.snapshot()` (hosted logs, leaders, followers, strays, deleted logs, metadata
 cache, every request with its answer) and inject faults with `broker.control.fail_next(...)` and
@@ -15,20 +16,25 @@ cache, every request with its answer) and inject faults with `broker.control.fai
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import ssl
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from kio.static.primitive import i16
 
 from bridge.kafka.listener import KafkaListener, RequestContext
+from bridge.kafka.protocol import KafkaPrincipal
+from bridge.kafka.sasl import SaslConfig
 from migrate.kraft import metadata_version as mvs
 from migrate.zk import model as zk_model
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.znodes.brokers import encode_broker
 from migrate.zk.znodes.topics import decode_topic
-from tests.support.sim_broker import LISTENER, SimulatedBroker
+from tests.support.sim_broker import LISTENER, RegistrationRequest, SimulatedBroker
 from tests.support.zk_broker_control import SUPPORTED, LogDir, ZkControlState
 
 HOST = "localhost"
@@ -56,6 +62,9 @@ class SimulatedZkBroker(SimulatedBroker):
         heartbeat_interval_s: float = 0.2,
         port: int = 0,
         logs: Iterable[LogDir] | None = None,
+        listener_name: str = LISTENER,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslConfig | None = None,
     ) -> None:
         super().__init__(
             broker_id, controller, cluster_id, metadata_version=metadata_version,
@@ -68,9 +77,13 @@ class SimulatedZkBroker(SimulatedBroker):
         """The czxid of its `/brokers/ids` znode: the epoch a ZooKeeper controller's requests must carry."""
         self.control = ZkControlState(broker_id, lambda: (self.view.broker_epoch, self.zk_broker_epoch))
         """Its replica manager and metadata cache: what the controller's requests did (read `snapshot()`)."""
+        self.listener_name = listener_name
         self.listener = KafkaListener(
-            "127.0.0.1", port, {key: self._handle for key in SUPPORTED}, supported=SUPPORTED
-        )
+            "127.0.0.1", port, {key: self._handle for key in SUPPORTED}, supported=SUPPORTED,
+            ssl_context=ssl_context, sasl=sasl,
+        )  # fmt: skip
+        self.principals: set[KafkaPrincipal] = set()
+        """Who sent the controller's requests (the TLS client certificate's or the SASL user's principal)."""
 
     def before_run(self) -> None:
         """Bind the listener first (the advertised port is the bound one), then register in ZooKeeper."""
@@ -97,7 +110,8 @@ class SimulatedZkBroker(SimulatedBroker):
         return SimulatedZkBroker(
             self.broker_id, self.controller, self.cluster_id, zk_connect=self.zk_connect,
             metadata_version=self.metadata_version, heartbeat_interval_s=self.interval, port=self.port,
-            logs=self.control.hosted(),
+            logs=self.control.hosted(), listener_name=self.listener_name,
+            ssl_context=self.listener.ssl_context, sasl=self.listener.sasl,
         ).start()  # fmt: skip
 
     def features(self) -> tuple[tuple[str, int, int], ...]:
@@ -105,7 +119,18 @@ class SimulatedZkBroker(SimulatedBroker):
         level = self.metadata_version.feature_level
         return ((mvs.FEATURE_NAME, level, level),)
 
+    def registration_request(self) -> RegistrationRequest:
+        """Its one listener under its name, with the security protocol the listener speaks."""
+        request = super().registration_request()
+        protocol = zk_model.SECURITY_PROTOCOLS.index(self.listener.security_protocol)
+        listeners = tuple(
+            dataclasses.replace(listener, name=self.listener_name, security_protocol=i16(protocol))
+            for listener in request.listeners
+        )
+        return dataclasses.replace(request, listeners=listeners)
+
     async def _handle(self, context: RequestContext, request: Any) -> Any:
+        self.principals.add(context.principal)
         return self.control.handle(context.api_key, context.api_version, request)
 
     def _register_in_zookeeper(self) -> None:
@@ -120,7 +145,9 @@ class SimulatedZkBroker(SimulatedBroker):
         path = f"/brokers/ids/{self.broker_id}"
         registration = zk_model.BrokerRegistration(
             broker_id=self.broker_id,
-            endpoints=[zk_model.BrokerEndpoint(LISTENER, HOST, self.port, "PLAINTEXT")],
+            endpoints=[
+                zk_model.BrokerEndpoint(self.listener_name, HOST, self.port, self.listener.security_protocol)
+            ],
             timestamp=int(time.time() * 1000),
         )
         with contextlib.suppress(NoNodeError):  # the seeded tree's znode stands for an earlier session

@@ -37,7 +37,9 @@ from bridge.kafka.sasl_mechanisms import (
     PlainServer,
     SaslAuthenticationError,
     SaslCredentialError,
+    SaslLogin,
     SaslProtocolError,
+    ScramClient,
     ScramServer,
     StoredScramCredential,
 )
@@ -375,6 +377,49 @@ def test_scram_sha_256_replays_rfc_7677s_example() -> None:
     )
     assert server_final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
     assert server.complete and server.authorization_id == "user"
+
+
+RFC_7677_SERVER_FIRST = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+
+
+def test_scram_client_replays_rfc_7677s_example() -> None:
+    client = ScramClient("SCRAM-SHA-256", "user", "pencil", nonce=lambda: "rOprNGfwEbeRWgbNEkqO")
+    assert client.initial() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    assert client.evaluate(RFC_7677_SERVER_FIRST) == (
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
+    assert client.evaluate(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=") is None
+
+
+@pytest.mark.parametrize(
+    ("server_first", "server_final", "told"),
+    [
+        # A server that does not hold the user's keys cannot sign: the client refuses it.
+        (RFC_7677_SERVER_FIRST, b"v=" + base64.b64encode(bytes(32)), "Invalid server signature"),
+        (RFC_7677_SERVER_FIRST, b"e=other-error", "failed with error: other-error"),
+        (b"r=someone-elses-nonce,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", None, "does not start with client nonce"),
+        (RFC_7677_SERVER_FIRST.replace(b"i=4096", b"i=1024"), None, "Requested iterations 1024 is less"),
+    ],
+)
+def test_scram_client_refuses_a_server_that_does_not_prove_itself(
+    server_first: bytes, server_final: bytes | None, told: str
+) -> None:
+    client = ScramClient("SCRAM-SHA-256", "user", "pencil", nonce=lambda: "rOprNGfwEbeRWgbNEkqO")
+    client.initial()
+    with pytest.raises(SaslCredentialError, match=told):
+        client.evaluate(server_first)
+        assert server_final is not None
+        client.evaluate(server_final)
+
+
+def test_scram_client_escapes_its_username_and_plain_sends_no_authorization_id() -> None:
+    client = ScramClient("SCRAM-SHA-512", "a=b,c", "pw", nonce=lambda: "n0nce")
+    assert client.initial() == b"n,,n=a=3Db=2Cc,r=n0nce"
+    assert ScramClient("SCRAM-SHA-512", "a=b,c", "pw").initial() != client.initial()  # a fresh nonce each time
+    plain = SaslLogin("PLAIN", "bob", "bob-secret").client()
+    assert plain.initial() == b"\0bob\0bob-secret" and plain.evaluate(b"") is None
+    assert "bob-secret" not in repr(SaslLogin("PLAIN", "bob", "bob-secret"))
 
 
 def test_scram_failures_are_the_kinds_kafka_distinguishes() -> None:

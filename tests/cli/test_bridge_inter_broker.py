@@ -1,0 +1,124 @@
+"""`zk2kraft bridge run --inter-broker-*`: the channel's TLS and SASL options are checked before anything starts.
+
+--zk points at a closed port: reaching ZooKeeper would be exit 5, so exit 2 with --metadata-dir absent shows
+the refusal came first and touched nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from cli.bridge_cmd import SASL_PASSWORD_ENV
+from cli.main import cli
+from tests.support.pki import Pki, needs_openssl, new_pki
+
+PASSWORD = "s3cret-of-alice"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return new_pki(tmp_path_factory.mktemp("cli-pki"))
+
+
+@pytest.fixture(autouse=True)
+def no_password_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SASL_PASSWORD_ENV, raising=False)
+
+
+def run(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> Result:
+    args = ["bridge", "run", "--zk", "127.0.0.1:1", "--metadata-dir", str(tmp_path / "meta"), "--node-id", "3000"]
+    return CliRunner().invoke(cli, [*args, *options], env=env)
+
+
+def refused(result: Result, tmp_path: Path, *told: str) -> None:
+    assert result.exit_code == 2, result.output
+    for text in told:
+        assert text in result.output
+    assert PASSWORD not in result.output
+    assert not (tmp_path / "meta").exists()
+
+
+def password_file(tmp_path: Path, text: str = PASSWORD + "\n") -> str:
+    path = tmp_path / "password"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_mechanism_needs_a_username_and_a_password(tmp_path: Path) -> None:
+    refused(
+        run(tmp_path, "--inter-broker-sasl-mechanism", "SCRAM-SHA-512"),
+        tmp_path,
+        "--inter-broker-sasl-mechanism SCRAM-SHA-512 needs --inter-broker-sasl-username",
+    )
+    refused(
+        run(tmp_path, "--inter-broker-sasl-mechanism", "PLAIN", "--inter-broker-sasl-username", "alice"),
+        tmp_path,
+        "needs a password: --inter-broker-sasl-password-file",
+        SASL_PASSWORD_ENV,
+    )
+
+
+def test_a_username_without_a_mechanism_is_refused_kafkas_default_gssapi_is_not_supported(tmp_path: Path) -> None:
+    result = run(
+        tmp_path, "--inter-broker-sasl-username", "alice", "--inter-broker-sasl-password-file", password_file(tmp_path)
+    )
+    refused(result, tmp_path, "need --inter-broker-sasl-mechanism", "GSSAPI is not supported")
+
+
+def test_an_unreadable_or_empty_password_file_is_refused_naming_it(tmp_path: Path) -> None:
+    login = ["--inter-broker-sasl-mechanism", "PLAIN", "--inter-broker-sasl-username", "alice"]
+    missing = tmp_path / "no-such-file"
+    refused(
+        run(tmp_path, *login, "--inter-broker-sasl-password-file", str(missing)),
+        tmp_path,
+        f"--inter-broker-sasl-password-file {missing}: cannot read it",
+    )
+    empty = password_file(tmp_path, "\n")
+    refused(
+        run(tmp_path, *login, "--inter-broker-sasl-password-file", empty),
+        tmp_path,
+        f"--inter-broker-sasl-password-file {empty}: the file is empty",
+    )
+
+
+def test_the_password_may_come_from_the_environment_and_is_never_printed(tmp_path: Path) -> None:
+    """The SASL login passes its checks (the refusal is about the CA file, checked after it)."""
+    garbage = tmp_path / "ca.pem"
+    garbage.write_text("not a certificate\n")
+    login = ["--inter-broker-sasl-mechanism", "SCRAM-SHA-256", "--inter-broker-sasl-username", "alice"]
+    result = run(tmp_path, *login, "--inter-broker-ssl-ca", str(garbage), env={SASL_PASSWORD_ENV: PASSWORD})
+    refused(result, tmp_path, "--inter-broker-ssl-ca", "cannot load TLS material", str(garbage))
+    result = run(tmp_path, *login, "--inter-broker-sasl-password-file", password_file(tmp_path),
+                 "--inter-broker-ssl-ca", str(garbage))  # fmt: skip
+    refused(result, tmp_path, "cannot load TLS material")
+
+
+@needs_openssl
+def test_a_client_key_without_its_certificate_is_refused(tmp_path: Path, pki: Pki) -> None:
+    refused(
+        run(tmp_path, "--inter-broker-ssl-key", str(pki.path("server.key"))),
+        tmp_path,
+        "--inter-broker-ssl-key needs --inter-broker-ssl-cert",
+    )
+
+
+def test_help_teaches_the_inter_broker_options() -> None:
+    shown = CliRunner().invoke(cli, ["bridge", "run", "--help"], terminal_width=200).output
+    for option in (
+        "--inter-broker-listener-name",
+        "--inter-broker-ssl-ca",
+        "--inter-broker-ssl-cert",
+        "--inter-broker-ssl-key",
+        "--inter-broker-ssl-no-hostname-check",
+        "--inter-broker-sasl-mechanism",
+        "--inter-broker-sasl-username",
+        "--inter-broker-sasl-password-file",
+        SASL_PASSWORD_ENV,
+        "sasl.mechanism.inter.broker.protocol",
+        "ssl.truststore.location",
+    ):
+        assert option in shown
+    assert "--inter-broker-sasl-password " not in shown  # no option takes the password itself
