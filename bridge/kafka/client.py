@@ -34,9 +34,9 @@ from bridge.kafka.protocol import (
     describe_api,
     encode_principal,
     encode_request,
-    frame,
     read_frame,
     request_class,
+    write_frame,
 )
 from bridge.kafka.sasl import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from bridge.kafka.sasl_mechanisms import SaslLogin
@@ -224,8 +224,7 @@ class KafkaConnection:
         if self._broken:
             raise ConnectionClosedError(f"{what}: the connection failed earlier")
         try:
-            self._writer.write(frame(payload))
-            await asyncio.wait_for(self._writer.drain(), timeout)
+            await asyncio.wait_for(write_frame(self._writer, payload), timeout)
             reply = await asyncio.wait_for(
                 read_frame(self._reader, self.max_response_bytes, f"response to {what}"), timeout
             )
@@ -234,21 +233,27 @@ class KafkaConnection:
             raise ConnectionClosedError(f"{what}: no response within {timeout} s") from None
         except OSError as exc:
             self._broken = True
-            raise ConnectionClosedError(f"{what}: {exc}") from exc
+            raise ConnectionClosedError(f"{what}: {exc}{self._refusal_hint()}") from exc
         except CorruptDataError:
             self._broken = True
             raise
         if reply is None:
             self._broken = True
-            hint = ""
-            if not self._answered and self._writer.get_extra_info("ssl_object") is not None:
-                # TLS 1.3 ends the handshake before the server judges the client certificate: its refusal
-                # may reach the client only as a closed connection.
-                hint = " (over TLS, first request: a server that requires a client certificate and got none, or "
-                hint += "one it does not trust, closes like this)"
+            hint = self._refusal_hint()
             raise ConnectionClosedError(f"{what}: the server closed the connection without answering{hint}")
         self._answered = True
         return reply
+
+    def _refusal_hint(self) -> str:
+        """Why a first request over TLS may meet a closed or reset connection."""
+        if self._answered or self._writer.get_extra_info("ssl_object") is None:
+            return ""
+        # TLS 1.3 ends the handshake before the server judges the client certificate: its refusal may reach
+        # the client only as a closed (or, mid-write, reset) connection.
+        return (
+            " (over TLS, first request: a server that requires a client certificate and got none, or one it "
+            "does not trust, closes like this)"
+        )
 
     async def close(self) -> None:
         self._broken = True

@@ -40,6 +40,7 @@ from bridge.kafka.protocol import (
     known_versions,
     read_frame,
     unwrap_response,
+    write_frame,
 )
 from bridge.kafka.sasl import SaslConfig
 from bridge.kafka.tls import ssl_principal
@@ -224,8 +225,7 @@ class KafkaListener:
                     break
                 response = await self._answer(peer, payload, source, principal, local)
                 if response is not None:
-                    writer.write(frame(response))
-                    await writer.drain()
+                    await write_frame(writer, response)
         except Zk2KraftError as exc:
             # Decode errors already start with `source`; say it once.
             log.warning("closing %s: %s", source, str(exc).removeprefix(source).lstrip(": "))

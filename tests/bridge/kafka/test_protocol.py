@@ -344,3 +344,50 @@ def test_registered_entities_decode_like_kio_ones() -> None:
 def test_register_api_refuses_mismatched_pairs() -> None:
     with pytest.raises(Zk2KraftError, match="api key 60"):
         protocol.register_api(ControlledShutdownRequest, DescribeClusterResponse)
+
+
+class _RecordingWriter:
+    """Collects what `write_frame` hands a transport, one entry per write call."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.drains = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    async def drain(self) -> None:
+        self.drains += 1
+
+
+@pytest.mark.parametrize("size", [0, 1, protocol.WRITE_PIECE_BYTES, protocol.WRITE_PIECE_BYTES + 1, 5_300_000])
+def test_write_frame_sends_one_frame_in_pieces_the_event_loop_can_copy_quickly(size: int) -> None:
+    payload = random.Random(size).randbytes(size)
+    writer = _RecordingWriter()
+    asyncio.run(protocol.write_frame(writer, payload))  # type: ignore[arg-type]
+    assert b"".join(writer.writes) == protocol.frame(payload)
+    # A 30 MB UpdateMetadata written whole stalls the loop for tens of milliseconds; pieces bound each copy.
+    assert max(len(w) for w in writer.writes) <= protocol.WRITE_PIECE_BYTES + 4
+    assert writer.drains >= len(writer.writes) - 1
+
+
+def test_a_large_frame_crosses_a_real_socket_intact() -> None:
+    payload = random.Random(7).randbytes(3 * protocol.WRITE_PIECE_BYTES + 12345)
+
+    async def exchange() -> bytes | None:
+        received: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            received.set_result(await protocol.read_frame(reader, 1 << 26, "test peer"))
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await protocol.write_frame(writer, payload)
+        got = await asyncio.wait_for(received, 30)
+        writer.close()
+        server.close()
+        return got
+
+    assert asyncio.run(exchange()) == payload
