@@ -38,18 +38,14 @@ import tempfile
 import threading
 import time
 import urllib.request
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
-from kio.schema.broker_registration.v4 import request as registration_v4
 from kio.schema.errors import ErrorCode
-from kio.schema.types import BrokerId
-from kio.static.primitive import i16, i64, u16
 
+from bench import broker_requests
 from bench.bench_bridge import Subprocess, create_topic, latency_summary, load_average, set_topic_config
 from bench.bench_brokers import cancel_all
 from bench.generate_cluster import ClusterSpec, generate, write_data_dir
@@ -62,7 +58,6 @@ from bridge.kafka.client import ConnectionClosedError, KafkaConnection
 from bridge.kafka.protocol import encode_response, frame
 from bridge.shim.follower import MetadataFollower
 from migrate.errors import Zk2KraftError
-from migrate.kraft import metadata_version as mvs
 from migrate.kraft.reader import load_image
 from migrate.zk.embedded import EmbeddedZooKeeper
 
@@ -70,7 +65,7 @@ CHROOT = "/kafka"
 NODE_ID = 3000
 BROKERS = (1, 2, 3)
 STUCK = 3
-LISTENER = "PLAINTEXT"
+LISTENER = broker_requests.LISTENER
 CLIENT_ID = str(NODE_ID)
 REQUEST_TIMEOUT_MS = 3000
 """The bridge's request.timeout.ms: the stuck broker's request is resent soon after it answers again."""
@@ -211,26 +206,7 @@ class StandIn:
                 await connection.close()
 
     async def _register(self, connection: KafkaConnection) -> None:
-        level = mvs.LATEST_PRODUCTION.feature_level
-        request = registration_v4.BrokerRegistrationRequest(
-            broker_id=BrokerId(self.broker_id),
-            cluster_id=self.cluster_id,
-            incarnation_id=uuid.uuid4(),
-            listeners=(
-                registration_v4.Listener(
-                    name=LISTENER, host="127.0.0.1", port=u16(self.port), security_protocol=i16(0)
-                ),
-            ),
-            features=(
-                registration_v4.Feature(
-                    name=mvs.FEATURE_NAME, min_supported_version=i16(level), max_supported_version=i16(level)
-                ),
-            ),
-            rack=None,
-            is_migrating_zk_broker=True,
-            log_dirs=(uuid.UUID(int=(self.broker_id << 64) | 0xD1D1 | (9 << 120)),),
-            previous_broker_epoch=i64(-1),
-        )
+        request = broker_requests.registration(self.broker_id, self.cluster_id, "127.0.0.1", self.port)
         response = await connection.send(request)
         if response.error_code == ErrorCode.none:
             self.broker_epoch = int(response.broker_epoch)
@@ -238,13 +214,7 @@ class StandIn:
             self.errors.append(response.error_code.name)
 
     async def _heartbeat(self, connection: KafkaConnection) -> None:
-        request = heartbeat_v1.BrokerHeartbeatRequest(
-            broker_id=BrokerId(self.broker_id),
-            broker_epoch=i64(self.broker_epoch),
-            current_metadata_offset=i64(self.applied()),
-            want_fence=not self.caught_up,
-            want_shut_down=False,
-        )
+        request = broker_requests.heartbeat(self.broker_id, self.broker_epoch, self.applied(), self.caught_up)
         sent = time.perf_counter()
         response = await connection.send(request)
         if self.heartbeats is not None:

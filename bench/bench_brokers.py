@@ -39,12 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
-from kio.schema.broker_registration.v4 import request as registration_v4
 from kio.schema.errors import ErrorCode
-from kio.schema.types import BrokerId
-from kio.static.primitive import i16, i64, u16
 
+from bench import broker_requests
 from bench.bench_bridge import (
     CHROOT,
     NODE_ID,
@@ -61,12 +58,9 @@ from bridge.controller import BridgeController
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
 from bridge.shim.follower import MetadataFollower
 from migrate.errors import Zk2KraftError
-from migrate.kraft import metadata_version as mvs
 from migrate.zk.embedded import EmbeddedZooKeeper
 
 TARGET_P99_MS = 50.0
-LISTENER = "PLAINTEXT"
-PLAINTEXT_ID = 0
 PROBE_EVERY_S = 0.02
 READY_TIMEOUT_S = 600.0
 
@@ -183,28 +177,8 @@ class Fleet:
                 await connection.close()
 
     async def _register(self, connection: KafkaConnection, broker: FleetBroker) -> None:
-        level = mvs.LATEST_PRODUCTION.feature_level
-        request = registration_v4.BrokerRegistrationRequest(
-            broker_id=BrokerId(broker.broker_id),
-            cluster_id=self.cluster_id,
-            incarnation_id=broker.incarnation,
-            listeners=(
-                registration_v4.Listener(
-                    name=LISTENER,
-                    host="localhost",
-                    port=u16(9092 + broker.broker_id % 50000),
-                    security_protocol=i16(PLAINTEXT_ID),
-                ),
-            ),
-            features=(
-                registration_v4.Feature(
-                    name=mvs.FEATURE_NAME, min_supported_version=i16(level), max_supported_version=i16(level)
-                ),
-            ),
-            rack=None,
-            is_migrating_zk_broker=True,
-            log_dirs=(uuid.UUID(int=(broker.broker_id << 64) | 0xD1D1 | (9 << 120)),),
-            previous_broker_epoch=i64(-1),
+        request = broker_requests.registration(
+            broker.broker_id, self.cluster_id, "localhost", 9092 + broker.broker_id % 50000, broker.incarnation
         )
         response = await connection.send(request)
         if response.error_code == ErrorCode.none:
@@ -213,12 +187,8 @@ class Fleet:
             broker.errors.append(response.error_code.name)
 
     async def _heartbeat(self, connection: KafkaConnection, broker: FleetBroker) -> None:
-        request = heartbeat_v1.BrokerHeartbeatRequest(
-            broker_id=BrokerId(broker.broker_id),
-            broker_epoch=i64(broker.broker_epoch),
-            current_metadata_offset=i64(self.applied_offset()),
-            want_fence=not broker.caught_up,
-            want_shut_down=False,
+        request = broker_requests.heartbeat(
+            broker.broker_id, broker.broker_epoch, self.applied_offset(), broker.caught_up
         )
         now = time.perf_counter()
         if broker.last_sent and self.measuring:

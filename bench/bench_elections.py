@@ -32,23 +32,19 @@ import platform
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
-from kio.schema.broker_registration.v4 import request as registration_v4
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16, i32, i64, u16
 
+from bench import broker_requests
 from bench.generate_cluster import ClusterSpec, generate, write_data_dir
 from bridge.api import DriverState
 from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
 from migrate.errors import Zk2KraftError
-from migrate.kraft import metadata_version as mvs
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import ZkConnectOptions
 
@@ -114,38 +110,13 @@ class Broker:
             await connection.close()
 
     async def _register(self, connection: KafkaConnection) -> None:
-        level = mvs.LATEST_PRODUCTION.feature_level
-        request = registration_v4.BrokerRegistrationRequest(
-            broker_id=i32(self.broker_id),
-            cluster_id=self.cluster_id,
-            incarnation_id=uuid.uuid4(),
-            listeners=(
-                registration_v4.Listener(
-                    name="PLAINTEXT", host="localhost", port=u16(9092), security_protocol=i16(0)
-                ),
-            ),
-            features=(
-                registration_v4.Feature(
-                    name=mvs.FEATURE_NAME, min_supported_version=i16(level), max_supported_version=i16(level)
-                ),
-            ),
-            rack=None,
-            is_migrating_zk_broker=True,
-            log_dirs=(uuid.UUID(int=(self.broker_id << 64) | (9 << 120) | 1),),
-            previous_broker_epoch=i64(-1),
-        )
+        request = broker_requests.registration(self.broker_id, self.cluster_id, "localhost", 9092)
         response = await connection.send(request)
         if response.error_code == ErrorCode.none:
             self.epoch = int(response.broker_epoch)
 
     async def _heartbeat(self, connection: KafkaConnection) -> None:
-        request = heartbeat_v1.BrokerHeartbeatRequest(
-            broker_id=i32(self.broker_id),
-            broker_epoch=i64(self.epoch),
-            current_metadata_offset=i64(self.applied()),
-            want_fence=not self.caught_up,
-            want_shut_down=False,
-        )
+        request = broker_requests.heartbeat(self.broker_id, self.epoch, self.applied(), self.caught_up)
         response = await connection.send(request)
         if response.error_code == ErrorCode.none:
             self.caught_up = self.caught_up or response.is_caught_up

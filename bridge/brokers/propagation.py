@@ -174,12 +174,13 @@ def delta_of(
             delta.changed_partitions.setdefault(record.topic_id, set())
         elif kind is rec.RemoveTopicRecord:
             removed.append(record.topic_id)
-        elif (
-            kind is rec.RegisterBrokerRecord
-            or kind is rec.BrokerRegistrationChangeRecord
-            or kind is rec.UnregisterBrokerRecord
-        ):
+        elif kind is rec.RegisterBrokerRecord or kind is rec.UnregisterBrokerRecord:
             delta.changed_brokers.add(record.broker_id)
+        elif kind is rec.BrokerRegistrationChangeRecord:
+            # Kafka's ClusterDelta counts a change only when the registration differs; a record setting
+            # nothing (no fencing or shutdown change, empty log dirs) leaves it as it was.
+            if record.fenced or record.in_controlled_shutdown or record.log_dirs:
+                delta.changed_brokers.add(record.broker_id)
         elif kind is rec.FenceBrokerRecord or kind is rec.UnfenceBrokerRecord:
             delta.changed_brokers.add(record.id)
     for topic_id in removed:
@@ -239,6 +240,13 @@ def incremental(delta: PublishedDelta, image: MetadataImage, ctx: PropagationCon
     if delta.is_empty():
         return []
     view = _View(image, ctx)
+    # The image is the log's as it is when the batch is published, which may already hold a later batch's
+    # topic of a deleted one's name. In Kafka's image of this delta the name is gone (unless this very batch
+    # created it again), so its StopReplica epoch is -2 and its topic id zero.
+    recreated_here = {
+        topic.name for topic_id in delta.changed_partitions if (topic := image.topics_by_id.get(topic_id))
+    }
+    view.gone = frozenset(t.name for t in delta.deleted_topics.values()) - recreated_here
     brokers = view.brokers
     changed = set()
     for broker_id in delta.changed_brokers:
@@ -370,17 +378,19 @@ class _View:
         self._live_brokers: EncodedOnce | None = None
         self._live_leaders: dict[int, Any] = {}
         self._everything: EncodedOnce | None = None
+        self.gone: frozenset[str] = frozenset()
+        """Names deleted by the change being sent and absent from its own image."""
 
     def topics_in_order(self) -> list[TopicImage]:
         return sorted(self.image.topics_by_id.values(), key=_topic_name)
 
     def topic_id(self, name: str) -> uuid.UUID | None:
         """The image's id for topic `name`; None (the zero uuid on the wire) for a name it lacks."""
-        topic = self.image.topics_by_name.get(name)
+        topic = None if name in self.gone else self.image.topics_by_name.get(name)
         return None if topic is None else topic.topic_id
 
     def stop_replica_epoch(self, name: str, partition_id: int) -> int:
-        topic = self.image.topics_by_name.get(name)
+        topic = None if name in self.gone else self.image.topics_by_name.get(name)
         if topic is None:
             return EPOCH_DURING_DELETE
         partition = topic.partitions.get(partition_id)

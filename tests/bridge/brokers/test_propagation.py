@@ -281,6 +281,25 @@ def test_a_deleted_topic_gets_stop_replica_with_delete_and_a_deletion_entry() ->
     assert_header(stop, controller, 2)
 
 
+def test_a_deleted_topic_is_sent_as_gone_even_when_a_later_batch_already_recreated_its_name() -> None:
+    controller = cluster()
+    old_id = controller.image.topics_by_name["a"].topic_id
+    delta = change(controller, lambda: controller.append([(rec.RemoveTopicRecord(topic_id=old_id), 0)]))
+    # Another client's CreateTopics of the same name lands before the deletion is published.
+    new_id = uuid.uuid4()
+    controller.append([
+        (rec.TopicRecord(name="a", topic_id=new_id), 0),
+        (rec.PartitionRecord(partition_id=0, topic_id=new_id, replicas=[1, 2, 3], isr=[1, 2, 3], leader=1,
+                             leader_epoch=5, partition_epoch=7, directories=[uuid.UUID(int=0)] * 3),
+         controller.mv.partition_record_version()),
+    ])  # fmt: skip
+    per_broker = by_broker(prop.incremental(delta, controller.image, CTX))
+    umr, stop = per_broker[1]
+    [topic_state] = umr.topic_states
+    assert topic_state.topic_id is None  # Kafka's image of the deleting delta has no topic "a"
+    assert {p.leader_epoch for p in stop_partitions(stop).values()} == {-2}
+
+
 def test_a_replica_leaving_the_assignment_gets_stop_replica_with_delete_at_the_current_leader_epoch() -> None:
     controller = cluster()
     topic_id = controller.image.topics_by_name["a"].topic_id
@@ -352,14 +371,17 @@ def test_delta_of_names_every_broker_a_registration_record_touches() -> None:
     empty = prop.sync_view(Controller().image)
     records = [
         (rec.RegisterBrokerRecord(broker_id=1), 2),
-        (rec.BrokerRegistrationChangeRecord(broker_id=2), 2),
+        (rec.BrokerRegistrationChangeRecord(broker_id=2, fenced=1), 2),
         (rec.FenceBrokerRecord(id=3), 0),
         (rec.UnfenceBrokerRecord(id=4), 0),
         (rec.UnregisterBrokerRecord(broker_id=5), 0),
         (rec.RegisterControllerRecord(controller_id=6), 0),  # a controller registration is no broker change
+        (rec.BrokerRegistrationChangeRecord(broker_id=7, in_controlled_shutdown=1), 2),
+        (rec.BrokerRegistrationChangeRecord(broker_id=8, log_dirs=[uuid.uuid4()]), 2),
+        (rec.BrokerRegistrationChangeRecord(broker_id=9), 2),  # changes nothing, as ClusterDelta judges it
     ]
     delta = prop.delta_of(records, empty, empty)
-    assert delta.changed_brokers == {1, 2, 3, 4, 5}
+    assert delta.changed_brokers == {1, 2, 3, 4, 5, 7, 8}
     assert not delta.changed_partitions and not delta.deleted_topics
 
 
