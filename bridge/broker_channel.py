@@ -36,7 +36,7 @@ from bridge.metrics import BridgeMetrics, error_name
 from migrate.errors import Zk2KraftError
 from migrate.gcpause import gc_paused
 from migrate.kraft.image import MetadataImage
-from migrate.plan.status import BrokerChannelStatus, ChannelBroker, RequestMark
+from migrate.plan.status import BrokerChannelStatus, ChannelBroker, RequestMark, UnreachableBroker
 from migrate.zk.model import SECURITY_PROTOCOLS
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class Propagation:
     migrating_brokers: Callable[[MetadataImage, str], dict[int, BrokerAddress]] = (
         propagation.migrating_brokers
     )
+    listenerless_brokers: Callable[[MetadataImage, str], dict[int, list[str]]] = propagation.listenerless_brokers
     delta_of: Callable[[Iterable[tuple[Any, int]], MetadataImage, MetadataImage], PublishedDelta] = (
         propagation.delta_of
     )
@@ -179,6 +180,7 @@ class BrokerChannel:
         self._lock = threading.Lock()  # the senders' table and statistics, read by /status's thread
         self.full_syncs = 0
         self.build_failures = 0
+        self._unreachable: dict[int, UnreachableBroker] = {}
 
     # ------------------------------------------------------------------ the driver's side
 
@@ -245,6 +247,7 @@ class BrokerChannel:
         with self._lock:
             senders = list(self._senders.values())
             self._senders.clear()
+        self.set_unreachable({}, "")
         await asyncio.gather(*(sender.stop() for sender in senders), *self._stopping)
 
     async def close(self) -> None:
@@ -261,6 +264,7 @@ class BrokerChannel:
                 full_syncs=self.full_syncs,
                 build_failures=self.build_failures,
                 brokers=brokers,
+                unreachable=[self._unreachable[b] for b in sorted(self._unreachable)],
             )
 
     def _build_failed(self, what: str) -> None:
@@ -296,7 +300,7 @@ class BrokerChannel:
             event = self._events.popleft()
             what = "full sync" if event.delta is None else "incremental requests"
             try:
-                members, outgoing = await loop.run_in_executor(self._executor, self._build, event)
+                members, unreachable, outgoing = await loop.run_in_executor(self._executor, self._build, event)
             except Exception:
                 self._build_failed(what)
                 continue
@@ -305,20 +309,25 @@ class BrokerChannel:
             if event.ctx is not self._ctx:
                 continue  # stopped, or another leadership began meanwhile
             self.set_members(members)
+            self.set_unreachable(unreachable, event.ctx.inter_broker_listener)
             self.enqueue(outgoing)
 
-    def _build(self, event: _Event) -> tuple[dict[int, BrokerAddress], dict[int, list[Outgoing]]]:
-        """Worker thread: the members as of the event's view, and its requests, encoded, by broker."""
+    def _build(
+        self, event: _Event
+    ) -> tuple[dict[int, BrokerAddress], dict[int, list[str]], dict[int, list[Outgoing]]]:
+        """Worker thread: the members as of the event's view, the brokers left out for want of an endpoint on
+        the listener (with the listeners they registered), and its requests, encoded, by broker."""
         builders, ctx = self.builders, event.ctx
         # A collector pass here would walk the whole image holding the GIL (0.4 s at 200,000 partitions),
         # stalling the event loop's heartbeats; the requests' entities are acyclic.
         with gc_paused(promote=True):
             members = builders.migrating_brokers(event.view, ctx.inter_broker_listener)
+            unreachable = builders.listenerless_brokers(event.view, ctx.inter_broker_listener)
             if event.delta is None:
                 requests = builders.full_sync(event.view, ctx)
             else:
                 requests = builders.incremental(event.delta, event.view, ctx)
-            return members, self.encode(requests)
+            return members, unreachable, self.encode(requests)
 
     def encode(self, requests: Iterable[BrokerRequest]) -> dict[int, list[Outgoing]]:
         """`requests` encoded with fresh correlation ids, by broker, in order (any one thread at a time)."""
@@ -360,6 +369,29 @@ class BrokerChannel:
                 self._senders[broker_id] = sender
             log.info("event=broker_channel_added broker=%d address=%s", broker_id, sender.where)
             sender.start()
+
+    def set_unreachable(self, listeners_of: dict[int, list[str]], listener: str) -> None:
+        """The migrating unfenced brokers with no endpoint on `listener` (by id, the listeners they registered):
+        shown on /status, counted in /metrics, and logged when one is first left out."""
+        unreachable = {}
+        for broker_id, listeners in sorted(listeners_of.items()):
+            registered = ", ".join(listeners) or "no listener"
+            reason = (
+                f"no endpoint on the inter-broker listener {listener} (--inter-broker-listener-name); "
+                f"it registered {registered}"
+            )
+            unreachable[broker_id] = UnreachableBroker(broker_id=broker_id, listeners=listeners, reason=reason)
+            known = self._unreachable.get(broker_id)
+            if known is None or known.reason != reason:
+                log.warning(
+                    "event=broker_channel_unreachable broker=%d listener=%s registered=%s: %s; it gets no "
+                    "LeaderAndIsr, UpdateMetadata or StopReplica until it registers that listener",
+                    broker_id, listener, ",".join(listeners), reason,
+                )  # fmt: skip
+        with self._lock:
+            self._unreachable = unreachable
+        if self.metrics is not None:
+            self.metrics.set_broker_unreachable(len(unreachable))
 
     def enqueue(self, outgoing: dict[int, list[Outgoing]]) -> None:
         """Queue each broker's requests; those for a broker not in the channel are dropped ("offline")."""

@@ -10,13 +10,14 @@ import ssl
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from bridge.kafka.sasl import KNOWN_MECHANISMS
 from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.kafka.tls import client_ssl_context, server_ssl_context
 from migrate.errors import EXIT_BAD_INPUT, Zk2KraftError
 from migrate.zk.live import ZkConnectOptions
+from migrate.zk.model import listener_name_problem, normalised_listener_name
 
 # A refused bridge exits with the table's bad-input code (migrate.errors holds the whole table).
 EXIT_REFUSED = EXIT_BAD_INPUT
@@ -77,7 +78,8 @@ class BridgeConfig(BaseModel):
     )
     inter_broker_listener_name: str = Field(
         "PLAINTEXT",
-        description="Kafka's inter.broker.listener.name: migrating ZooKeeper brokers must register a listener of it",
+        description="Kafka's inter.broker.listener.name (upper-cased, as Kafka normalises it): migrating "
+        "ZooKeeper brokers must register a listener of it",
     )
     controller_socket_timeout_ms: int = Field(
         30000, gt=0, description="Kafka's controller.socket.timeout.ms: how long a connection to a broker may take"
@@ -107,6 +109,15 @@ class BridgeConfig(BaseModel):
     )
     inter_broker_sasl_username: str | None = None
     inter_broker_sasl_password: SecretStr | None = None
+
+    @field_validator("inter_broker_listener_name")
+    @classmethod
+    def _listener_name(cls, name: str) -> str:
+        """Kafka's ListenerName.normalised: `plaintext` is the brokers' PLAINTEXT."""
+        problem = listener_name_problem(name)
+        if problem is not None:
+            raise ValueError(f"--inter-broker-listener-name {name!r} {problem}")
+        return normalised_listener_name(name)
 
 
 def zk_connect_options(config: BridgeConfig) -> ZkConnectOptions:

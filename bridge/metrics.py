@@ -270,6 +270,12 @@ class BridgeMetrics:
             ["broker"],
             registry=r,
         )
+        self.broker_unreachable = Gauge(
+            f"{PREFIX}_broker_channel_unreachable_brokers",
+            "Migrating unfenced ZooKeeper-mode brokers with no endpoint on the inter-broker listener: they get "
+            "no LeaderAndIsr, UpdateMetadata or StopReplica",
+            registry=r,
+        )
         self.broker_full_syncs = Counter(
             f"{PREFIX}_broker_channel_full_syncs",
             "Full syncs (every partition) a broker has answered",
@@ -389,6 +395,10 @@ class BridgeMetrics:
 
     def observe_broker_network_failure(self, broker_id: int) -> None:
         self.broker_network_failures.labels(broker=str(broker_id)).inc()
+
+    def set_broker_unreachable(self, count: int) -> None:
+        """Brokers outside the channel for want of an endpoint on the inter-broker listener."""
+        self.broker_unreachable.set(count)
 
     def observe_broker_full_sync(self, broker_id: int) -> None:
         self.broker_full_syncs.labels(broker=str(broker_id)).inc()

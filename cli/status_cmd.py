@@ -125,12 +125,14 @@ def broker_lines(b: BrokersStatus, source: str) -> list[str]:
 
 def channel_lines(c: BrokerChannelStatus, source: str) -> list[str]:
     """The bridge's requests to ZooKeeper-mode brokers: one line per broker in the channel."""
-    if not c.active and not c.brokers:
+    if not c.active and not c.brokers and not c.unreachable:
         return [
             f"controller requests to brokers ({source}): not sending (only from KRAFT_CONTROLLER_TO_BROKER_COMM "
             "on, while this bridge holds ZooKeeper)"
         ]
     lines = [f"controller requests to brokers ({source}): {len(c.brokers)} broker(s), {c.full_syncs} full sync(s)"]
+    if c.unreachable:
+        lines[0] += f", {len(c.unreachable)} unreachable"
     if c.build_failures:
         lines[0] += f", {c.build_failures} change(s) whose requests could not be built (see the bridge's log)"
     for b in c.brokers:
@@ -144,6 +146,10 @@ def channel_lines(c: BrokerChannelStatus, source: str) -> list[str]:
         if b.network_failures:
             line += f", network failures {b.network_failures} (last: {b.last_network_error})"
         lines.append(line)
+    if c.unreachable:
+        ids = ", ".join(str(b.broker_id) for b in c.unreachable)
+        lines.append(f"  NOT REACHED: {len(c.unreachable)} migrating broker(s) get no requests: {ids}")
+        lines.extend(f"  broker {b.broker_id}: unreachable, {b.reason}" for b in c.unreachable)
     return lines
 
 

@@ -21,6 +21,7 @@ from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
+from migrate.zk.model import normalised_listener_name
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +220,10 @@ class ClusterControl:
                 "Controller is in pre-migration mode and cannot register KRaft brokers until the metadata "
                 "migration is complete.",
             )
-        listener_names = {name for name, _, _, _ in request.listeners}
-        if request.is_migrating_zk_broker and settings.inter_broker_listener_name not in listener_names:
+        # Compared as Kafka's ListenerName.normalised names (upper-cased), as the channel finds the endpoint.
+        listener_names = {normalised_listener_name(name) for name, _, _, _ in request.listeners}
+        wanted = normalised_listener_name(settings.inter_broker_listener_name)
+        if request.is_migrating_zk_broker and wanted not in listener_names:
             _refuse(
                 ErrorCode.invalid_registration,
                 f"Broker does not have the current inter.broker.listener {settings.inter_broker_listener_name}",

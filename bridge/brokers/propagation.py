@@ -8,7 +8,6 @@ job (`bridge/broker_channel.py`).
 from __future__ import annotations
 
 import io
-import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,8 +29,7 @@ from migrate.kraft.image import (
     Provenance,
     TopicImage,
 )
-
-log = logging.getLogger(__name__)
+from migrate.zk.model import normalised_listener_name
 
 LEADER_AND_ISR = lm.LeaderAndIsrRequestV7
 UPDATE_METADATA = lm.UpdateMetadataRequestV8
@@ -118,41 +116,39 @@ class PublishedDelta:
 # ---------------------------------------------------------------------------------------------- members
 
 
-_warned_without_listener: set[tuple[int, int, str]] = set()
-
-
 def migrating_brokers(image: MetadataImage, listener: str) -> dict[int, BrokerAddress]:
     """The channel's members: registered, migrating, unfenced ZooKeeper brokers, at their `listener` endpoint."""
     members: dict[int, BrokerAddress] = {}
-    brokers = image.cluster.brokers
-    for broker_id in sorted(brokers):
-        broker = brokers[broker_id]
-        if not broker.is_migrating_zk_broker or broker.fenced:
-            continue
+    for broker in _migrating_unfenced(image):
         endpoint = _endpoint(broker, listener)
-        if endpoint is None:
-            # Registration refuses such a broker; only a log written under another listener name holds one.
-            key = (broker_id, broker.epoch, listener)
-            if key not in _warned_without_listener:
-                _warned_without_listener.add(key)
-                log.warning(
-                    "broker %d (registration epoch %d) has no endpoint on the inter-broker listener %s "
-                    "(it registered %s): it gets no LeaderAndIsr, UpdateMetadata or StopReplica",
-                    broker_id,
-                    broker.epoch,
-                    listener,
-                    ", ".join(e.name for e in broker.endpoints) or "no listener",
-                )
-            continue
-        members[broker_id] = BrokerAddress(
-            broker_id, endpoint.host, endpoint.port, endpoint.security_protocol
-        )
+        if endpoint is not None:
+            members[broker.broker_id] = BrokerAddress(
+                broker.broker_id, endpoint.host, endpoint.port, endpoint.security_protocol
+            )
     return members
 
 
+def listenerless_brokers(image: MetadataImage, listener: str) -> dict[int, list[str]]:
+    """Migrating unfenced ZooKeeper brokers with no endpoint on `listener`, with the listeners they registered:
+    they get no request. Registration refuses such a broker; a log written under another listener name holds one."""
+    return {
+        broker.broker_id: [e.name for e in broker.endpoints]
+        for broker in _migrating_unfenced(image)
+        if _endpoint(broker, listener) is None
+    }
+
+
+def _migrating_unfenced(image: MetadataImage) -> list[BrokerRegistration]:
+    brokers = image.cluster.brokers
+    return [
+        brokers[b] for b in sorted(brokers) if brokers[b].is_migrating_zk_broker and not brokers[b].fenced
+    ]
+
+
 def _endpoint(broker: BrokerRegistration, listener: str) -> Endpoint | None:
+    wanted = normalised_listener_name(listener)
     for endpoint in broker.endpoints:
-        if endpoint.name == listener:
+        if normalised_listener_name(endpoint.name) == wanted:
             return endpoint
     return None
 

@@ -86,6 +86,16 @@ class ChannelBroker(BaseModel):
     last_network_error: str | None = None
 
 
+class UnreachableBroker(BaseModel):
+    """A migrating, unfenced ZooKeeper-mode broker the bridge sends nothing to: no endpoint on its listener."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    broker_id: int
+    listeners: list[str] = Field(default_factory=list, description="the listener names it registered")
+    reason: str
+
+
 class BrokerChannelStatus(BaseModel):
     """The controller-to-broker channel (Kafka's ControllerChannelManager) as the bridge's `/status` shows it."""
 
@@ -97,6 +107,11 @@ class BrokerChannelStatus(BaseModel):
         default=0, description="changes whose requests could not be built: the brokers miss them until a full sync"
     )
     brokers: list[ChannelBroker] = Field(default_factory=list)
+    unreachable: list[UnreachableBroker] = Field(
+        default_factory=list,
+        description="migrating unfenced ZooKeeper-mode brokers outside the channel: no endpoint on the "
+        "inter-broker listener, so they get no LeaderAndIsr, UpdateMetadata or StopReplica",
+    )
 
 
 class KraftView(BaseModel):

@@ -84,6 +84,25 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
+def normalised_listener_name(name: str) -> str:
+    """Kafka's ListenerName.normalised: listener names are compared upper-cased (Locale.ROOT)."""
+    return name.upper()
+
+
+def listener_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a Kafka listener name, else None: a name is what precedes `://` in an entry of
+    `listeners` (a comma-separated list, spaces trimmed) and a key of `listener.security.protocol.map`
+    (NAME:PROTOCOL), so it is not empty and holds no space, control character, comma, colon or slash."""
+    if not name:
+        return "is empty"
+    for char in name:
+        if char.isspace() or not char.isprintable():
+            return f"holds the character {char!r} (no spaces or control characters)"
+        if char in ",:/":
+            return f"holds {char!r}, which Kafka's listeners and listener.security.protocol.map cannot carry in a name"
+    return None
+
+
 # ------------------------------------------------------------------ controller and brokers
 
 

@@ -8,6 +8,7 @@ import dataclasses
 import gc
 import logging
 import threading
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from bridge.kafka.client import send_request_sync
 from bridge.kafka.protocol import decode_request, encode_response, frame, read_frame
 from bridge.metrics import BridgeMetrics
 from bridge.pipeline import PublishedBatch
+from bridge.zk.image_slice import cut, touched_keys
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 from migrate.zk import paths
@@ -36,6 +38,7 @@ from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import NODE_ID, controller_config
 from tests.support.bridge import eventually as bridge_eventually
+from tests.support.brokers import Controller, running
 from tests.support.requests import SET, TOPIC, create_topic, incremental
 
 HOST = "127.0.0.1"
@@ -511,6 +514,78 @@ def test_membership_follows_each_event_and_a_fenced_channel_sends_nothing() -> N
     asyncio.run(scenario())
 
 
+def no_requests() -> Propagation:
+    """The real membership (who is a member, who cannot be reached) with no requests to send."""
+    return Propagation(full_sync=lambda _view, _ctx: [], incremental=lambda _delta, _view, _ctx: [])
+
+
+def test_listener_names_compare_upper_cased_and_brokers_without_the_listener_are_listed_counted_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kafka's ListenerName.normalised upper-cases a name: `plaintext` is the brokers' PLAINTEXT. A migrating
+    unfenced broker with no endpoint on the listener gets nothing: /status lists it, /metrics counts it."""
+    controller = Controller()
+    running(controller, 1, 2, 3)  # registered on PLAINTEXT
+
+    async def scenario(listener: str) -> tuple[Any, dict[int, BrokerAddress], str]:
+        metrics = BridgeMetrics(3000)
+        channel = BrokerChannel(settings(), metrics=metrics, builders=no_requests())
+        try:
+            channel.full_sync(controller.image, dataclasses.replace(CTX, inter_broker_listener=listener))
+            await eventually(lambda: bool(channel.members or channel.snapshot().unreachable))
+            return channel.snapshot(), channel.members, metrics.exposition().decode()
+        finally:
+            await channel.close()
+
+    with caplog.at_level(logging.INFO, logger="bridge.broker_channel"):
+        status, members, _ = asyncio.run(scenario("plaintext"))
+        assert sorted(members) == [1, 2, 3] and status.unreachable == []
+        assert "event=broker_channel_unreachable" not in caplog.text
+        status, members, exposed = asyncio.run(scenario("NOPE"))
+    assert members == {} and status.brokers == []
+    assert [b.broker_id for b in status.unreachable] == [1, 2, 3]
+    assert status.unreachable[0].reason == (
+        "no endpoint on the inter-broker listener NOPE (--inter-broker-listener-name); it registered PLAINTEXT"
+    )
+    assert status.unreachable[0].listeners == ["PLAINTEXT"]
+    assert "zk2kraft_broker_channel_unreachable_brokers 3.0" in exposed
+    assert "event=broker_channel_unreachable broker=2 " in caplog.text
+
+
+def test_a_broker_that_registers_the_listener_later_leaves_the_unreachable_list() -> None:
+    controller = Controller()
+    running(controller, 2)
+    # Registration refuses a broker without the listener; a log written under another listener name holds one.
+    endpoint = rec.RegisterBrokerRecord.BrokerEndpoint(name="EXTERNAL", host="h1", port=1, security_protocol=0)
+    controller.append(
+        [(
+            rec.RegisterBrokerRecord(
+                broker_id=1, is_migrating_zk_broker=True, incarnation_id=uuid.UUID(int=1), broker_epoch=99,
+                end_points=[endpoint], fenced=False,
+            ),
+            controller.mv.register_broker_record_version(),
+        )]
+    )  # fmt: skip
+
+    async def scenario() -> tuple[list[int], list[int]]:
+        channel = BrokerChannel(settings(), builders=no_requests())
+        try:
+            channel.full_sync(controller.image, CTX)
+            await eventually(lambda: bool(channel.members))
+            before = [b.broker_id for b in channel.snapshot().unreachable]
+            start, view = controller.next_offset, propagation.sync_view(controller.image)
+            running(controller, 1)  # restarted with its PLAINTEXT listener
+            records = [(r, v) for r, v, _ in controller.log[start:]]
+            keys = touched_keys(records, view)
+            channel.publish(records, cut(view, keys), cut(controller.image, keys), controller.image)
+            await eventually(lambda: 1 in channel.members)
+            return before, [b.broker_id for b in channel.snapshot().unreachable]
+        finally:
+            await channel.close()
+
+    assert asyncio.run(scenario()) == ([1], [])
+
+
 # ---------------------------------------------------------------------------------- wired into the bridge
 
 
@@ -675,7 +750,7 @@ def test_a_full_sync_is_built_without_a_collector_pass_and_leaves_no_young_objec
     gc.set_threshold(100, 1, 1)  # a pass every 100 allocations, a full one every few
     gc.callbacks.append(seen)
     try:
-        members, outgoing = channel._build(event)
+        members, _unreachable, outgoing = channel._build(event)
         young = gc.get_count()[0]
     finally:
         gc.callbacks.remove(seen)

@@ -15,7 +15,13 @@ from kazoo.client import KazooClient
 from bridge.api import DriverState
 from bridge.metrics import BridgeMetrics, StatusServer
 from cli.status_cmd import status_cmd
-from migrate.plan.status import BrokerChannelStatus, BrokersStatus, ChannelBroker, RequestMark
+from migrate.plan.status import (
+    BrokerChannelStatus,
+    BrokersStatus,
+    ChannelBroker,
+    RequestMark,
+    UnreachableBroker,
+)
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config, eventually, start_controller
@@ -123,16 +129,26 @@ def test_status_shows_each_brokers_controller_requests_queue_acknowledgements_an
                 last_network_error="cannot connect to 10.0.0.2:9092: Connection refused",
             ),
         ],
+        unreachable=[
+            UnreachableBroker(
+                broker_id=3, listeners=["PLAINTEXT"],
+                reason="no endpoint on the inter-broker listener NOPE (--inter-broker-listener-name); "
+                "it registered PLAINTEXT",
+            ),
+        ],
     )  # fmt: skip
     source = lambda: metrics.status().model_copy(update={"broker_channel": channel})  # noqa: E731
     with StatusServer(metrics, "127.0.0.1", 0, status=source) as server:
         url = server.url
         shown = status(zk_connect, url)
         view = json.loads(status(zk_connect, url, "--format", "json"))["kraft"][0]["broker_channel"]
-    assert f"controller requests to brokers ({url}/status): 2 broker(s), 2 full sync(s)" in shown
+    assert f"controller requests to brokers ({url}/status): 2 broker(s), 2 full sync(s), 1 unreachable" in shown
+    assert "  NOT REACHED: 1 migrating broker(s) get no requests: 3" in shown
+    assert "  broker 3: unreachable, no endpoint on the inter-broker listener NOPE" in shown
     assert "  broker 1 (10.0.0.1:9092): queue 0, last sent UpdateMetadata at " in shown
     assert "errors STALE_BROKER_EPOCH x2, full syncs 2" in shown
     assert "  broker 2 (10.0.0.2:9092): queue 3, last sent LeaderAndIsr at " in shown
     assert "last acknowledged none, errors none, full syncs 0, network failures 40 (last: cannot connect" in shown
     assert [b["queue_depth"] for b in view["brokers"]] == [0, 3]
     assert view["brokers"][0]["errors"] == {"STALE_BROKER_EPOCH": 2}
+    assert [b["broker_id"] for b in view["unreachable"]] == [3]

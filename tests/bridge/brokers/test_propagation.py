@@ -124,13 +124,13 @@ def test_channel_members_are_the_unfenced_migrating_zookeeper_brokers_at_their_i
     assert members[2] == prop.BrokerAddress(2, "broker2", 9092, 0)
 
 
-def test_a_broker_without_the_listener_is_reported_not_skipped_silently(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(prop, "_warned_without_listener", set())
+def test_a_broker_without_the_listener_is_reported_not_skipped_silently() -> None:
     controller = cluster()
     assert prop.migrating_brokers(controller.image, "REPLICATION") == {}
-    assert "no endpoint on the inter-broker listener REPLICATION" in caplog.text
+    # Fenced broker 5 and KRaft broker 4 are expected to get nothing; the running ZooKeeper brokers are not.
+    assert prop.listenerless_brokers(controller.image, "REPLICATION") == {b: [LISTENER] for b in (1, 2, 3)}
+    assert prop.listenerless_brokers(controller.image, LISTENER.lower()) == {}
+    assert sorted(prop.migrating_brokers(controller.image, LISTENER.lower())) == [1, 2, 3]
 
 
 # ---------------------------------------------------------------- full sync

@@ -142,6 +142,13 @@ def test_zk_broker_without_the_inter_broker_listener() -> None:
     assert LISTENER in result.error.message
 
 
+def test_listener_names_compare_as_kafkas_normalised_names() -> None:
+    """ListenerName.normalised upper-cases: a broker's `plaintext` listener is the controller's PLAINTEXT,
+    the same endpoint the channel then sends to."""
+    controller = Controller()
+    assert controller.register(registration(1, listeners=(("plaintext", "h", 9092, 0),))).error is None
+
+
 def test_kraft_broker_needs_no_inter_broker_listener() -> None:
     assert (
         Controller().register(registration(1, zk=False, listeners=(("EXTERNAL", "h", 9093, 0),))).error
