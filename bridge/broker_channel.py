@@ -5,8 +5,9 @@ One serial pipeline, in publish order: an event (a full sync, or one published b
 `sync_view` of the image on the event loop; a worker thread builds its requests and encodes them; back on
 the loop, membership is re-diffed from that view (remove, then add) and the requests go to the members'
 queues. Each member has one ordered queue and one task with at most one request in flight. A network
-failure closes the connection, waits 100 ms and resends the same bytes until the broker leaves; an answer
-with an error is logged and counted, never resent. A slow or dead broker holds only its own queue.
+failure closes the connection, waits (100 ms, doubling on each consecutive failure up to 1 s, as Kafka's
+NetworkClient backs off) and resends the same bytes until the broker leaves; an answer with an error is
+logged and counted, never resent. A slow or dead broker holds only its own queue.
 Each connection speaks the security protocol of the broker's endpoint (PLAINTEXT, SSL, SASL_PLAINTEXT,
 SASL_SSL) with the controller's own TLS context and SASL login; a refused handshake or login is a network
 failure like any other.
@@ -19,17 +20,18 @@ import concurrent.futures
 import contextlib
 import itertools
 import logging
+import random
 import ssl
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from bridge.brokers import propagation
 from bridge.brokers.propagation import BrokerAddress, BrokerRequest, PropagationContext, PublishedDelta
-from bridge.kafka.client import KafkaConnection
+from bridge.kafka.client import AuthenticationFailedError, KafkaConnection, TlsHandshakeError
 from bridge.kafka.protocol import api_name, describe_api
 from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.metrics import BridgeMetrics, error_name
@@ -43,9 +45,29 @@ log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S: Final = 0.1
 """Kafka's RequestSendThread waits this long after a failed send before it connects and sends again."""
+RETRY_BACKOFF_MAX_S: Final = 1.0
+"""Kafka's `reconnect.backoff.max.ms`: consecutive failures double the wait up to this."""
+RETRY_BACKOFF_JITTER: Final = 0.2
+"""Kafka's ExponentialBackoff jitter: a doubled wait is scaled by a random factor in [0.8, 1.2]."""
 NETWORK_LOG_EVERY_S: Final = 30.0
 """While a broker stays unreachable, how often its failures are logged again (each is counted)."""
 BUILD_FAILURE_LOG_EVERY: Final = 100
+
+FailureKind = Literal["network", "tls", "authentication", "settings"]
+"""What a failed send met: the network, a refused TLS handshake, a refused SASL login, or an endpoint whose
+security protocol the bridge has no settings for (the last three persist until settings or brokers change)."""
+
+backoff_sleep: Callable[[float], Any] = asyncio.sleep
+"""How a sender waits before resending (tests record the waits instead of timing them)."""
+
+
+def retry_delay(failures: int, base_s: float, max_s: float = RETRY_BACKOFF_MAX_S) -> float:
+    """Kafka's ExponentialBackoff for the wait after `failures` consecutive failures: `base_s` after the
+    first, then doubling with jitter, capped at `max_s`."""
+    if failures <= 1:
+        return min(base_s, max_s)
+    jitter = random.uniform(1 - RETRY_BACKOFF_JITTER, 1 + RETRY_BACKOFF_JITTER)
+    return min(base_s * 2 ** (failures - 1) * jitter, max_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +100,9 @@ class ChannelSettings:
     request_timeout_s: float = 30.0
     """`request.timeout.ms`."""
     retry_backoff_s: float = RETRY_BACKOFF_S
+    """The wait after a first failed send (Kafka's RequestSendThread's 100 ms)."""
+    retry_backoff_max_s: float = RETRY_BACKOFF_MAX_S
+    """`reconnect.backoff.max.ms`: consecutive failures double the wait up to this."""
     ssl_context: ssl.SSLContext | None = None
     """For SSL and SASL_SSL endpoints: the inter-broker listener's ssl.* settings (None: such brokers fail)."""
     sasl: SaslLogin | None = None
@@ -419,6 +444,8 @@ class _Stats:
     full_syncs_sent: int = 0
     network_failures: int = 0
     last_network_error: str | None = None
+    failure_kind: FailureKind | None = None
+    retry_backoff_s: float | None = None
 
 
 class _BrokerSender:
@@ -483,6 +510,8 @@ class _BrokerSender:
             full_syncs_sent=stats.full_syncs_sent,
             network_failures=stats.network_failures,
             last_network_error=stats.last_network_error,
+            failure_kind=stats.failure_kind,
+            retry_backoff_ms=None if stats.retry_backoff_s is None else round(stats.retry_backoff_s * 1000),
         )
 
     async def _run(self) -> None:
@@ -498,7 +527,8 @@ class _BrokerSender:
             self._judge(item, response)
 
     async def _deliver(self, item: Outgoing) -> Any:
-        """Send `item` until it is answered: every network failure closes the connection, waits and resends."""
+        """Send `item` until it is answered: every network failure closes the connection, waits (backing off
+        on consecutive failures) and resends."""
         settings = self.channel.settings
         failures = 0
         logged_at = 0.0
@@ -507,8 +537,9 @@ class _BrokerSender:
                 await asyncio.sleep(settings.retry_backoff_s)
                 continue
             security = settings.security(self.address.security_protocol)
+            kind: FailureKind = "network"
             if isinstance(security, str):
-                problem = security
+                problem, kind = security, "settings"
             else:
                 tls, sasl = security
                 try:
@@ -528,8 +559,13 @@ class _BrokerSender:
                     )
                 except (Zk2KraftError, OSError) as exc:
                     problem = str(exc)
+                    if isinstance(exc, TlsHandshakeError):
+                        kind = "tls"
+                    elif isinstance(exc, AuthenticationFailedError):
+                        kind = "authentication"
                     await self._disconnect()
                 else:
+                    self._set(retry_backoff_s=None)
                     if failures:
                         log.info(
                             "event=broker_reachable broker=%d address=%s after %d failed attempt(s) of %s",
@@ -537,16 +573,18 @@ class _BrokerSender:
                         )  # fmt: skip
                     return response
             failures += 1
-            self._network_failure(problem)
+            delay = retry_delay(failures, settings.retry_backoff_s, settings.retry_backoff_max_s)
+            self._network_failure(problem, kind, delay)
             if failures == 1 or time.monotonic() - logged_at >= NETWORK_LOG_EVERY_S:
                 logged_at = time.monotonic()
                 log.warning(
-                    "event=broker_unreachable broker=%d address=%s request=%s attempts=%d: %s; resending "
-                    "every %.1f s until it answers or leaves the channel",
-                    self.address.broker_id, self.where, item.described, failures, problem,
-                    settings.retry_backoff_s,
+                    "event=broker_unreachable broker=%d address=%s request=%s attempts=%d kind=%s: %s; "
+                    "resending after %.1f s, the wait doubling on each failure up to %.1f s, until it answers "
+                    "or leaves the channel",
+                    self.address.broker_id, self.where, item.described, failures, kind, problem,
+                    delay, settings.retry_backoff_max_s,
                 )  # fmt: skip
-            await asyncio.sleep(settings.retry_backoff_s)
+            await backoff_sleep(delay)
 
     def _judge(self, item: Outgoing, response: Any) -> None:
         """An answer: counted, and its errors logged (Kafka's callbacks only log; nothing is resent)."""
@@ -578,10 +616,12 @@ class _BrokerSender:
         if self.channel.metrics is not None:
             self.channel.metrics.observe_broker_sent(self.address.broker_id, item.api, now)
 
-    def _network_failure(self, problem: str) -> None:
+    def _network_failure(self, problem: str, kind: FailureKind, delay: float) -> None:
         with self.channel._lock:
             self.stats.network_failures += 1
             self.stats.last_network_error = problem
+            self.stats.failure_kind = kind
+            self.stats.retry_backoff_s = delay
         if self.channel.metrics is not None:
             self.channel.metrics.observe_broker_network_failure(self.address.broker_id)
 

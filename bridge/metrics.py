@@ -266,7 +266,8 @@ class BridgeMetrics:
         )
         self.broker_network_failures = Counter(
             f"{PREFIX}_broker_channel_network_failures",
-            "Controller-to-broker sends that failed on the network (the request is resent after 100 ms)",
+            "Controller-to-broker sends that failed on the network (the request is resent after 100 ms, the wait "
+            "doubling on each consecutive failure up to 1 s)",
             ["broker"],
             registry=r,
         )

@@ -293,8 +293,9 @@ def run_cmd(
     ZooKeeper holds. From KRAFT_CONTROLLER_TO_BROKER_COMM on it sends LeaderAndIsr, UpdateMetadata and
     StopReplica to each migrating ZooKeeper-mode broker at its endpoint on --inter-broker-listener-name,
     speaking that endpoint's security protocol: PLAINTEXT, SSL (--inter-broker-ssl-*), SASL_PLAINTEXT or
-    SASL_SSL (--inter-broker-sasl-*, PLAIN or SCRAM). A broker it cannot reach or log in to is retried every
-    100 ms and shown with the reason on /status. SIGTERM or SIGINT stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another
+    SASL_SSL (--inter-broker-sasl-*, PLAIN or SCRAM). A broker it cannot reach or log in to is retried after
+    100 ms, the wait doubling on each consecutive failure up to 1 s, and shown with the reason and its kind
+    (network, tls, authentication, settings) on /status. SIGTERM or SIGINT stop it cleanly (exit 0). Exit 2: refused or bad input; 3: another
     controller took over (the error names it); 4: failed while serving; 5: ZooKeeper unreachable (see
     `zk2kraft --help`).
 

@@ -145,6 +145,8 @@ def channel_lines(c: BrokerChannelStatus, source: str) -> list[str]:
         )
         if b.network_failures:
             line += f", network failures {b.network_failures} (last: {b.last_network_error})"
+        if b.retry_backoff_ms is not None and b.failure_kind is not None:
+            line += f", failing ({b.failure_kind}), next try in {b.retry_backoff_ms} ms"
         lines.append(line)
     if c.unreachable:
         ids = ", ".join(str(b.broker_id) for b in c.unreachable)

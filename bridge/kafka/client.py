@@ -72,6 +72,10 @@ class AuthenticationFailedError(ConnectionClosedError):
     """The server refused the TLS handshake or the SASL login (Kafka's AuthenticationException)."""
 
 
+class TlsHandshakeError(AuthenticationFailedError):
+    """The TLS handshake failed, or the server refused it with an alert (Kafka's SslAuthenticationException)."""
+
+
 class KafkaConnection:
     """One TCP connection to a Kafka-protocol server; requests go one at a time with rising correlation ids."""
 
@@ -113,7 +117,7 @@ class KafkaConnection:
                 try:
                     reader, writer = await asyncio.open_connection(host, port, ssl=ssl_context)
                 except ssl.SSLError as exc:
-                    raise AuthenticationFailedError(
+                    raise TlsHandshakeError(
                         f"cannot connect to {address}: TLS handshake failed: {exc}"
                     ) from exc
                 except OSError as exc:
@@ -231,6 +235,9 @@ class KafkaConnection:
         except TimeoutError:
             self._broken = True
             raise ConnectionClosedError(f"{what}: no response within {timeout} s") from None
+        except ssl.SSLError as exc:  # a TLS alert: e.g. TLS 1.3's refusal of the client certificate
+            self._broken = True
+            raise TlsHandshakeError(f"{what}: {exc}{self._refusal_hint()}") from exc
         except OSError as exc:
             self._broken = True
             raise ConnectionClosedError(f"{what}: {exc}{self._refusal_hint()}") from exc

@@ -82,8 +82,20 @@ class ChannelBroker(BaseModel):
         default_factory=dict, description="answers carrying an error, by Kafka error name (never resent)"
     )
     full_syncs_sent: int = Field(0, description="full syncs whose last request this broker answered")
-    network_failures: int = Field(0, description="sends that failed on the network (each resent after 100 ms)")
+    network_failures: int = Field(
+        0,
+        description="sends that failed on the network (each resent after 100 ms, the wait doubling on each "
+        "consecutive failure up to 1 s)",
+    )
     last_network_error: str | None = None
+    failure_kind: Literal["network", "tls", "authentication", "settings"] | None = Field(
+        None,
+        description="what the last failed send met: the network, a refused TLS handshake, a refused SASL login, "
+        "or no bridge settings for the endpoint's security protocol (the last three need an operator)",
+    )
+    retry_backoff_ms: int | None = Field(
+        None, description="the wait before the next resend while failing (None: the last send got through)"
+    )
 
 
 class UnreachableBroker(BaseModel):

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
 from bench import bench_propagation
+from bridge import broker_channel
 from bridge.api import DriverState
 from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation, _Event
 from bridge.brokers import propagation
@@ -243,6 +244,48 @@ def test_a_network_failure_resends_the_same_request_on_a_new_connection(
 
     with caplog.at_level(logging.INFO, logger="bridge.broker_channel"):
         asyncio.run(scenario())
+
+
+def test_consecutive_network_failures_back_off_exponentially_up_to_a_second_and_a_success_resets_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka's NetworkClient backs off exponentially (doubling, jitter 0.2, capped); the first retry stays 100 ms.
+    The waits are recorded, not timed: each is asked of the channel's sleep, which the test shortens."""
+    waits: list[float] = []
+
+    async def recorded(delay: float) -> None:
+        waits.append(delay)
+        await asyncio.sleep(0.001)
+
+    monkeypatch.setattr(broker_channel, "backoff_sleep", recorded)
+
+    async def scenario() -> None:
+        answered: list[int] = []
+
+        async def drop_some(api_key: int, body: Any) -> Any | None:
+            answered.append(int(body.broker_epoch))
+            if len(answered) <= 7 or len(answered) == 9:
+                return None  # the connection closes without an answer
+            return ok_response(api_key)
+
+        broker = StandIn(1, drop_some)
+        async with channel_to(broker) as channel:
+            send(channel, [update_metadata(1, 1)])
+            await eventually(lambda: broker_status(channel, 1).queue_depth == 0)
+            assert broker_status(channel, 1).failure_kind == "network"
+            assert len(waits) == 7 and answered == [1] * 8
+            send(channel, [update_metadata(1, 2)])  # its first failure after a success
+            await eventually(lambda: broker_status(channel, 1).queue_depth == 0)
+        assert answered == [1] * 8 + [2, 2]
+
+    asyncio.run(scenario())
+    first, *rest = waits
+    assert first == 0.1
+    for failures, wait in enumerate(rest[:6], start=2):
+        doubled = 0.1 * 2 ** (failures - 1)
+        assert min(doubled * 0.8, 1.0) <= wait <= min(doubled * 1.2, 1.0)
+    assert waits[5:7] == [1.0, 1.0]  # 1.6 s and 3.2 s with jitter: capped
+    assert waits[7] == 0.1
 
 
 def test_a_request_not_answered_within_the_request_timeout_is_resent() -> None:

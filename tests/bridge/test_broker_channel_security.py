@@ -130,14 +130,16 @@ async def full_sync_reaches(channel: BrokerChannel, broker: SecuredBroker) -> No
     assert [key for key, _ in broker.received] == [6, 4]
 
 
-async def fails_with(channel: BrokerChannel, broker: SecuredBroker) -> str:
-    """Sends one request that cannot get through; the reason /status shows once it failed twice (retried)."""
+async def fails_with(channel: BrokerChannel, broker: SecuredBroker, *kinds: str) -> str:
+    """Sends one request that cannot get through; the reason /status shows once it failed twice (retried),
+    and that /status tells this failure's kind (one of `kinds`) apart from a network failure."""
     send(channel, [update_metadata(broker.broker_id, 1)])
     await eventually(lambda: broker_status(channel, broker.broker_id).network_failures >= 2)
     status = broker_status(channel, broker.broker_id)
     assert status.queue_depth == 1 and status.last_acknowledged is None and not status.connected
     assert broker.received == []  # nothing reached the broker's request handling
-    assert status.last_network_error is not None
+    assert status.last_network_error is not None and status.failure_kind in kinds
+    assert status.retry_backoff_ms is not None and status.retry_backoff_ms > 100  # backing off
     return status.last_network_error
 
 
@@ -179,16 +181,18 @@ def test_mutual_tls_presents_the_controllers_certificate_and_without_it_the_brok
     with_cert = tls_broker(1, pki, "required")
     without_cert = tls_broker(2, pki, "required")
 
-    async def scenario() -> str:
+    async def scenario() -> tuple[str, str | None]:
         async with channel_to(with_cert, ssl_context=controller_tls(pki, cert=True)) as channel:
             await full_sync_reaches(channel, with_cert)
         async with channel_to(without_cert, ssl_context=controller_tls(pki)) as channel:
-            return await fails_with(channel, without_cert)
+            reason = await fails_with(channel, without_cert, "tls", "network")
+            return reason, broker_status(channel, 2).failure_kind
 
-    reason = asyncio.run(scenario())
+    reason, kind = asyncio.run(scenario())
     assert {principal for _, principal in with_cert.received} == {CONTROLLER_PRINCIPAL}
     # TLS 1.3: the refusal comes after the client's handshake, as an alert or a bare close.
     assert "CERTIFICATE_REQUIRED" in reason.upper() or "requires a client certificate" in reason
+    assert kind == ("tls" if "CERTIFICATE_REQUIRED" in reason.upper() else "network")  # a bare close is ambiguous
 
 
 @pytest.mark.parametrize(
@@ -214,7 +218,7 @@ def test_a_wrong_password_is_a_counted_network_failure_with_the_brokers_reason(
     async def scenario() -> str:
         login = SaslLogin(mechanism, "alice", wrong)
         async with channel_to(broker, ssl_context=controller_tls(pki), sasl=login) as channel:
-            return await fails_with(channel, broker)
+            return await fails_with(channel, broker, "authentication")
 
     reason = asyncio.run(scenario())
     assert f"SASL/{mechanism} login to {HOST}:" in reason and "as alice failed: SASL_AUTHENTICATION_FAILED" in reason
@@ -228,7 +232,7 @@ def test_a_mechanism_the_brokers_listener_does_not_enable_is_a_failure_naming_th
     async def scenario() -> str:
         login = SaslLogin("SCRAM-SHA-512", "alice", PASSWORDS["alice"])
         async with channel_to(broker, sasl=login) as channel:
-            return await fails_with(channel, broker)
+            return await fails_with(channel, broker, "authentication")
 
     reason = asyncio.run(scenario())
     assert "UNSUPPORTED_SASL_MECHANISM: the broker's listener enables [PLAIN], not SCRAM-SHA-512" in reason
@@ -242,9 +246,9 @@ def test_a_broker_whose_protocol_the_channel_has_no_settings_for_is_unreachable_
 
     async def scenario() -> tuple[str, str]:
         async with channel_to(sasl_broker, ssl_context=controller_tls(pki)) as channel:
-            no_login = await fails_with(channel, sasl_broker)
+            no_login = await fails_with(channel, sasl_broker, "settings")
         async with channel_to(tls_broker_) as channel:  # no TLS context at all
-            no_tls = await fails_with(channel, tls_broker_)
+            no_tls = await fails_with(channel, tls_broker_, "settings")
         return no_login, no_tls
 
     no_login, no_tls = asyncio.run(scenario())
@@ -261,7 +265,7 @@ def test_a_broker_certificate_the_controller_does_not_trust_is_a_failed_tls_hand
 
     async def scenario() -> str:
         async with channel_to(broker, ssl_context=client_ssl_context(cafile=other.path("ca.crt"))) as channel:
-            return await fails_with(channel, broker)
+            return await fails_with(channel, broker, "tls")
 
     reason = asyncio.run(scenario())
     assert "TLS handshake failed" in reason and "certificate verify failed" in reason

@@ -126,7 +126,8 @@ def test_status_shows_each_brokers_controller_requests_queue_acknowledgements_an
             ChannelBroker(
                 broker_id=2, address="10.0.0.2:9092", queue_depth=3, network_failures=40,
                 last_sent=RequestMark(api="LeaderAndIsr", at_ms=1_700_000_000_000),
-                last_network_error="cannot connect to 10.0.0.2:9092: Connection refused",
+                last_network_error="SASL/PLAIN login to 10.0.0.2:9092 as alice failed: SASL_AUTHENTICATION_FAILED",
+                failure_kind="authentication", retry_backoff_ms=1000,
             ),
         ],
         unreachable=[
@@ -148,7 +149,8 @@ def test_status_shows_each_brokers_controller_requests_queue_acknowledgements_an
     assert "  broker 1 (10.0.0.1:9092): queue 0, last sent UpdateMetadata at " in shown
     assert "errors STALE_BROKER_EPOCH x2, full syncs 2" in shown
     assert "  broker 2 (10.0.0.2:9092): queue 3, last sent LeaderAndIsr at " in shown
-    assert "last acknowledged none, errors none, full syncs 0, network failures 40 (last: cannot connect" in shown
+    assert "last acknowledged none, errors none, full syncs 0, network failures 40 (last: SASL/PLAIN login" in shown
+    assert "SASL_AUTHENTICATION_FAILED), failing (authentication), next try in 1000 ms" in shown
     assert [b["queue_depth"] for b in view["brokers"]] == [0, 3]
     assert view["brokers"][0]["errors"] == {"STALE_BROKER_EPOCH": 2}
     assert [b["broker_id"] for b in view["unreachable"]] == [3]
