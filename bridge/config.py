@@ -167,8 +167,18 @@ def inter_broker_security(config: BridgeConfig) -> tuple[ssl.SSLContext, SaslLog
     login = None
     if mechanism is None:
         if username is not None or password is not None:
+            # Name what was given and what is missing: without a mechanism, a password comes only from its file.
+            given = [
+                option
+                for option, value in (
+                    ("--inter-broker-sasl-username", username),
+                    ("--inter-broker-sasl-password-file", password),
+                )
+                if value is not None
+            ]
+            missing = ["--inter-broker-sasl-mechanism"] + (["--inter-broker-sasl-username"] if username is None else [])
             raise Zk2KraftError(
-                "--inter-broker-sasl-username and its password need --inter-broker-sasl-mechanism "
+                f"{' and '.join(given)} {'need' if len(given) > 1 else 'needs'} {' and '.join(missing)} "
                 f"({', '.join(KNOWN_MECHANISMS)}; Kafka's default GSSAPI is not supported)"
             )
     elif username is None:

@@ -14,6 +14,7 @@ from bridge.config import BridgeConfig
 from cli.common import handles_errors
 from cli.options import zk_security_from, zk_security_options
 from migrate.errors import Zk2KraftError
+from migrate.zk.model import listener_name_problem
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 SASL_PASSWORD_ENV = "ZK2KRAFT_INTER_BROKER_SASL_PASSWORD"
@@ -56,15 +57,27 @@ def _secret(path: Path | None, option: str, env: str | None) -> str | None:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise Zk2KraftError(f"{option} {path}: cannot read it: {exc}") from exc
-        password = text.rstrip("\r\n")
+        password = text.removesuffix("\n").removesuffix("\r")
         if not password:
             raise Zk2KraftError(f"{option} {path}: the file is empty")
+        if "\n" in password or "\r" in password:
+            raise Zk2KraftError(
+                f"{option} {path}: holds more than one line; the password must be its only line (one "
+                "trailing newline is fine)"
+            )
         return password
     if env is None:
         return None
     value = os.environ.get(env)
     if value is not None and not value:
         raise Zk2KraftError(f"the environment variable {env} is set but empty")
+    return value
+
+
+def _listener_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    problem = listener_name_problem(value)
+    if problem is not None:
+        raise click.BadParameter(f"{value!r} {problem}", param_hint="--inter-broker-listener-name")
     return value
 
 
@@ -76,7 +89,8 @@ def inter_broker_options(func: Any) -> Any:
             default="PLAINTEXT",
             show_default=True,
             metavar="NAME",
-            help="Kafka's inter.broker.listener.name: the listener of the brokers' registrations the bridge sends "
+            callback=_listener_name,
+            help="Kafka's inter.broker.listener.name (compared upper-cased, as Kafka does): the listener of the brokers' registrations the bridge sends "
             "LeaderAndIsr, UpdateMetadata and StopReplica to. Each broker's endpoint on it says its security "
             "protocol (listener.security.protocol.map); the --inter-broker-ssl-* and --inter-broker-sasl-* "
             "options say how to meet it, as the controller's listener.name.<NAME>.ssl.* / sasl.* settings do.",
@@ -128,20 +142,34 @@ def inter_broker_options(func: Any) -> Any:
     return func
 
 
+def inter_broker_given() -> list[str]:
+    """The --inter-broker-* options given on the command line (not left at their defaults)."""
+    ctx = click.get_current_context()
+    return [
+        f"--{name.replace('_', '-')}"
+        for name in ctx.params
+        if name.startswith("inter_broker_")
+        and ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
+
+
 def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     """BridgeConfig's inter-broker fields from `inter_broker_options`' options (removed from kwargs)."""
     mechanism = kwargs.pop("inter_broker_sasl_mechanism")
     password_file = kwargs.pop("inter_broker_sasl_password_file")
-    # The environment variable counts only with a mechanism: set for another bridge, it must not refuse this one.
+    cert = kwargs.pop("inter_broker_ssl_cert")
+    # An environment variable counts only with the option that uses it: set for another bridge, it must not
+    # refuse this one. Set but empty, either is refused.
     password = _secret(
         password_file, "--inter-broker-sasl-password-file", SASL_PASSWORD_ENV if mechanism else None
     )
+    key_password = _secret(None, "", SSL_KEY_PASSWORD_ENV if cert else None)
     return {
         "inter_broker_listener_name": kwargs.pop("inter_broker_listener_name"),
         "inter_broker_ssl_ca": kwargs.pop("inter_broker_ssl_ca"),
-        "inter_broker_ssl_cert": kwargs.pop("inter_broker_ssl_cert"),
+        "inter_broker_ssl_cert": cert,
         "inter_broker_ssl_key": kwargs.pop("inter_broker_ssl_key"),
-        "inter_broker_ssl_key_password": os.environ.get(SSL_KEY_PASSWORD_ENV) or None,
+        "inter_broker_ssl_key_password": key_password,
         "inter_broker_ssl_check_hostname": not kwargs.pop("inter_broker_ssl_no_hostname_check"),
         "inter_broker_sasl_mechanism": mechanism,
         "inter_broker_sasl_username": kwargs.pop("inter_broker_sasl_username"),
@@ -241,7 +269,8 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     "--rehearsal",
     is_flag=True,
     help="For rehearsals on a COPY of ZooKeeper only (no brokers run): ZooKeeper's /brokers/ids stand in "
-    "for broker registrations, no broker is ever fenced and the migration does not wait for brokers. "
+    "for broker registrations, no broker is ever fenced, the migration does not wait for brokers and no "
+    "request is sent to a broker (so --inter-broker-* options are refused with it). "
     "Without it the bridge behaves as Kafka's controller: it waits (WAIT_FOR_BROKERS) until every broker "
     "runs in migration mode and has registered, and fences brokers whose session expires.",
 )
@@ -312,6 +341,12 @@ def run_cmd(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format=_LOG_FORMAT, stream=sys.stderr
     )
+    if rehearsal and (given := inter_broker_given()):
+        raise Zk2KraftError(
+            f"{', '.join(given)} with --rehearsal: a rehearsal sends no request to any broker (it runs on a copy "
+            "of ZooKeeper with no broker), so these options would go unused; drop them for the rehearsal and "
+            "give them to the real run"
+        )
     listen_host, listen_port = _host_port(listen, "--listen")
     metrics_host, metrics_port = _host_port(metrics, "--metrics")
     config = BridgeConfig.model_validate(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from cli.bridge_cmd import SASL_PASSWORD_ENV
+from cli.bridge_cmd import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
 from cli.main import cli
 from tests.support.pki import Pki, needs_openssl, new_pki
 
@@ -122,3 +122,56 @@ def test_help_teaches_the_inter_broker_options() -> None:
     ):
         assert option in shown
     assert "--inter-broker-sasl-password " not in shown  # no option takes the password itself
+
+
+def test_a_password_file_of_more_than_one_line_is_refused_naming_it(tmp_path: Path) -> None:
+    login = ["--inter-broker-sasl-mechanism", "PLAIN", "--inter-broker-sasl-username", "alice"]
+    for text in (f"{PASSWORD}\nsecond line\n", f"{PASSWORD}\n\n", f"{PASSWORD}\r\nmore"):
+        two_lines = password_file(tmp_path, text)
+        refused(
+            run(tmp_path, *login, "--inter-broker-sasl-password-file", two_lines),
+            tmp_path,
+            f"--inter-broker-sasl-password-file {two_lines}: holds more than one line",
+        )
+    # One trailing newline (either kind) is the end of the line: the login is accepted, the CA file refused.
+    garbage = tmp_path / "ca.pem"
+    garbage.write_text("not a certificate\n")
+    for text in (PASSWORD, PASSWORD + "\n", PASSWORD + "\r\n"):
+        result = run(tmp_path, *login, "--inter-broker-sasl-password-file", password_file(tmp_path, text),
+                     "--inter-broker-ssl-ca", str(garbage))  # fmt: skip
+        refused(result, tmp_path, "cannot load TLS material")
+
+
+@pytest.mark.parametrize("name", ["", " ", "INTER NAL", "PLAINTEXT://", "A,B", "A:B", "\tX"])
+def test_a_listener_name_kafka_could_not_hold_is_refused(tmp_path: Path, name: str) -> None:
+    refused(run(tmp_path, "--inter-broker-listener-name", name), tmp_path, "--inter-broker-listener-name")
+
+
+def test_inter_broker_options_with_rehearsal_are_refused_a_rehearsal_sends_to_no_broker(tmp_path: Path) -> None:
+    for options in (
+        ["--inter-broker-listener-name", "INTERNAL"],
+        ["--inter-broker-ssl-no-hostname-check"],
+        ["--inter-broker-sasl-mechanism", "PLAIN", "--inter-broker-sasl-username", "alice"],
+    ):
+        refused(run(tmp_path, "--rehearsal", *options), tmp_path, "--rehearsal", options[0], "no broker")
+
+
+def test_a_password_file_alone_names_the_options_actually_missing(tmp_path: Path) -> None:
+    result = run(tmp_path, "--inter-broker-sasl-password-file", password_file(tmp_path))
+    refused(
+        result,
+        tmp_path,
+        "--inter-broker-sasl-password-file needs --inter-broker-sasl-mechanism and --inter-broker-sasl-username",
+    )
+    assert "--inter-broker-sasl-username and" not in result.output
+
+
+@needs_openssl
+def test_an_empty_key_password_variable_is_refused_as_an_empty_sasl_password_variable_is(
+    tmp_path: Path, pki: Pki
+) -> None:
+    cert = ["--inter-broker-ssl-cert", str(pki.path("server.crt")), "--inter-broker-ssl-key",
+            str(pki.path("server.key"))]  # fmt: skip
+    refused(run(tmp_path, *cert, env={SSL_KEY_PASSWORD_ENV: ""}), tmp_path, SSL_KEY_PASSWORD_ENV, "empty")
+    login = ["--inter-broker-sasl-mechanism", "PLAIN", "--inter-broker-sasl-username", "alice"]
+    refused(run(tmp_path, *login, env={SASL_PASSWORD_ENV: ""}), tmp_path, SASL_PASSWORD_ENV, "empty")
