@@ -204,6 +204,7 @@ class BrokerChannel:
         self._correlation_ids = itertools.count()  # read on the worker thread only
         self._lock = threading.Lock()  # the senders' table and statistics, read by /status's thread
         self.full_syncs = 0
+        self.last_full_sync_brokers: int | None = None
         self.build_failures = 0
         self._unreachable: dict[int, UnreachableBroker] = {}
 
@@ -222,10 +223,6 @@ class BrokerChannel:
         of `image` (UpdateMetadata with every partition, then FULL LeaderAndIsr)."""
         self._ctx = ctx
         self.full_syncs += 1
-        log.info(
-            "event=broker_full_sync controller_id=%d zk_controller_epoch=%d listener=%s",
-            ctx.controller_id, ctx.zk_controller_epoch, ctx.inter_broker_listener,
-        )  # fmt: skip
         try:
             view = self.builders.sync_view(image)
         except Exception:
@@ -287,9 +284,32 @@ class BrokerChannel:
             return BrokerChannelStatus(
                 active=self.active,
                 full_syncs=self.full_syncs,
+                last_full_sync_brokers=self.last_full_sync_brokers,
                 build_failures=self.build_failures,
                 brokers=brokers,
                 unreachable=[self._unreachable[b] for b in sorted(self._unreachable)],
+            )
+
+    def _full_sync_queued(self, ctx: PropagationContext, brokers: list[int]) -> None:
+        """A full sync goes to `brokers` (this event's members): logged and shown, a warning when none."""
+        with self._lock:
+            self.last_full_sync_brokers = len(brokers)
+        line = (
+            "event=broker_full_sync controller_id=%d zk_controller_epoch=%d listener=%s brokers=%d (%s)%s"
+        )
+        unreachable = len(self._unreachable)
+        args = (
+            ctx.controller_id, ctx.zk_controller_epoch, ctx.inter_broker_listener, len(brokers),
+            ",".join(map(str, brokers)), f" unreachable={unreachable}" if unreachable else "",
+        )  # fmt: skip
+        if brokers:
+            log.info(line, *args)
+        else:
+            log.warning(
+                line + ": the full sync reached no broker (no unfenced migrating ZooKeeper-mode broker with an "
+                "endpoint on the listener); a broker unfenced later gets its metadata from the requests its "
+                "unfencing sends",
+                *args,
             )
 
     def _build_failed(self, what: str) -> None:
@@ -335,6 +355,8 @@ class BrokerChannel:
                 continue  # stopped, or another leadership began meanwhile
             self.set_members(members)
             self.set_unreachable(unreachable, event.ctx.inter_broker_listener)
+            if event.delta is None:
+                self._full_sync_queued(event.ctx, sorted(members))
             self.enqueue(outgoing)
 
     def _build(

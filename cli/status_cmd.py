@@ -131,6 +131,8 @@ def channel_lines(c: BrokerChannelStatus, source: str) -> list[str]:
             "on, while this bridge holds ZooKeeper)"
         ]
     lines = [f"controller requests to brokers ({source}): {len(c.brokers)} broker(s), {c.full_syncs} full sync(s)"]
+    if c.last_full_sync_brokers is not None:
+        lines[0] += f" (the last reached {c.last_full_sync_brokers} broker(s))"
     if c.unreachable:
         lines[0] += f", {len(c.unreachable)} unreachable"
     if c.build_failures:

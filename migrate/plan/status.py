@@ -115,6 +115,10 @@ class BrokerChannelStatus(BaseModel):
 
     active: bool = Field(default=False, description="sending: from KRAFT_CONTROLLER_TO_BROKER_COMM until fenced or stopped")
     full_syncs: int = Field(default=0, description="full syncs started since this bridge started")
+    last_full_sync_brokers: int | None = Field(
+        default=None,
+        description="how many brokers the last full sync was queued for (0: it reached none; None: none yet)",
+    )
     build_failures: int = Field(
         default=0, description="changes whose requests could not be built: the brokers miss them until a full sync"
     )

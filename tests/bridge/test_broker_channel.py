@@ -39,7 +39,7 @@ from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import NODE_ID, controller_config
 from tests.support.bridge import eventually as bridge_eventually
-from tests.support.brokers import Controller, running
+from tests.support.brokers import Controller, registration, running
 from tests.support.requests import SET, TOPIC, create_topic, incremental
 
 HOST = "127.0.0.1"
@@ -627,6 +627,32 @@ def test_a_broker_that_registers_the_listener_later_leaves_the_unreachable_list(
             await channel.close()
 
     assert asyncio.run(scenario()) == ([1], [])
+
+
+def test_a_full_sync_says_how_many_brokers_it_went_to_even_none(caplog: pytest.LogCaptureFixture) -> None:
+    controller = Controller()
+    for broker_id in (1, 2):
+        assert controller.register(registration(broker_id)).error is None  # registered, still fenced
+
+    async def full_sync() -> Any:
+        channel = BrokerChannel(settings(), builders=no_requests())
+        try:
+            channel.full_sync(controller.image, CTX)
+            await eventually(lambda: channel.snapshot().last_full_sync_brokers is not None)
+            return channel.snapshot()
+        finally:
+            await channel.close()
+
+    with caplog.at_level(logging.INFO, logger="bridge.broker_channel"):
+        status = asyncio.run(full_sync())
+        assert status.full_syncs == 1 and status.last_full_sync_brokers == 0
+        assert "event=broker_full_sync controller_id=3000 zk_controller_epoch=7 listener=PLAINTEXT brokers=0 " in (
+            caplog.text
+        )
+        assert "reached no broker" in caplog.text
+        running(controller, 1, 2)
+        assert asyncio.run(full_sync()).last_full_sync_brokers == 2
+    assert "listener=PLAINTEXT brokers=2 (1,2)" in caplog.text
 
 
 # ---------------------------------------------------------------------------------- wired into the bridge

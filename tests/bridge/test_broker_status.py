@@ -116,6 +116,7 @@ def test_status_shows_each_brokers_controller_requests_queue_acknowledgements_an
     channel = BrokerChannelStatus(
         active=True,
         full_syncs=2,
+        last_full_sync_brokers=0,
         brokers=[
             ChannelBroker(
                 broker_id=1, address="10.0.0.1:9092", queue_depth=0, connected=True,
@@ -143,7 +144,7 @@ def test_status_shows_each_brokers_controller_requests_queue_acknowledgements_an
         url = server.url
         shown = status(zk_connect, url)
         view = json.loads(status(zk_connect, url, "--format", "json"))["kraft"][0]["broker_channel"]
-    assert f"controller requests to brokers ({url}/status): 2 broker(s), 2 full sync(s), 1 unreachable" in shown
+    assert f"controller requests to brokers ({url}/status): 2 broker(s), 2 full sync(s) (the last reached 0 broker(s)), 1 unreachable" in shown
     assert "  NOT REACHED: 1 migrating broker(s) get no requests: 3" in shown
     assert "  broker 3: unreachable, no endpoint on the inter-broker listener NOPE" in shown
     assert "  broker 1 (10.0.0.1:9092): queue 0, last sent UpdateMetadata at " in shown
