@@ -283,6 +283,22 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     "leaderships move (only in dual-write; a restarted bridge judges sessions from its own start). Use the "
     "value the cluster's controllers would have.",
 )
+@click.option(
+    "--controller-socket-timeout-ms",
+    type=click.IntRange(min=1),
+    default=30000,
+    show_default=True,
+    help="Kafka's controller.socket.timeout.ms: how long connecting (TLS and SASL login included) to a broker "
+    "for LeaderAndIsr, UpdateMetadata and StopReplica may take before it counts as a failed send.",
+)
+@click.option(
+    "--request-timeout-ms",
+    type=click.IntRange(min=1),
+    default=30000,
+    show_default=True,
+    help="Kafka's request.timeout.ms: how long a broker may take to answer such a request before the "
+    "connection is closed and the request resent.",
+)
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -303,6 +319,8 @@ def run_cmd(
     envelope_principals: str | None,
     rehearsal: bool,
     broker_session_timeout_ms: int,
+    controller_socket_timeout_ms: int,
+    request_timeout_ms: int,
     no_fsync: bool,
     verbose: bool,
     **security: Any,
@@ -372,6 +390,8 @@ def run_cmd(
             **inter_broker_from(security),
             rehearsal=rehearsal,
             broker_session_timeout_ms=broker_session_timeout_ms,
+            controller_socket_timeout_ms=controller_socket_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
         )
     )
     controller = BridgeController(config)

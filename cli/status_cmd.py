@@ -142,7 +142,8 @@ def channel_lines(c: BrokerChannelStatus, source: str) -> list[str]:
         acked = _mark(b.last_acknowledged)
         errors = ", ".join(f"{name} x{count}" for name, count in sorted(b.errors.items())) or "none"
         line = (
-            f"  broker {b.broker_id} ({b.address}): queue {b.queue_depth}, last sent {sent}, last acknowledged "
+            f"  broker {b.broker_id} ({b.address}): {'connected' if b.connected else 'disconnected'}, "
+            f"queue {b.queue_depth}, last sent {sent}, last acknowledged "
             f"{acked}, errors {errors}, full syncs {b.full_syncs_sent}"
         )
         if b.network_failures:
@@ -160,7 +161,7 @@ def channel_lines(c: BrokerChannelStatus, source: str) -> list[str]:
 def _mark(mark: RequestMark | None) -> str:
     if mark is None:
         return "none"
-    return f"{mark.api} at {time.strftime('%H:%M:%S', time.localtime(mark.at_ms / 1000))}"
+    return f"{mark.api} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(mark.at_ms / 1000))}"
 
 
 @click.command("status")

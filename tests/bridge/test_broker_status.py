@@ -147,9 +147,13 @@ def test_status_shows_each_brokers_controller_requests_queue_acknowledgements_an
     assert f"controller requests to brokers ({url}/status): 2 broker(s), 2 full sync(s) (the last reached 0 broker(s)), 1 unreachable" in shown
     assert "  NOT REACHED: 1 migrating broker(s) get no requests: 3" in shown
     assert "  broker 3: unreachable, no endpoint on the inter-broker listener NOPE" in shown
-    assert "  broker 1 (10.0.0.1:9092): queue 0, last sent UpdateMetadata at " in shown
+    # Connected or not, and times as UTC with their date (1_700_000_000_000 ms since the epoch).
+    assert (
+        "  broker 1 (10.0.0.1:9092): connected, queue 0, last sent UpdateMetadata at 2023-11-14T22:13:20Z, "
+        "last acknowledged UpdateMetadata at 2023-11-14T22:13:20Z, " in shown
+    )
     assert "errors STALE_BROKER_EPOCH x2, full syncs 2" in shown
-    assert "  broker 2 (10.0.0.2:9092): queue 3, last sent LeaderAndIsr at " in shown
+    assert "  broker 2 (10.0.0.2:9092): disconnected, queue 3, last sent LeaderAndIsr at 2023-11-14T22:13:20Z" in shown
     assert "last acknowledged none, errors none, full syncs 0, network failures 40 (last: SASL/PLAIN login" in shown
     assert "SASL_AUTHENTICATION_FAILED), failing (authentication), next try in 1000 ms" in shown
     assert [b["queue_depth"] for b in view["brokers"]] == [0, 3]

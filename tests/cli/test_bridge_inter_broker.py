@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from bridge import controller as controller_module
+from bridge.config import BridgeConfig
 from cli.bridge_cmd import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
 from cli.main import cli
 from tests.support.pki import Pki, needs_openssl, new_pki
@@ -175,3 +177,27 @@ def test_an_empty_key_password_variable_is_refused_as_an_empty_sasl_password_var
     refused(run(tmp_path, *cert, env={SSL_KEY_PASSWORD_ENV: ""}), tmp_path, SSL_KEY_PASSWORD_ENV, "empty")
     login = ["--inter-broker-sasl-mechanism", "PLAIN", "--inter-broker-sasl-username", "alice"]
     refused(run(tmp_path, *login, env={SASL_PASSWORD_ENV: ""}), tmp_path, SASL_PASSWORD_ENV, "empty")
+
+
+def test_the_channels_timeouts_are_options_with_kafkas_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """They reach BridgeConfig (the controller is a stand-in that only records what it was told)."""
+    told: list[BridgeConfig] = []
+
+    class Recording:
+        error = None
+        dry_run_lines: list[str] = []
+
+        def __init__(self, config: BridgeConfig) -> None:
+            told.append(config)
+
+        def run(self) -> int:
+            return 0
+
+    monkeypatch.setattr(controller_module, "BridgeController", Recording)
+    result = run(tmp_path, "--controller-socket-timeout-ms", "5000", "--request-timeout-ms", "7000")
+    assert result.exit_code == 0, result.output
+    assert (told[0].controller_socket_timeout_ms, told[0].request_timeout_ms) == (5000, 7000)
+    result = run(tmp_path)
+    assert (told[1].controller_socket_timeout_ms, told[1].request_timeout_ms) == (30000, 30000)
+    for option in ("--controller-socket-timeout-ms", "--request-timeout-ms"):
+        refused(run(tmp_path, option, "0"), tmp_path, option)
