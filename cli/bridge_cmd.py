@@ -202,7 +202,10 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     default="127.0.0.1:9093",
     show_default=True,
     metavar="HOST:PORT",
-    help="Kafka-protocol listener for forwarded admin requests, AlterPartition, AllocateProducerIds.",
+    help="Kafka-protocol listener: the brokers' controller quorum (BrokerRegistration, BrokerHeartbeat, Fetch "
+    "of the metadata log), their AlterPartition and AllocateProducerIds, and admin requests, forwarded or "
+    "direct (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs, "
+    "AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders, ...).",
 )
 @click.option(
     "--metrics",
@@ -331,8 +334,16 @@ def run_cmd(
     all of ZooKeeper into its KRaft metadata log once (one metadata transaction), makes ZooKeeper equal
     to the log, and then serves metadata changes: each is fsynced to the log, then written to ZooKeeper
     exactly as Kafka 3.9 writes it, so ZooKeeper-mode brokers and tools keep working. Progress is in the
-    log lines (one per state: INACTIVE, BECOME_CONTROLLER, ZK_MIGRATION, SYNC_KRAFT_TO_ZK, DUAL_WRITE)
+    log lines (one per state, in Kafka's order: INACTIVE, WAIT_FOR_CONTROLLER_QUORUM, WAIT_FOR_BROKERS,
+    BECOME_CONTROLLER, ZK_MIGRATION, SYNC_KRAFT_TO_ZK, KRAFT_CONTROLLER_TO_BROKER_COMM, DUAL_WRITE;
+    WAIT_FOR_BROKERS lasts until every broker ZooKeeper lists has registered, ZK_MIGRATION runs once)
     and on http://METRICS/status.
+
+    The brokers reach it as their KRaft controller: each broker, still in ZooKeeper mode, needs
+    zookeeper.metadata.migration.enable=true, controller.quorum.voters=<--node-id>@<host>:<port of
+    --listen>, controller.listener.names naming a listener mapped in listener.security.protocol.map to
+    PLAINTEXT (SSL with --listen-ssl-cert), and inter.broker.protocol.version equal to the metadata.version
+    (3.9 by default; `zk2kraft plan` writes these files).
 
     It refuses to start when ZooKeeper's /migration belongs to another metadata log or a znode it would
     copy is malformed; a refusal changes nothing in ZooKeeper or --metadata-dir. A failure after claiming
@@ -350,7 +361,8 @@ def run_cmd(
     Example:
       zk2kraft bridge run --zk zk1:2181,zk2:2181/kafka --metadata-dir /var/lib/zk2kraft/meta \\
           --node-id 3000 --listen 0.0.0.0:9093 --metrics 0.0.0.0:9404
-      curl -s localhost:9404/status      # {"state": "DUAL_WRITE", ...}
+      curl -s http://ctrl1:9404/status   # {"state": "DUAL_WRITE", ...}
+      zk2kraft status --zk zk1:2181,zk2:2181/kafka --bridge-status http://ctrl1:9404
     """
     # Here, not at the top: the controller loads kio's request schemas, a few hundred ms every other
     # command would pay at start-up.

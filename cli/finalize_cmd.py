@@ -86,7 +86,7 @@ def finalize_check_cmd(
 
     \b
     Example:
-      zk2kraft finalize-check --zk zk1:2181/kafka --bridge-status http://ctrl1:9309 \\
+      zk2kraft finalize-check --zk zk1:2181/kafka --bridge-status http://ctrl1:9404 \\
           --metadata-dir /var/lib/kafka/controller --min-soak 14d
     """
     try:

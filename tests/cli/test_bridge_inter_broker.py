@@ -201,3 +201,22 @@ def test_the_channels_timeouts_are_options_with_kafkas_names(tmp_path: Path, mon
     assert (told[1].controller_socket_timeout_ms, told[1].request_timeout_ms) == (30000, 30000)
     for option in ("--controller-socket-timeout-ms", "--request-timeout-ms"):
         refused(run(tmp_path, option, "0"), tmp_path, option)
+
+
+def test_help_lists_every_state_what_brokers_need_and_the_default_status_port() -> None:
+    shown = " ".join(CliRunner().invoke(cli, ["bridge", "run", "--help"], terminal_width=200).output.split())
+    states = [
+        "INACTIVE", "WAIT_FOR_CONTROLLER_QUORUM", "WAIT_FOR_BROKERS", "BECOME_CONTROLLER", "ZK_MIGRATION",
+        "SYNC_KRAFT_TO_ZK", "KRAFT_CONTROLLER_TO_BROKER_COMM", "DUAL_WRITE",
+    ]  # fmt: skip
+    assert ", ".join(states) in shown
+    for setting in (
+        "zookeeper.metadata.migration.enable=true", "controller.quorum.voters", "controller.listener.names",
+        "inter.broker.protocol.version",
+    ):  # fmt: skip
+        assert setting in shown
+    for api in ("AlterPartitionReassignments", "ListPartitionReassignments", "ElectLeaders"):
+        assert api in shown
+    assert "--metrics 0.0.0.0:9404" in shown and "--bridge-status http://ctrl1:9404" in shown
+    finalize = CliRunner().invoke(cli, ["finalize-check", "--help"]).output
+    assert "http://ctrl1:9404" in finalize and "9309" not in finalize
