@@ -243,7 +243,9 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     help="For rehearsals on a COPY of ZooKeeper only (no brokers run): ZooKeeper's /brokers/ids stand in "
     "for broker registrations, no broker is ever fenced and the migration does not wait for brokers. "
     "Without it the bridge behaves as Kafka's controller: it waits (WAIT_FOR_BROKERS) until every broker "
-    "runs in migration mode and has registered, and fences brokers whose session expires.",
+    "runs in migration mode and has registered, and fences brokers whose session expires. Refused (exit 2, "
+    "nothing written) while a broker under /brokers/ids has a live ZooKeeper session: on a live cluster a "
+    "rehearsal would take control of it.",
 )
 @click.option(
     "--broker-session-timeout-ms",
