@@ -32,7 +32,7 @@ from bridge.zk.leadership import (
 )
 from bridge.zk.migration_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
 from bridge.zk.operations import ZkOperation
-from bridge.zk.planner import count_op_types, describe, format_op_counts, plan_reconciliation
+from bridge.zk.planner import count_op_types, describe, format_op_counts, plan_reconciliation, summarize
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.activation import bootstrap_records, bootstrap_transaction
@@ -555,7 +555,8 @@ class MigrationDriver:
         offset = self.log.image.provenance.last_contained_offset
         await self.run_zk(self.apply_ops, ops, offset, self.log.leader_epoch, "snapshot")
         log.info(
-            "event=reconciliation ops=%d %s", len(ops), format_op_counts(count_op_types(ops)),
+            "event=reconciliation ops=%d %s writes: %s",
+            len(ops), format_op_counts(count_op_types(ops)), summarize(ops),
             extra={"event": "reconciliation", "ops": len(ops)},
         )  # fmt: skip
         return ops
