@@ -51,6 +51,7 @@ from bridge.driver import (
     plan_dry_run,
     read_migration_znode,
     read_zookeeper_for_migration,
+    rehearsal_refusal,
 )
 from bridge.handlers import reads
 from bridge.handlers.alter_partition import unclean_election_enabled
@@ -348,10 +349,14 @@ class BridgeController:
     async def _check_before_writing(self, cluster_id: str) -> None:
         """Every refusal, judged read-only before the metadata directory or ZooKeeper is changed: the
         directory's node and cluster, `/migration` against the log, and (when the log holds no completed
-        migration) every znode the initial load will copy."""
+        migration) every znode the initial load will copy. A rehearsal first checks it runs on a copy."""
         config = self.config
         assert self.zk is not None
         loop = asyncio.get_running_loop()
+        if config.rehearsal:
+            problem = rehearsal_refusal(await loop.run_in_executor(None, self.zk.live_broker_sessions))
+            if problem is not None:
+                raise MigrationMismatchError(problem)
         found = await loop.run_in_executor(
             None, lambda: preview(config.metadata_dir, node_id=config.node_id, cluster_id=cluster_id or None)
         )

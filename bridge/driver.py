@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol, TypeVar
@@ -32,7 +32,7 @@ from bridge.zk.leadership import (
 )
 from bridge.zk.migration_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
 from bridge.zk.operations import ZkOperation
-from bridge.zk.planner import count_op_types, describe, format_op_counts, plan_reconciliation
+from bridge.zk.planner import count_op_types, describe, format_op_counts, plan_reconciliation, summarize
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.activation import bootstrap_records, bootstrap_transaction
@@ -183,6 +183,25 @@ def bootstrap_refusal(image: MetadataImage, mv: mvs.MetadataVersion) -> str | No
     if not mv.is_migration_supported():
         return f"metadata.version {mv.name} cannot hold a ZooKeeper migration"
     return None
+
+
+def rehearsal_refusal(live_sessions: Mapping[int, int]) -> str | None:
+    """Why `--rehearsal` must not start over these brokers (id to ZooKeeper session), or None when none is live.
+
+    A copy of ZooKeeper (`zk load`, or a restored data dir once its old sessions expired) owns no ephemeral
+    znode; a broker znode with a live owner means a running cluster, which a rehearsal would take over."""
+    if not live_sessions:
+        return None
+    named = ", ".join(f"broker {b} (session 0x{s:x})" for b, s in sorted(live_sessions.items()))
+    return (
+        f"refusing to start: --rehearsal is for a copy of ZooKeeper, but {paths.BROKER_IDS} holds live "
+        f"registrations: {named}. A rehearsal on a live cluster takes control of it: it claims "
+        f"{paths.CONTROLLER}, migrates at once and sends LeaderAndIsr/UpdateMetadata to these brokers without "
+        f"waiting for them to run in migration mode. Rehearse on a copy (`zk2kraft zk load` of a dump into "
+        f"another ZooKeeper or chroot; a ZooKeeper restored from a copied data dir keeps the old sessions "
+        f"until their timeout expires them), or migrate this cluster without --rehearsal. Nothing was "
+        f"written to ZooKeeper or the metadata directory"
+    )
 
 
 def mismatch_refusal(problem: str, holder: ControllerHolder, node_id: int) -> str:
@@ -536,7 +555,8 @@ class MigrationDriver:
         offset = self.log.image.provenance.last_contained_offset
         await self.run_zk(self.apply_ops, ops, offset, self.log.leader_epoch, "snapshot")
         log.info(
-            "event=reconciliation ops=%d %s", len(ops), format_op_counts(count_op_types(ops)),
+            "event=reconciliation ops=%d %s writes: %s",
+            len(ops), format_op_counts(count_op_types(ops)), summarize(ops),
             extra={"event": "reconciliation", "ops": len(ops)},
         )  # fmt: skip
         return ops

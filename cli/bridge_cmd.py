@@ -275,7 +275,9 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     "for broker registrations, no broker is ever fenced, the migration does not wait for brokers and no "
     "request is sent to a broker (so --inter-broker-* options are refused with it). "
     "Without it the bridge behaves as Kafka's controller: it waits (WAIT_FOR_BROKERS) until every broker "
-    "runs in migration mode and has registered, and fences brokers whose session expires.",
+    "runs in migration mode and has registered, and fences brokers whose session expires. Refused (exit 2, "
+    "nothing written) while a broker under /brokers/ids has a live ZooKeeper session: on a live cluster a "
+    "rehearsal would take control of it.",
 )
 @click.option(
     "--broker-session-timeout-ms",

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from cli.common import EXIT_FINDING, handles_errors, zk_session
-from cli.options import zk_connect_from, zk_security_options
+from cli.options import bridge_status_url, zk_connect_from, zk_security_options
 from cli.status_cmd import kraft_views
 from migrate.errors import Zk2KraftError
 from migrate.plan.status import Condition, finalize_conditions, parse_duration, read_status
@@ -50,7 +50,7 @@ def audit_condition(
 @click.command("finalize-check")
 @click.option("--zk", "zk_connect", required=True, metavar="HOST:PORT[,...][/chroot]", help="Kafka's zookeeper.connect.")
 @click.option("--chroot", help="Kafka's chroot, when not part of --zk.")
-@click.option("--bridge-status", metavar="URL", help="The active controller's status endpoint (state and lag).")
+@click.option("--bridge-status", metavar="URL", callback=bridge_status_url, help="The active controller's status endpoint (state and lag).")
 @click.option(
     "--metadata-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -215,3 +216,21 @@ def zk_security_from(kwargs: dict[str, Any]) -> dict[str, Any]:
         "ssl_keyfile_password": tls_files["key_password"],
         "ssl_check_hostname": not no_hostname_check,
     }
+
+
+def bridge_status_url(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """`--bridge-status`: an http:// or https:// URL with a host, refused (exit 2) before anything is read."""
+    if value is None:
+        return None
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return value
+    if "://" not in value:
+        raise click.BadParameter(
+            f"{value!r} is not a URL; the bridge's status endpoint is served over HTTP: give http://{value}",
+            param_hint="--bridge-status",
+        )
+    raise click.BadParameter(
+        f"{value!r} is not an http:// or https:// URL with a host (e.g. http://ctrl1:9309)",
+        param_hint="--bridge-status",
+    )

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from cli.common import EXIT_BAD_INPUT, fail, handles_errors, zk_session
-from cli.options import zk_connect_from, zk_security_options
+from cli.options import bridge_status_url, zk_connect_from, zk_security_options
 from cli.status_cmd import bridge_view, kraft_views
 from migrate.atomic import atomic_write_text
 from migrate.errors import UnreachableError
@@ -51,6 +51,7 @@ from migrate.plan.rollback import (
 @click.option(
     "--bridge-status",
     metavar="URL",
+    callback=bridge_status_url,
     help="The bridge's status endpoint: refuse if finalized, while it answers (a live controller) or while "
     "ZooKeeper is behind its log; a bridge that does not answer is taken as stopped.",
 )

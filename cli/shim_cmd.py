@@ -175,8 +175,9 @@ def run_cmd(
                  DescribeUserScramCredentials are answered from the shim's copy of the cluster metadata,
                  which it keeps by fetching the controller's KRaft log (as a KRaft broker does).
       changes    CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-                 AlterClientQuotas, AlterUserScramCredentials, CreateAcls and DeleteAcls are forwarded in an
-                 EnvelopeRequest carrying the client's principal and address (KIP-590); the controller's
+                 AlterClientQuotas, AlterUserScramCredentials, CreateAcls, DeleteAcls,
+                 AlterPartitionReassignments, ListPartitionReassignments and ElectLeaders are forwarded in
+                 an EnvelopeRequest carrying the client's principal and address (KIP-590); the controller's
                  answer is returned unchanged once the shim's copy shows the change, so reading right
                  after a write sees it.
       brokers    AlterPartition (AlterIsr in versions 0-1) from ZooKeeper-mode brokers goes to the

@@ -12,7 +12,7 @@ import click
 
 from bridge.metrics import BridgeStatus
 from cli.common import handles_errors, zk_session
-from cli.options import zk_connect_from, zk_security_options
+from cli.options import bridge_status_url, zk_connect_from, zk_security_options
 from migrate.errors import UnreachableError, Zk2KraftError
 from migrate.kraft.migration_state import zk_migration_state_name
 from migrate.kraft.reader import load_image
@@ -167,7 +167,7 @@ def _mark(mark: RequestMark | None) -> str:
 @click.command("status")
 @click.option("--zk", "zk_connect", required=True, metavar="HOST:PORT[,...][/chroot]", help="Kafka's zookeeper.connect.")
 @click.option("--chroot", help="Kafka's chroot, when not part of --zk.")
-@click.option("--bridge-status", metavar="URL", help="The bridge controller's status endpoint, e.g. http://ctrl1:9309.")
+@click.option("--bridge-status", metavar="URL", callback=bridge_status_url, help="The bridge controller's status endpoint, e.g. http://ctrl1:9309.")
 @click.option(
     "--metadata-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),

@@ -683,6 +683,16 @@ class ZkLeadershipClient:
                 raise_for_codes(f"releasing {paths.CONTROLLER}", [(f"Delete {paths.CONTROLLER}", code)], where=self.where)
         return state.with_unknown_zk_controller()
 
+    def live_broker_sessions(self) -> dict[int, int]:
+        """The brokers under `/brokers/ids` whose znode an open session owns: broker id to session id."""
+        sessions: dict[int, int] = {}
+        for name in self.get_children(paths.BROKER_IDS) or []:
+            found = self.get(f"{paths.BROKER_IDS}/{name}")
+            broker_id = paths.canonical_int(name)
+            if found is not None and found[1].ephemeralOwner != 0 and broker_id is not None:
+                sessions[broker_id] = found[1].ephemeralOwner
+        return sessions
+
     def controller_holder(self) -> ControllerHolder:
         """Read `/controller`: who holds it, and how (ephemeral owner session, epoch, creation time)."""
         found = self.get(paths.CONTROLLER)

@@ -13,13 +13,15 @@ CreateTopic (a no-op on NODEEXISTS) before DeleteTopic, which leaves ZooKeeper w
 Deliberate departures, each where Kafka 3.9 fails or cannot be reached (migration-protocol.md §13):
 config resources other than BROKER/TOPIC are left out (Kafka's snapshot throws on them, its delta submits a
 write the client skips); a non-user quota entity whose last quota went away is written empty (Kafka throws);
-an ACL id whose binding moved to another pattern rewrites both patterns (KRaft never does that).
+an ACL id whose binding moved to another pattern rewrites both patterns (KRaft never does that); a full
+sync ignores partition directories, which ZooKeeper cannot hold (Kafka compares them with the MIGRATING ones
+it reads, so it rewrites every topic placed on brokers that registered log directories at every full sync).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bridge.zk.operations import (
@@ -98,6 +100,14 @@ def format_op_counts(counts: dict[str, int]) -> str:
 def describe(ops: Iterable[ZkOperation]) -> list[str]:
     """One line per operation for `--dry-run`: the op type and the message Kafka logs for it."""
     return [f"{op.op_type}: {op.description}" for op in ops]
+
+
+def summarize(ops: Sequence[ZkOperation], limit: int = 5) -> str:
+    """The first `limit` operations as Kafka logs them, and how many more: what a log line names."""
+    if not ops:
+        return "nothing"
+    named = "; ".join(op.description for op in ops[:limit])
+    return named if len(ops) <= limit else f"{named}; and {len(ops) - limit} more"
 
 
 # ---------------------------------------------------------------------------------------------- delta
@@ -473,6 +483,8 @@ def _visit_partitions(walk: _TopicsWalk, topic: TopicImage, zk_topic: Topic) -> 
         if kraft is None:
             continue
         in_zk = zk_partition_registration(zk_topic, partition_id)
+        # ZooKeeper holds no directories: the log's are no difference it could ever resolve.
+        in_zk.directories = list(kraft.directories)
         if kraft != in_zk:
             walk.changed_partitions.setdefault(topic.topic_id, {})[partition_id] = kraft
         if not same_assignment(kraft, in_zk):

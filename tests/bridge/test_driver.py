@@ -4,6 +4,7 @@ refuse a `/migration` that does not belong to the log, redo an interrupted migra
 from __future__ import annotations
 
 import json
+import logging
 import re
 import signal
 import subprocess
@@ -17,11 +18,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kazoo.client import KazooClient
+from kio.schema.errors import ErrorCode
 
 from bridge.api import DriverState
 from bridge.config import EXIT_REFUSED, BridgeConfig
 from bridge.controller import BridgeController
 from bridge.driver import MetadataLogLike
+from bridge.kafka.client import send_request_sync
 from bridge.metadata_log import MetadataLog
 from bridge.zk.migration_client import ZkMigrationClient
 from cli.main import cli
@@ -33,6 +36,10 @@ from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
+from tests.support.bridge import eventually
+from tests.support.bridge_process import bridge_process
+from tests.support.requests import create_partitions, create_topic
+from tests.support.zk_broker import SimulatedZkBroker
 
 pytestmark = pytest.mark.zookeeper
 
@@ -141,6 +148,23 @@ def test_restart_does_not_migrate_again_and_finds_nothing_to_reconcile(
     records = log_records(tmp_path / "meta")
     assert sum(isinstance(r, rec.BeginTransactionRecord) and r.name == "ZK Migration" for r in records) == 1
     assert migration_znode(seeded)["kraft_controller_epoch"] == first_epoch + 1
+
+
+def test_the_reconciliation_log_line_names_what_it_rewrites(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert first.wait_for_state(DriverState.DUAL_WRITE), first.error
+    assert first.stop() == EXIT_OK
+    state = "/brokers/topics/current_stock/partitions/0/state"
+    data, _stat = seeded.get(state)
+    seeded.set(state, data)  # a foreign write while no bridge ran: the state's version moved on
+    caplog.set_level(logging.INFO, logger="bridge.driver")
+    second = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert second.wait_for_state(DriverState.DUAL_WRITE), second.error
+    line = next(r.getMessage() for r in caplog.records if "event=reconciliation" in r.getMessage())
+    assert "ops=1 {UpdatePartition=1} writes: Updating Partitions for Topic current_stock" in line, line
 
 
 def test_refuses_a_migration_znode_from_another_log_unless_adopted(
@@ -299,3 +323,49 @@ def test_cli_help_teaches_with_an_example() -> None:
     result = CliRunner().invoke(cli, ["bridge", "run", "--help"])
     assert result.exit_code == 0
     assert "Example:" in result.output and "--adopt-existing-migration" in result.output
+
+
+def test_a_restart_after_dual_write_topic_changes_reconciles_nothing(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path
+) -> None:
+    """Topics created and grown in DUAL_WRITE, placed on brokers that registered their log directories, are in
+    ZooKeeper as the log has them (ZooKeeper holds no directories): a clean restart plans no write and names
+    none, and a dry run lists none."""
+    cluster_id = json.loads(seeded.get("/cluster/id")[0])["id"]
+    log_path = tmp_path / "bridge.log"
+    brokers: list[SimulatedZkBroker] = []
+    try:
+        with bridge_process(
+            zk_connect=zk_connect, metadata_dir=tmp_path / "meta", node_id=NODE_ID, log_path=log_path,
+            fsync=False, rehearsal=False,
+        ) as bridge:  # fmt: skip
+            bridge.start().wait_for_status()
+            brokers += [
+                SimulatedZkBroker(b, ("127.0.0.1", bridge.listen_port), cluster_id, zk_connect=zk_connect).start()
+                for b in (1, 2, 3)
+            ]
+            bridge.wait_for_state("DUAL_WRITE")
+            eventually(lambda: (bridge.status() or {}).get("brokers", {}).get("fenced") == 0, timeout=30)
+            requests = [create_topic("t_new", partitions=2, replication_factor=2), create_partitions("t_new", 3)]
+            for request in requests:
+                response = send_request_sync("127.0.0.1", bridge.listen_port, request)
+                items = getattr(response, "topics", None) or response.results
+                assert [item.error_code for item in items] == [ErrorCode.none], response
+            for broker in brokers:  # the restart needs no broker: its log holds the migration
+                broker.kill()
+            assert bridge.terminate() == EXIT_OK
+            first_start = bridge.log_text()
+            bridge.start().wait_for_state("DUAL_WRITE")
+            assert bridge.terminate() == EXIT_OK
+    finally:
+        for broker in brokers:
+            broker.kill()
+    restarted = bridge.log_text()[len(first_start) :]
+    assert re.search(r"event=reconciliation ops=0\b", restarted), restarted
+    assert "t_new" not in restarted.split("event=reconciliation", 1)[1].splitlines()[0]
+    dry = CliRunner().invoke(
+        cli, ["bridge", "run", "--zk", zk_connect, "--metadata-dir", str(tmp_path / "meta"),
+              "--node-id", str(NODE_ID), "--dry-run"],
+    )  # fmt: skip
+    assert dry.exit_code == 0, dry.output
+    assert "t_new" not in dry.output, dry.output

@@ -210,6 +210,41 @@ def test_adopting_with_a_fresh_metadata_dir_is_refused_before_formatting(
     assert tree_state(zk_connect) == before
 
 
+def test_a_rehearsal_over_brokers_with_live_sessions_is_refused_before_claiming(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path
+) -> None:
+    """A copy of ZooKeeper has no live broker sessions; live ones mean the rehearsal would take over a cluster."""
+    data, _stat = seeded.get("/brokers/ids/1")
+    seeded.delete("/brokers/ids/1")
+    seeded.create("/brokers/ids/1", data, ephemeral=True)  # broker 1 as it registers while running
+    session = seeded.exists("/brokers/ids/1").ephemeralOwner
+    assert session != 0
+    before = tree_state(zk_connect)
+    bridge = run(config(zk_connect, tmp_path / "meta"))
+    assert bridge.exit_code == EXIT_REFUSED, bridge.error
+    assert bridge.error is not None
+    assert f"broker 1 (session 0x{session:x})" in bridge.error
+    assert "without --rehearsal" in bridge.error and "copy" in bridge.error
+    assert not seeded.exists("/controller")
+    assert tree_state(zk_connect) == before
+    assert not (tmp_path / "meta").exists()
+
+
+def test_without_rehearsal_live_broker_sessions_are_no_refusal(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController]
+) -> None:
+    """Kafka's own controller runs over live brokers: only a rehearsal refuses them."""
+    data, _stat = seeded.get("/brokers/ids/1")
+    seeded.delete("/brokers/ids/1")
+    seeded.create("/brokers/ids/1", data, ephemeral=True)
+    bridge = BridgeController(
+        config(zk_connect, tmp_path / "meta", rehearsal=False), handlers={}, supported={}
+    )
+    bridges.append(bridge)
+    bridge.start()
+    assert bridge.wait_for_state(DriverState.WAIT_FOR_BROKERS), bridge.error
+
+
 # ---------------------------------------------------------------------------------------------- failures
 
 

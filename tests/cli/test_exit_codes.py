@@ -135,3 +135,19 @@ def test_a_bridge_that_cannot_reach_zookeeper_exits_5_naming_the_address(
     assert controller.error is not None and address in controller.error and "chroot /kafka" in controller.error
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
     assert not (tmp_path / "meta").exists()
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["finalize-check", "--no-audit"], ["rollback", "--dry-run"]],
+    ids=["status", "finalize-check", "rollback"],
+)  # fmt: skip
+@pytest.mark.parametrize("url", ["127.0.0.1:19404", "ftp://ctrl1:9309"])
+def test_a_bridge_status_that_is_not_an_http_url_is_bad_input_with_a_hint(command: list[str], url: str) -> None:
+    """Not "unreachable, safe to retry": retrying the same option can never work."""
+    result = zk2kraft(*command, "--zk", closed_port(), "--bridge-status", url)
+    assert result.returncode == EXIT_BAD_INPUT, result.stderr
+    assert "--bridge-status" in result.stderr and url in result.stderr
+    if "://" not in url:
+        assert f"http://{url}" in result.stderr, result.stderr
+    else:
+        assert "http:// or https://" in result.stderr, result.stderr

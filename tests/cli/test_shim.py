@@ -24,6 +24,15 @@ def test_help_explains_and_shows_an_example() -> None:
         assert text in result.output
 
 
+def test_help_names_every_request_the_shim_forwards() -> None:
+    from bridge.kafka.protocol import api_name
+    from bridge.shim.server import FORWARDED
+
+    result = CliRunner().invoke(shim_group, ["run", "--help"])
+    missing = [api_name(key) for key in sorted(FORWARDED) if api_name(key) not in result.output]
+    assert not missing, result.output
+
+
 def test_bad_controller_address_is_refused() -> None:
     result = CliRunner().invoke(shim_group, ["run", "--controller", "nohostport"])
     assert result.exit_code == 2

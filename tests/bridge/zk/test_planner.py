@@ -605,6 +605,22 @@ def test_topic_dual_write_snapshot() -> None:
     assert isinstance(update, UpdateTopicPartitions) and list(update.partitions["bar"]) == [0]
 
 
+def test_snapshot_ignores_directories_zookeeper_cannot_hold() -> None:
+    """Brokers that registered log directories give new replicas real directories; ZooKeeper's partitions
+    have none, so they are no difference (Kafka 3.9 rewrites such topics at every full sync)."""
+    directory = uuid.UUID(int=77)
+    image = image_of(
+        IMAGE1_TOPICS, change(FOO, 1, directories=[directory, MIGRATING_DIRECTORY, MIGRATING_DIRECTORY])
+    )
+    zk = ZkClusterModel(topics={name: zk_topic_from(image, name) for name in ("foo", "bar")})
+    assert plan_reconciliation(image, zk) == []
+    zk.topics["foo"].partitions[1] = [9, 8, 7]  # a replica change is still one
+    assert kinds(plan_reconciliation(image, zk)) == [
+        ("UpdateTopic", "UpdateTopic"),
+        ("UpdateTopicPartitions", "UpdatePartition"),
+    ]
+
+
 def test_pending_topic_deletions_are_cleared_and_not_reconciled() -> None:
     image = image_of(IMAGE1_TOPICS)
     zk = ZkClusterModel(
