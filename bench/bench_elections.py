@@ -54,6 +54,7 @@ BROKERS = (1, 2, 3)
 VICTIM = 1
 SESSION_TIMEOUT_MS = 2000
 HEARTBEAT_S = 0.25
+ZK_HEAP = "-Xmx2g"
 MULTIS_IN_FLIGHT = 16
 """The floor keeps this many multis sent and unanswered (pipelined, without starving kazoo's pings)."""
 
@@ -197,7 +198,9 @@ def run(
         )
         partitions = sum(len(t.partitions) for t in model.topics.values())
         paths = [state_path(t, p) for t, p in changed]
-        with EmbeddedZooKeeper(tmp / "zk", startup_timeout=120) as zookeeper:
+        # The embedded server's default 256 MB heap is for tests; at 200,000 partitions it collects so often
+        # that clients lose their sessions.
+        with EmbeddedZooKeeper(tmp / "zk", startup_timeout=120, jvm_options=(ZK_HEAP,)) as zookeeper:
             zk_connect = zookeeper.connect_string + CHROOT
             floor_before = floor_write(zk_connect, paths, multi_ops)
             measured = _fence_through_bridge(zk_connect, tmp / "meta", model.cluster_id or "", fsync)

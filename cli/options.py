@@ -231,6 +231,6 @@ def bridge_status_url(_ctx: click.Context, _param: click.Parameter, value: str |
             param_hint="--bridge-status",
         )
     raise click.BadParameter(
-        f"{value!r} is not an http:// or https:// URL with a host (e.g. http://ctrl1:9309)",
+        f"{value!r} is not an http:// or https:// URL with a host (e.g. http://ctrl1:9404)",
         param_hint="--bridge-status",
     )

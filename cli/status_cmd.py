@@ -167,7 +167,7 @@ def _mark(mark: RequestMark | None) -> str:
 @click.command("status")
 @click.option("--zk", "zk_connect", required=True, metavar="HOST:PORT[,...][/chroot]", help="Kafka's zookeeper.connect.")
 @click.option("--chroot", help="Kafka's chroot, when not part of --zk.")
-@click.option("--bridge-status", metavar="URL", callback=bridge_status_url, help="The bridge controller's status endpoint, e.g. http://ctrl1:9309.")
+@click.option("--bridge-status", metavar="URL", callback=bridge_status_url, help="The bridge controller's status endpoint, e.g. http://ctrl1:9404.")
 @click.option(
     "--metadata-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -198,7 +198,7 @@ def status_cmd(
     \b
     Examples:
       zk2kraft status --zk zk1:2181/kafka
-      zk2kraft status --zk zk1:2181/kafka --bridge-status http://ctrl1:9309 --format json
+      zk2kraft status --zk zk1:2181/kafka --bridge-status http://ctrl1:9404 --format json
       zk2kraft status --zk zk1:2181/kafka --watch 5
     """
     with zk_session(zk_connect_from(zk_connect, zk_security), chroot) as client:
