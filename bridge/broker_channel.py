@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import itertools
 import logging
 import random
@@ -52,6 +51,7 @@ RETRY_BACKOFF_JITTER: Final = 0.2
 NETWORK_LOG_EVERY_S: Final = 30.0
 """While a broker stays unreachable, how often its failures are logged again (each is counted)."""
 BUILD_FAILURE_LOG_EVERY: Final = 100
+CANCEL_RETRY_S: Final = 0.1
 
 FailureKind = Literal["network", "tls", "authentication", "settings"]
 """What a failed send met: the network, a refused TLS handshake, a refused SASL login, or an endpoint whose
@@ -68,6 +68,16 @@ def retry_delay(failures: int, base_s: float, max_s: float = RETRY_BACKOFF_MAX_S
         return min(base_s, max_s)
     jitter = random.uniform(1 - RETRY_BACKOFF_JITTER, 1 + RETRY_BACKOFF_JITTER)
     return min(base_s * 2 ** (failures - 1) * jitter, max_s)
+
+
+async def cancelled(task: asyncio.Task[Any]) -> None:
+    """Cancel `task` and wait until it has ended; cancelled again while it goes on, since Python 3.11's
+    `asyncio.wait_for` can swallow a cancellation that arrives as its inner call completes."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_RETRY_S)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("task %s ended with %r while being stopped", task.get_name(), task.exception())
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,9 +273,7 @@ class BrokerChannel:
         self._pending = 0
         pump, self._pump = self._pump, None
         if pump is not None:
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
+            await cancelled(pump)
         with self._lock:
             senders = list(self._senders.values())
             self._senders.clear()
@@ -498,9 +506,7 @@ class _BrokerSender:
         self.queue.clear()
         self.in_flight = None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancelled(task)
         await self._disconnect()
         self._depth_changed()
 
@@ -660,5 +666,6 @@ class _BrokerSender:
         connection, self._connection = self._connection, None
         self._set(connected=False)
         if connection is not None:
-            with contextlib.suppress(Exception):
-                await connection.close()
+            # Aborted, not closed: a graceful close waits until a broker that stopped reading takes the
+            # unsent bytes, and the bytes are resent on the next connection anyway.
+            connection.abort()

@@ -268,6 +268,11 @@ class KafkaConnection:
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()
 
+    def abort(self) -> None:
+        """Drop the connection now, unsent bytes included: `close` waits for a peer that stopped reading."""
+        self._broken = True
+        self._writer.transport.abort()
+
     async def __aenter__(self) -> KafkaConnection:
         return self
 

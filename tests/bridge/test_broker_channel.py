@@ -437,6 +437,35 @@ def test_an_unresponsive_broker_does_not_delay_another() -> None:
     asyncio.run(scenario())
 
 
+def test_stopping_the_channel_does_not_wait_for_a_broker_that_stopped_reading() -> None:
+    async def scenario() -> None:
+        peers: list[asyncio.StreamWriter] = []
+
+        async def never_read(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peers.append(writer)  # kept open, never read: the request stays in the bridge's send buffer
+
+        server = await asyncio.start_server(never_read, HOST, 0)
+        address = BrokerAddress(1, HOST, server.sockets[0].getsockname()[1], 0)
+        channel = BrokerChannel(settings(), metrics=BridgeMetrics(3000))
+        channel.set_members({1: address})
+        state = lm.UpdateMetadataRequestV8.UpdateMetadataPartitionState
+        topic = lm.UpdateMetadataRequestV8.UpdateMetadataTopicState(
+            topic_name="big", topic_id=None,
+            partition_states=tuple(state(partition_index=i32(p), replicas=(1, 2, 3)) for p in range(200_000)),
+        )  # fmt: skip
+        body = dataclasses.replace(update_metadata(1, 1).body, topic_states=(topic,))
+        send(channel, [BrokerRequest(1, body)])
+        await eventually(lambda: broker_status(channel, 1).last_sent is not None)
+        # A graceful close would wait for the peer to take the unsent bytes, i.e. forever.
+        await asyncio.wait_for(channel.close(), 20)
+        assert channel.snapshot().brokers == []
+        server.close()
+        for peer in peers:
+            peer.close()
+
+    asyncio.run(scenario())
+
+
 # ---------------------------------------------------------------------------------- the serial pipeline
 
 
