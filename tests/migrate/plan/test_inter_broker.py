@@ -175,12 +175,12 @@ def test_brokers_disagreeing_on_the_inter_broker_listener(tmp_path: Path) -> Non
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
     }
     # Broker 3 uses INTERNAL, but every broker registers PLAINTEXT: reachable, a warning.
-    plan, checks = plan_for(tmp_path, {1: two, 2: two, 3: {**two, "inter.broker.listener.name": "INTERNAL"}})
+    _plan, checks = plan_for(tmp_path, {1: two, 2: two, 3: {**two, "inter.broker.listener.name": "INTERNAL"}})
     check = the_check(checks)
     assert check.status == "fail" and check.severity == "warning"
     assert any("server-3.properties" in e.where and "INTERNAL" in e.detail for e in check.evidence)
     # Broker 1 (whose listener the controller files use) uses INTERNAL, broker 2 has no such listener: blocker.
-    plan, checks = plan_for(tmp_path, {1: {**two, "inter.broker.listener.name": "INTERNAL"}, 2: {}, 3: two})
+    _plan, checks = plan_for(tmp_path, {1: {**two, "inter.broker.listener.name": "INTERNAL"}, 2: {}, 3: two})
     check = the_check(checks)
     assert check.is_blocker
     assert any("server-2.properties" in e.where and "registers no INTERNAL listener" in e.detail for e in check.evidence)
