@@ -15,6 +15,7 @@ from migrate.plan.inputs import BrokerConfig, PlanInputs, parse_listeners
 DEFAULT_LISTENER = "PLAINTEXT"  # bridge run's --inter-broker-listener-name default
 DEFAULT_SASL_MECHANISM = "GSSAPI"  # Kafka's sasl.mechanism.inter.broker.protocol default
 BRIDGE_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # --inter-broker-sasl-mechanism choices
+# bridge run reads the passwords from these (cli/bridge_cmd.py imports them from here).
 SASL_PASSWORD_ENV = "ZK2KRAFT_INTER_BROKER_SASL_PASSWORD"
 SSL_KEY_PASSWORD_ENV = "ZK2KRAFT_INTER_BROKER_SSL_KEY_PASSWORD"
 # Placeholders the operator replaces: paths and the login name, never a secret.
