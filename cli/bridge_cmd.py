@@ -14,11 +14,10 @@ from bridge.config import BridgeConfig
 from cli.common import handles_errors
 from cli.options import zk_security_from, zk_security_options
 from migrate.errors import Zk2KraftError
+from migrate.plan.inter_broker import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
 from migrate.zk.model import listener_name_problem
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-SASL_PASSWORD_ENV = "ZK2KRAFT_INTER_BROKER_SASL_PASSWORD"
-SSL_KEY_PASSWORD_ENV = "ZK2KRAFT_INTER_BROKER_SSL_KEY_PASSWORD"
 
 
 @click.group("bridge")

@@ -14,6 +14,7 @@ from migrate.plan import configs as gen
 from migrate.plan.checks import blockers
 from migrate.plan.checks.registry import Check
 from migrate.plan.inputs import PlanInputs
+from migrate.plan.inter_broker import BridgeInterBroker, bridge_inter_broker
 from migrate.plan.properties import PropertiesFile, parse_properties_text
 
 SCHEMA_VERSION = 1
@@ -96,6 +97,9 @@ class Plan(BaseModel):
     controllers: list[ControllerEntry]
     brokers: list[int] = Field(description="broker ids registered in ZooKeeper")
     broker_configs: list[str] = Field(description="the server.properties files the plan was made from")
+    bridge_inter_broker: BridgeInterBroker | None = Field(
+        default=None, description="the `zk2kraft bridge run --inter-broker-*` options the brokers need (None: no configs)"
+    )
     blockers: int
     warnings: int
     checks: list[Check]
@@ -175,6 +179,7 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
     zk = inputs.zk_connect or "<zookeeper.connect>"
     status_cmd = f"zk2kraft status --zk {zk} --format json"
     format_cmds = _format_commands(inputs, cluster_id, folders["provision-controllers"])
+    ibl = bridge_inter_broker(inputs)
     phases = [
         Phase(
             number=0, id="prepare", title="Prepare: Kafka 3.9 and inter.broker.protocol.version",
@@ -197,7 +202,11 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
         Phase(
             number=1, id="provision-controllers", title="Provision the KRaft controller quorum",
             summary="Format and start the controllers with the cluster's id and the migration enabled.",
-            steps=[*format_cmds, "Start each controller: bin/kafka-server-start.sh <its properties file>."],
+            steps=[
+                *format_cmds,
+                "Start each controller: bin/kafka-server-start.sh <its properties file>.",
+                *_bridge_steps(inputs, ibl, zk),
+            ],
             restart_order=ctrl_order,
             configs=ctrl_configs,
             watch=Watch(
@@ -287,12 +296,37 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
         ],
         brokers=sorted(inputs.model.brokers),
         broker_configs=[b.file.path for b in inputs.brokers],
+        bridge_inter_broker=ibl,
         blockers=len(blockers(checks)),
         warnings=sum(1 for c in found if c.severity == "warning"),
         checks=checks,
         phases=phases,
     )
     return plan, files
+
+
+def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) -> list[str]:
+    """Phase 1 with `zk2kraft bridge run` as the controller: its command, inter-broker options included."""
+    ctrl = gen.target_controllers(inputs)[0]
+    base = (
+        f"zk2kraft bridge run --zk {zk} --metadata-dir <METADATA_DIR> --node-id {ctrl.node_id} "
+        f"--listen 0.0.0.0:{ctrl.port} --metrics 0.0.0.0:9404"
+    )
+    if ibl is None:
+        return [
+            f"Or, with the zk2kraft bridge as the controller (docs/operations.md): `{base}` plus the "
+            "--inter-broker-* options of the brokers' inter-broker listener (give --broker-config to have them derived)."
+        ]
+    if not ibl.supported:
+        return ["The zk2kraft bridge cannot be this cluster's controller: " + " ".join(ibl.notes)]
+    command = " ".join([base, *ibl.options])
+    protocols = ", ".join(ibl.security_protocols) or "protocol unknown"
+    mechanism = f", SASL {ibl.sasl_mechanism}" if ibl.sasl_mechanism else ""
+    return [
+        f"Or, with the zk2kraft bridge as the controller (docs/operations.md): `{command}`",
+        f"The bridge sends LeaderAndIsr, UpdateMetadata and StopReplica on the brokers' inter-broker listener "
+        f"{ibl.listener} ({protocols}{mechanism}): " + " ".join(ibl.notes),
+    ]
 
 
 def _format_commands(inputs: PlanInputs, cluster_id: str, folder: str) -> list[str]:

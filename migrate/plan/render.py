@@ -34,6 +34,17 @@ def check_lines(checks: list[Check], *, include_passed: bool = True) -> list[str
     return out
 
 
+def bridge_lines(plan: Plan, prefix: str) -> list[str]:
+    """What `zk2kraft bridge run` needs to reach the brokers (their inter-broker listener), in one line."""
+    ibl = plan.bridge_inter_broker
+    if ibl is None:
+        return []
+    if not ibl.supported:
+        return [f"{prefix}bridge run: cannot reach the brokers' inter-broker listener {ibl.listener} (SASL {ibl.sasl_mechanism}; see inter-broker-listener)"]
+    options = f"`{ibl.command_text()}`" if ibl.options else ibl.command_text()
+    return [f"{prefix}bridge run inter-broker options ({ibl.listener}, {', '.join(ibl.security_protocols) or 'protocol unknown'}): {options}"]
+
+
 def plan_markdown(plan: Plan) -> str:
     """The human-readable plan: summary, checks (blockers first), then each phase."""
     lines = [
@@ -48,6 +59,7 @@ def plan_markdown(plan: Plan) -> str:
         + (" (placeholders: pass --controllers)" if any(c.placeholder for c in plan.controllers) else ""),
         f"- quorum: {plan.quorum}, controller listener `{plan.controller_listener}`, "
         f"target inter.broker.protocol.version {plan.target_inter_broker_protocol_version}",
+        *bridge_lines(plan, "- "),
         f"- **{plan.blockers} blocker(s), {plan.warnings} warning(s)**",
         "",
         "## Preflight checks",
@@ -88,6 +100,7 @@ def summary_lines(plan: Plan) -> list[str]:
         where = f" — {first.where}: {first.detail}" if first else ""
         more = f" (+{len(c.evidence) - 1} more)" if len(c.evidence) > 1 else ""
         out.append(f"  {_MARK[c.severity]:8} {c.id}{where}{more}")
+    out += [line.replace("`", "") for line in bridge_lines(plan, "")]
     out.append("phases: " + " → ".join(p.id for p in plan.phases))
     return out
 

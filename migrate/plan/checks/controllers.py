@@ -20,10 +20,12 @@ from migrate.plan.checks.registry import (
 from migrate.plan.inputs import (
     ACL_AUTHORIZER,
     STANDARD_AUTHORIZER,
+    BrokerConfig,
     PlanInputs,
     parse_listeners,
     parse_protocol_map,
 )
+from migrate.plan.inter_broker import bridge_inter_broker, broker_inter_broker
 
 
 @check(
@@ -191,6 +193,88 @@ def check_listeners(inputs: PlanInputs) -> list[Check]:
     else:
         out.append(pass_check("control-plane-listener"))
     return out
+
+
+@check(
+    CheckSpec(
+        "inter-broker-listener",
+        "Inter-broker listener the controller (bridge) reaches the brokers on",
+        "Kafka's inter.broker.listener.name (else the listener named after security.inter.broker.protocol), its "
+        "protocol and sasl.mechanism.inter.broker.protocol: the same on every broker, and a SASL mechanism "
+        "`zk2kraft bridge run` can log in with (PLAIN, SCRAM); the plan shows the --inter-broker-* options.",
+    ),
+)
+def check_inter_broker_listener(inputs: PlanInputs) -> list[Check]:
+    options = bridge_inter_broker(inputs)
+    if options is None:
+        return no_configs("inter-broker-listener")
+    found = [broker_inter_broker(b) for b in inputs.brokers]
+    listener = options.listener
+    blocking: list[Evidence] = []
+    warnings: list[Evidence] = []
+
+    def where(b: BrokerConfig) -> str:
+        key = "inter.broker.listener.name" if b.file.get("inter.broker.listener.name") is not None else "security.inter.broker.protocol"
+        return b.file.where(key)
+
+    for ib in found:
+        if ib.both_set:
+            blocking.append(
+                evidence_at(
+                    ib.broker.file.where("security.inter.broker.protocol"),
+                    "both inter.broker.listener.name and security.inter.broker.protocol are set: Kafka refuses to start",
+                )
+            )
+    if len({ib.listener for ib in found}) > 1:
+        for ib in found:
+            detail = f"inter-broker listener {ib.listener}"
+            if ib.listener != listener and ib.listed(listener) is False:
+                detail += f"; registers no {listener} listener, so a controller on {listener} cannot reach it"
+                blocking.append(evidence_at(where(ib.broker), detail))
+            else:
+                warnings.append(evidence_at(where(ib.broker), detail))
+    mechanisms = {ib.mechanism for ib in found if ib.listener == listener and ib.mechanism is not None}
+    if len(mechanisms) > 1:
+        warnings += [
+            evidence_at(ib.broker.file.where("sasl.mechanism.inter.broker.protocol"), f"SASL mechanism {ib.mechanism}")
+            for ib in found
+            if ib.mechanism is not None
+        ]
+    if not options.supported:
+        warnings.append(
+            evidence_at(
+                found[0].broker.file.where("sasl.mechanism.inter.broker.protocol"),
+                f"{listener} ({', '.join(options.security_protocols)}) logs in with SASL {options.sasl_mechanism}, "
+                "which zk2kraft bridge run cannot (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 only)",
+            )
+        )
+    if blocking:
+        return [
+            fail_check(
+                "inter-broker-listener",
+                "blocker",
+                blocking + warnings,
+                f"Give every broker the same inter-broker listener ({listener}, or register it on every broker) and "
+                "set only one of inter.broker.listener.name and security.inter.broker.protocol.",
+            )
+        ]
+    if warnings:
+        fix = []
+        if len({ib.listener for ib in found}) > 1 or len(mechanisms) > 1:
+            fix.append(
+                f"Use one inter-broker listener and mechanism on every broker: the controller uses {listener}"
+                + (f" with {options.sasl_mechanism}" if options.sasl_mechanism else "")
+                + " for all of them."
+            )
+        if not options.supported:
+            fix.append(
+                f"The zk2kraft bridge cannot be this cluster's controller while the brokers use "
+                f"{options.sasl_mechanism}: use Kafka 3.9's controllers, or move inter-broker traffic to a listener "
+                "with SASL PLAIN or SCRAM first."
+            )
+        return [fail_check("inter-broker-listener", "warning", warnings, " ".join(fix))]
+    protocols = ", ".join(options.security_protocols) or "protocol unknown"
+    return [pass_check("inter-broker-listener", f"{listener} ({protocols}): bridge run {options.command_text()}", "-")]
 
 
 @check(
