@@ -30,6 +30,7 @@ from typing import Any
 from rich.console import Console
 from rich.rule import Rule
 
+from migrate.kraft.logdir import read_meta_properties
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import ZkConnectOptions
 
@@ -427,7 +428,9 @@ def _rolling_steps(
             _stop_child(process, broker_log, f"broker {broker_id} (ZooKeeper mode)")
         else:
             say(f"  broker {broker_id} is down since step 15 (killed)")
-        brokers[broker_id] = _start_broker(broker_id, zk_connect, listen_port, kraft=True, port_of_broker=ports[broker_id])
+        brokers[broker_id] = _start_broker(
+            broker_id, zk_connect, listen_port, kraft=True, port_of_broker=ports[broker_id], meta=meta
+        )
         status = _wait_for_status(
             bridge, log_path, status_url, f"to register broker {broker_id} as a KRaft broker",
             lambda s, b=broker_id: _kraft_registered(s, b),
@@ -469,19 +472,22 @@ def _kraft_registered(status: dict[str, Any], broker_id: int) -> bool:
 
 
 def _start_broker(
-    broker_id: int, zk_connect: str, port: int, *, kraft: bool = False, port_of_broker: int = 0
+    broker_id: int, zk_connect: str, port: int, *, kraft: bool = False, port_of_broker: int = 0,
+    meta: Path | None = None,
 ) -> tuple[subprocess.Popen[bytes], Path]:
     args = [
         "-m", "tests.support.broker_process", "--id", str(broker_id), "--zk", zk_connect,
         "--controller", f"127.0.0.1:{port}",
     ]  # fmt: skip
     if kraft:
-        # A KRaft broker keeps no zookeeper.connect: its cluster id comes from meta.properties.
-        from tests.support.broker_process import cluster_id_from_zookeeper
-
+        # A KRaft broker keeps no zookeeper.connect: its cluster id comes from meta.properties, the same
+        # cluster.id as in the controller's (the demo runs no tests' code in its own process).
+        assert meta is not None
+        cluster_id = read_meta_properties(meta / "meta.properties").cluster_id
+        assert cluster_id is not None
         args = [
             "-m", "tests.support.broker_process", "--id", str(broker_id), "--kraft",
-            "--cluster-id", cluster_id_from_zookeeper(zk_connect), "--port", str(port_of_broker),
+            "--cluster-id", cluster_id, "--port", str(port_of_broker),
             "--controller", f"127.0.0.1:{port}",
         ]  # fmt: skip
     log_path = OUT / f"broker-{broker_id}{'-kraft' if kraft else ''}.log"
