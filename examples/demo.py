@@ -255,6 +255,7 @@ def _shim_step(zk_connect: str, controller_port: int) -> int:
             zk_connect,
             [f"/config/topics/{SHIM_TOPIC}", "/config/changes/<newest>", f"/brokers/topics/{SHIM_TOPIC}"],
         )
+        del admin  # librdkafka would otherwise reconnect to the stopped shim and log the refusal
     finally:
         _stop_child(shim, log_path, "shim")
     # TopicRecord, a PartitionRecord each, the created config's ConfigRecord, the altered one's.
