@@ -241,6 +241,12 @@ class Subprocess:
         ports = json.loads(line)
         return cls(process, log_path, int(ports["listen_port"]), int(ports["metrics_port"]))
 
+    def status(self, timeout: float = 30.0) -> dict[str, Any]:
+        """The child's `/status`."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/status", timeout=timeout) as reply:
+            result: dict[str, Any] = json.loads(reply.read())
+        return result
+
     def stop(self) -> None:
         assert self.process.stdin is not None
         self.process.stdin.close()

@@ -37,7 +37,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,11 +117,6 @@ class Bridge(Subprocess):
     @classmethod
     def start_serving(cls, zk_connect: str, metadata_dir: Path) -> Bridge:
         return cls.start(zk_connect, metadata_dir, None, module="bench.bench_broker_channel")
-
-    def status(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/status", timeout=30) as reply:
-            result: dict[str, Any] = json.loads(reply.read())
-        return result
 
     def command(self, line: str) -> None:
         assert self.process.stdin is not None

@@ -32,7 +32,6 @@ import platform
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,10 +88,6 @@ class Bridge(Subprocess):
     def start_serving(cls, zk_connect: str, metadata_dir: Path) -> Bridge:
         return cls.start(zk_connect, metadata_dir, None, module="bench.bench_brokers")
 
-    def status(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/status", timeout=10) as reply:
-            result: dict[str, Any] = json.loads(reply.read())
-        return result
 
 
 # ---------------------------------------------------------------- the fleet
