@@ -6,9 +6,11 @@ log and ZooKeeper holds every new partition state, against a floor measured in t
 A private embedded ZooKeeper starts from a generated Kafka cluster (`bench.generate_cluster`: 3 brokers,
 replication factor 3, so broker 1 leads about a third of the partitions and sits in nearly every ISR). A
 BridgeController runs in this process as Kafka's controller (no rehearsal); three minimal brokers register
-(BrokerRegistration v4, kio's classes) and heartbeat with the log end as their applied offset. Once all are
-unfenced and the bridge dual-writes, broker 1 stops heartbeating. Measured from the fence decision (the
-session-expiry timer's `maybe_fence_one_stale_broker` returning the records):
+(BrokerRegistration v4, kio's classes) and heartbeat with the log end as their applied offset; each holds its
+`/brokers/ids/<id>` in a ZooKeeper session of its own (the snapshot's sessions expire 18 s after the server
+loads it, before the bridge waits for brokers at 200,000 partitions). Once all are unfenced and the bridge
+dual-writes, broker 1 stops heartbeating (its ZooKeeper session stays, as for a hung broker process). Measured
+from the fence decision (the session-expiry timer's `maybe_fence_one_stale_broker` returning the records):
 
 - until the fence's records (every PartitionChangeRecord, then the BrokerRegistrationChangeRecord) are
   fsynced in the log;
@@ -29,6 +31,7 @@ import datetime
 import json
 import os
 import platform
+import sys
 import tempfile
 import threading
 import time
@@ -36,6 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
 from kio.schema.errors import ErrorCode
 
 from bench import broker_requests
@@ -45,6 +50,8 @@ from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
 from migrate.errors import Zk2KraftError
+from migrate.plan.status import BrokersStatus
+from migrate.zk import paths as zk_paths
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import ZkConnectOptions
 
@@ -56,6 +63,8 @@ SESSION_TIMEOUT_MS = 2000
 HEARTBEAT_S = 0.25
 ZK_HEAP = "-Xmx2g"
 MULTIS_IN_FLIGHT = 16
+DUAL_WRITE_TIMEOUT_S = 1800
+PROGRESS_S = 30
 """The floor keeps this many multis sent and unanswered (pipelined, without starving kazoo's pings)."""
 
 
@@ -71,9 +80,11 @@ def state_path(topic: str, partition: int) -> str:
 
 
 class Broker:
-    """A ZooKeeper-mode broker in migration mode reduced to registration and heartbeats (kio's classes).
+    """A ZooKeeper-mode broker in migration mode reduced to BrokerRegistration and heartbeats (kio's classes);
+    its `/brokers/ids/<id>` is `register_in_zookeeper`'s.
 
-    Its applied offset is the controller's log end (read in this process): no Raft observer is needed.
+    Its applied offset is the controller's log end (read in this process): no Raft observer is needed. Every
+    exception and error code it meets is kept in `errors` and printed once: the loop survives them.
     """
 
     def __init__(self, broker_id: int, port: int, cluster_id: str, applied: Callable[[], int]) -> None:
@@ -81,6 +92,8 @@ class Broker:
         self.epoch = -1
         self.caught_up = False
         self.fenced = True
+        self.errors: list[str] = []
+        self.not_controller = 0
         self.stopped = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
@@ -91,6 +104,11 @@ class Broker:
     def stop(self) -> None:
         self.stopped.set()
         self._thread.join(10)
+
+    def _error(self, text: str) -> None:
+        if text not in self.errors:
+            self.errors.append(text)
+            print(f"# broker {self.broker_id}: {text}", file=sys.stderr, flush=True)
 
     async def _run(self) -> None:
         connection: KafkaConnection | None = None
@@ -106,6 +124,11 @@ class Broker:
                     await self._heartbeat(connection)
             except ConnectionClosedError:
                 connection = None
+            except Exception as e:  # a benchmark broker reports every failure and carries on
+                self._error(f"{type(e).__name__}: {e}")
+                if connection is not None:
+                    await connection.close()
+                connection = None
             await asyncio.sleep(HEARTBEAT_S)
         if connection is not None:
             await connection.close()
@@ -115,6 +138,10 @@ class Broker:
         response = await connection.send(request)
         if response.error_code == ErrorCode.none:
             self.epoch = int(response.broker_epoch)
+        elif response.error_code == ErrorCode.not_controller:
+            self.not_controller += 1  # the bridge is still starting: retried, as Kafka's brokers do
+        else:
+            self._error(f"BrokerRegistration answered {response.error_code.name}")
 
     async def _heartbeat(self, connection: KafkaConnection) -> None:
         request = broker_requests.heartbeat(self.broker_id, self.epoch, self.applied(), self.caught_up)
@@ -122,6 +149,36 @@ class Broker:
         if response.error_code == ErrorCode.none:
             self.caught_up = self.caught_up or response.is_caught_up
             self.fenced = response.is_fenced
+        else:
+            self._error(f"BrokerHeartbeat answered {response.error_code.name}")
+
+
+def register_in_zookeeper(zk_connect: str, broker_id: int, data: bytes) -> KazooClient:
+    """`/brokers/ids/<id>` as an ephemeral of a new session (Kafka's KafkaZkClient.registerBroker); returns
+    the session's client.
+
+    The generated snapshot's registration, owned by a session nobody holds, is replaced in one multi (a
+    real broker would wait for that session to expire).
+    """
+    client = ZkConnectOptions(connect=zk_connect).kazoo_client()
+    client.start(timeout=30)
+    path = zk_paths.broker_path(broker_id)
+    for _attempt in range(5):
+        stat = client.exists(path)
+        try:
+            if stat is None:
+                client.create(path, data, ephemeral=True)
+                return client
+            transaction = client.transaction()
+            transaction.delete(path, version=stat.version)
+            transaction.create(path, data, ephemeral=True)
+            if not any(isinstance(r, Exception) for r in transaction.commit()):
+                return client
+        except (NodeExistsError, NoNodeError):
+            pass  # the old session expired (or its node appeared) meanwhile: look again
+    client.stop()
+    client.close()
+    raise Zk2KraftError(f"could not register broker {broker_id} at {path} in ZooKeeper {zk_connect}")
 
 
 # ---------------------------------------------------------------- the floor
@@ -203,7 +260,12 @@ def run(
         with EmbeddedZooKeeper(tmp / "zk", startup_timeout=120, jvm_options=(ZK_HEAP,)) as zookeeper:
             zk_connect = zookeeper.connect_string + CHROOT
             floor_before = floor_write(zk_connect, paths, multi_ops)
-            measured = _fence_through_bridge(zk_connect, tmp / "meta", model.cluster_id or "", fsync)
+            registrations = {
+                b: cluster.tree.nodes[CHROOT + zk_paths.broker_path(b)].data or b"" for b in BROKERS
+            }
+            measured = _fence_through_bridge(
+                zk_connect, tmp / "meta", model.cluster_id or "", fsync, registrations
+            )
             floor_after = floor_write(zk_connect, paths, multi_ops)
             mismatches = _compare(zk_connect, measured.pop("image_states"), changed)
     floor = max(min(floor_before["seconds"], floor_after["seconds"]), 1e-4)
@@ -228,24 +290,26 @@ def run(
 
 
 def _fence_through_bridge(
-    zk_connect: str, metadata_dir: Path, cluster_id: str, fsync: bool
+    zk_connect: str, metadata_dir: Path, cluster_id: str, fsync: bool, registrations: dict[int, bytes]
 ) -> dict[str, Any]:
     config = BridgeConfig.model_validate(
         {"zk_connect": zk_connect, "metadata_dir": metadata_dir, "node_id": NODE_ID, "fsync": fsync,
          "rehearsal": False, "broker_session_timeout_ms": SESSION_TIMEOUT_MS,
          "auto_leader_rebalance_enable": False}
     )  # fmt: skip
-    started = time.perf_counter()
-    controller = BridgeController(config).start()
+    sessions: list[KazooClient] = []
     brokers: list[Broker] = []
+    started = time.perf_counter()
+    controller: BridgeController | None = None
     try:
+        sessions = [register_in_zookeeper(zk_connect, b, registrations[b]) for b in BROKERS]
+        controller = BridgeController(config).start()
 
         def applied() -> int:
             return -1 if controller.log is None else controller.log.end_offset - 1
 
         brokers = [Broker(b, controller.listen_port, cluster_id, applied).start() for b in BROKERS]
-        if not controller.wait_for_state(DriverState.DUAL_WRITE, timeout=1800):
-            raise Zk2KraftError(f"the bridge did not reach DUAL_WRITE: {controller.error}")
+        _wait_for_dual_write(controller, brokers)
         migrated_s = time.perf_counter() - started
         deadline = time.monotonic() + 120
         while any(b.fenced for b in brokers) or controller.status().brokers.fenced:
@@ -301,7 +365,11 @@ def _fence_through_bridge(
     finally:
         for broker in brokers:
             broker.stop()
-        controller.stop()
+        if controller is not None:
+            controller.stop()
+        for session in sessions:
+            session.stop()
+            session.close()
     return {
         "start_to_dual_write_s": round(migrated_s, 1),
         "fence_records": fence_records[0],
@@ -309,7 +377,28 @@ def _fence_through_bridge(
         "fence_to_durable_s": round(marks["durable"] - marks["decision"], 4),
         "fence_to_zookeeper_s": round(marks["zookeeper"] - marks["decision"], 4),
         "image_states": image_states,
+        "broker_errors": sorted({e for b in brokers for e in b.errors}),
+        "registrations_retried_not_controller": sum(b.not_controller for b in brokers),
     }
+
+
+def _wait_for_dual_write(controller: BridgeController, brokers: list[Broker]) -> None:
+    """Until the bridge dual-writes; a progress line every PROGRESS_S seconds, the brokers' errors on failure."""
+    deadline = time.monotonic() + DUAL_WRITE_TIMEOUT_S
+    while not controller.wait_for_state(DriverState.DUAL_WRITE, timeout=PROGRESS_S):
+        errors = sorted({f"broker {b.broker_id}: {e}" for b in brokers for e in b.errors})
+        if controller.exit_code is not None or time.monotonic() > deadline:
+            raise Zk2KraftError(
+                f"the bridge did not reach DUAL_WRITE (state {controller.state.name}): {controller.error}; "
+                f"broker errors: {errors or 'none'}"
+            )
+        status = controller.status().brokers or BrokersStatus()
+        print(
+            f"# waiting for DUAL_WRITE: state {controller.state.name}, registered {status.registered}, "
+            f"waiting for {status.waiting_for}, broker epochs {[b.epoch for b in brokers]}, "
+            f"errors {errors or 'none'}",
+            file=sys.stderr, flush=True,
+        )  # fmt: skip
 
 
 def _compare(
