@@ -40,6 +40,7 @@ from bridge.pipeline import DualWritePipeline
 from migrate.errors import Zk2KraftError
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
+from migrate.migration import MAX_RECORDS_PER_APPEND
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +307,21 @@ class BrokerLifecycle:
         return ErrorCode.none
 
     async def _commit_offset(self, records: list[RecordAndVersion], what: str) -> int | None:
-        """Append `records` (dual-written in DUAL_WRITE) and replay them; their last offset, None: failed."""
+        """Append `records` (dual-written in DUAL_WRITE) and replay them; their last offset, None: failed.
+
+        Like QuorumController's non-atomic appends, more than `MAX_RECORDS_PER_APPEND` records go in chunks
+        of that many, each its own batch (and dual write): fencing a broker of a 200,000-partition cluster
+        makes ~200,000 PartitionChangeRecords, more than one batch may hold.
+        """
+        chunks = [records[i : i + MAX_RECORDS_PER_APPEND] for i in range(0, len(records), MAX_RECORDS_PER_APPEND)]
+        last: int | None = None
+        for chunk in chunks or [records]:
+            last = await self._commit_chunk(chunk, what)
+            if last is None:
+                return None
+        return last
+
+    async def _commit_chunk(self, records: list[RecordAndVersion], what: str) -> int | None:
         driver, metadata_log = self.driver, self.log
         assert driver is not None and metadata_log is not None
         try:

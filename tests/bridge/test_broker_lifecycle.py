@@ -17,6 +17,7 @@ from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.api_versions.v4 import request as api_versions_v4
 from kio.schema.errors import ErrorCode
 
+from bridge import broker_lifecycle
 from bridge.api import DriverState
 from bridge.controller import BridgeController
 from bridge.kafka.client import send_envelope_sync, send_request_sync
@@ -24,6 +25,7 @@ from bridge.kafka.protocol import KafkaPrincipal, encode_request
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
+from migrate.kraft.reader import iter_log_dir
 from migrate.zk import paths
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.load import load_tree
@@ -553,3 +555,36 @@ def test_heartbeats_are_answered_while_a_dual_writes_zookeeper_answer_is_held(
         cutter.close()
         if sender is not None:
             sender.join(10)
+
+
+def test_a_fence_larger_than_one_batch_is_appended_in_chunks_and_lands_whole(
+    bridge: BridgeController,
+    brokers: dict[int, SimulatedZkBroker],
+    zk_client: KazooClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Broker 1's fence here changes a few dozen partitions; in a 200,000-partition cluster it changes ~200,000,
+    # more than one KRaft batch may hold (8 MiB). The chunk size is lowered so that the split shows.
+    monkeypatch.setattr(broker_lifecycle, "MAX_RECORDS_PER_APPEND", 5)
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    fence_start = bridge.log.end_offset if bridge.log is not None else 0
+    changed = [
+        (t.name, p)
+        for t in image(bridge).topics_by_name.values()
+        for p, partition in t.partitions.items()
+        if 1 in partition.isr
+    ]
+    assert len(changed) > 10, "broker 1 is in many ISRs of the real cluster"
+    brokers[1].kill()
+    eventually(lambda: image(bridge).cluster.brokers[1].fenced, timeout=SESSION_TIMEOUT_MS / 1000 + 10)
+    batches: dict[int, list[str]] = {}
+    for entry in iter_log_dir(tmp_path / "meta", start_offset=fence_start):
+        batches.setdefault(entry.batch_position, []).append(type(entry.record).__name__)
+    fence_batches = [kinds for kinds in batches.values() if "PartitionChangeRecord" in kinds]
+    assert len(fence_batches) >= len(changed) // 5
+    assert all(len(kinds) <= 5 for kinds in fence_batches)
+    after = image(bridge)
+    assert all(1 not in after.topics_by_name[name].partitions[p].isr or
+               after.topics_by_name[name].partitions[p].isr == [1] for name, p in changed)  # fmt: skip
+    eventually(lambda: zookeeper_matches_image(zk_client, bridge), timeout=10)
