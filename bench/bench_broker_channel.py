@@ -308,6 +308,9 @@ async def round_trips(port: int, changes: int, prefix: str, topic: str) -> dict[
 
 def dual_write_phase(bridge: Bridge, fleet: Fleet, changes: int, topic: str) -> dict[str, Any]:
     answering = asyncio.run(round_trips(bridge.listen_port, changes, "answering", topic))
+    # The answering phase's last requests may still be on their way: broker 3 must have answered them
+    # before it stops answering, or they count in its queue below.
+    wait_until(lambda: channel_idle(bridge.status()), 120, "the answering phase's requests draining")
     stuck = fleet.brokers[STUCK]
     others = [fleet.brokers[b] for b in BROKERS if b != STUCK]
     before = [len(b.answered) for b in others]
