@@ -331,18 +331,27 @@ def _fence_through_bridge(
                 fence_records.append(len(records))
             return records
 
+        # A fence of more than 10,000 records is committed in chunks (one batch and dual write each): it is
+        # durable, and in ZooKeeper, once its last chunk is.
+        appended_count = [0]
+        committed_count = [0]
+
         def timed_append(records: Any, *args: Any, **kwargs: Any) -> Any:
             appended = append(records, *args, **kwargs)
-            if fence_records and "durable" not in marks and len(records) == fence_records[0]:
-                appended.durable.add_done_callback(
-                    lambda _f: marks.setdefault("durable", time.perf_counter())
-                )
+            if fence_records and "durable" not in marks:
+                appended_count[0] += len(records)
+                if appended_count[0] == fence_records[0]:
+                    appended.durable.add_done_callback(
+                        lambda _f: marks.setdefault("durable", time.perf_counter())
+                    )
             return appended
 
         async def timed_commit(records: Any, *args: Any, **kwargs: Any) -> int:
             last = await commit(records, *args, **kwargs)
-            if fence_records and len(records) == fence_records[0]:
-                marks.setdefault("zookeeper", time.perf_counter())
+            if fence_records:
+                committed_count[0] += len(records)
+                if committed_count[0] == fence_records[0]:
+                    marks.setdefault("zookeeper", time.perf_counter())
             return last
 
         # Instrumentation only: the same calls, timed (the bridge looks these up on its objects at call time).

@@ -314,12 +314,12 @@ class BrokerLifecycle:
         makes ~200,000 PartitionChangeRecords, more than one batch may hold.
         """
         chunks = [records[i : i + MAX_RECORDS_PER_APPEND] for i in range(0, len(records), MAX_RECORDS_PER_APPEND)]
-        last: int | None = None
-        for chunk in chunks or [records]:
-            last = await self._commit_chunk(chunk, what)
-            if last is None:
-                return None
-        return last
+        # Every chunk is appended at once, in order (each commit appends before its first suspension), and
+        # their dual writes follow in log order; awaiting each before appending the next would serialize
+        # fsync and ZooKeeper round trips that the pipeline overlaps.
+        commits = [asyncio.ensure_future(self._commit_chunk(chunk, what)) for chunk in chunks or [records]]
+        lasts = await asyncio.gather(*commits)
+        return None if any(last is None for last in lasts) else lasts[-1]
 
     async def _commit_chunk(self, records: list[RecordAndVersion], what: str) -> int | None:
         driver, metadata_log = self.driver, self.log
