@@ -235,14 +235,13 @@ def incremental(delta: PublishedDelta, image: MetadataImage, ctx: PropagationCon
     """`sendRPCsToBrokersFromMetadataDelta`: the requests one published change calls for (none: empty list)."""
     if delta.is_empty():
         return []
-    view = _View(image, ctx)
     # The image is the log's as it is when the batch is published, which may already hold a later batch's
     # topic of a deleted one's name. In Kafka's image of this delta the name is gone (unless this very batch
     # created it again), so its StopReplica epoch is -2 and its topic id zero.
     recreated_here = {
         topic.name for topic_id in delta.changed_partitions if (topic := image.topics_by_id.get(topic_id))
     }
-    view.gone = frozenset(t.name for t in delta.deleted_topics.values()) - recreated_here
+    view = _View(image, ctx, gone=frozenset(t.name for t in delta.deleted_topics.values()) - recreated_here)
     brokers = view.brokers
     changed = set()
     for broker_id in delta.changed_brokers:
@@ -356,7 +355,7 @@ def encode(body: Any, correlation_id: int, client_id: str | None) -> bytes:
 class _View:
     """What one call's requests read from the image (Kafka's MigrationControllerChannelContext)."""
 
-    def __init__(self, image: MetadataImage, ctx: PropagationContext) -> None:
+    def __init__(self, image: MetadataImage, ctx: PropagationContext, gone: frozenset[str] = frozenset()) -> None:
         mv = image.metadata_version
         if not mv.is_migration_supported():
             raise UnsupportedVersionError(
@@ -374,7 +373,7 @@ class _View:
         self._live_brokers: EncodedOnce | None = None
         self._live_leaders: dict[int, Any] = {}
         self._everything: EncodedOnce | None = None
-        self.gone: frozenset[str] = frozenset()
+        self.gone = gone
         """Names deleted by the change being sent and absent from its own image."""
 
     def topics_in_order(self) -> list[TopicImage]:
