@@ -50,10 +50,16 @@ class HandlerContext:
 
 @dataclass(slots=True)
 class ControllerResult:
-    """Records to append atomically (one batch) and the kio response body for the request's version."""
+    """Records to append and the kio response body for the request's version (Kafka's ControllerResult).
+
+    `atomic` (ControllerResult.atomicOf): one batch, all or nothing. Not atomic (ControllerResult.of): more
+    records than one batch may hold go in consecutive batches of at most MAX_RECORDS_PER_APPEND, appended
+    in the same event.
+    """
 
     records: list[RecordAndVersion]
     response: Any
+    atomic: bool = True
 
 
 class ControllerHandler(Protocol):
