@@ -1,11 +1,11 @@
 """The brokers' requests and sessions, wired to the log: BrokerRegistration, BrokerHeartbeat, session expiry.
 
 Kafka's counterparts: ControllerApis.handleBrokerRegistration / handleBrokerHeartBeat and QuorumController's
-registerBroker, processBrokerHeartbeat and maybeFenceStaleBroker events, over the pure `bridge.brokers`.
-In DUAL_WRITE their records go through the dual-write pipeline like any change (partition state znodes
-follow elections); before it (registrations while the driver waits for brokers) they are appended to the
-log directly, since they change nothing ZooKeeper holds. A heartbeat that changes nothing is answered at
-once, never behind a pending append or ZooKeeper write (KAFKA-15441).
+registerBroker, processBrokerHeartbeat, maybeFenceStaleBroker, balancing and electUnclean events, over the
+pure `bridge.brokers`. Each is one write event of the pipeline: computed from the current image and
+appended in the same step, so no other change runs in between (partition state znodes follow elections
+once this controller writes ZooKeeper). A heartbeat that changes nothing is answered at once, never behind
+a pending append or ZooKeeper write (KAFKA-15441).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
@@ -30,19 +30,21 @@ from bridge.brokers.cluster import (
     ClusterControl,
     ControllerSettings,
     RegistrationRequest,
+    RegistrationResult,
 )
 from bridge.brokers.heartbeats import MAX_OFFSET, BrokerControlState, HeartbeatRequest
-from bridge.brokers.replication import ReplicationControl
+from bridge.brokers.replication import AssignmentResult, ReplicationControl
 from bridge.driver import FencedOut, MigrationDriver
 from bridge.kafka.protocol import response_class
 from bridge.metadata_log import MetadataLog
-from bridge.pipeline import DualWritePipeline
+from bridge.pipeline import Change, ControllerFailed, DualWritePipeline
 from migrate.errors import Zk2KraftError
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
-from migrate.migration import MAX_RECORDS_PER_APPEND
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 ASSIGN_REPLICAS_TO_DIRS = 73
 SUPPORTED = {BROKER_REGISTRATION: (0, 4), BROKER_HEARTBEAT: (0, 1), ASSIGN_REPLICAS_TO_DIRS: (0, 0)}
@@ -102,6 +104,9 @@ class BrokerLifecycle:
         self.clock = clock
         self.log: MetadataLog | None = None
         self.driver: MigrationDriver | None = None
+        # Every batch the controller appends, in the same step: the offsets of registrations (Kafka replays
+        # each record into ClusterControlManager as it is appended).
+        pipeline.on_appended.append(self._replay)
 
     def activate(self, metadata_log: MetadataLog, driver: MigrationDriver) -> None:
         """ClusterControlManager.activate for a new leadership over `metadata_log`."""
@@ -111,6 +116,11 @@ class BrokerLifecycle:
         # unless the same incarnation registered again later (then the gate to unfence is a little lower).
         self.cluster.register_offsets = {b.broker_id: b.epoch for b in image.cluster.brokers.values()}
         self.cluster.activate(image)
+
+    def _replay(self, records: list[RecordAndVersion], base_offset: int) -> None:
+        replay = self.cluster.replay
+        for i, (record, _version) in enumerate(records):
+            replay(record, base_offset + i)
 
     def counts(self) -> BrokerCounts:
         return BrokerCounts.of(self.log.image if self.log is not None else MetadataImage())
@@ -136,14 +146,20 @@ class BrokerLifecycle:
 
         if not self._accepting():
             return answer(ErrorCode.not_controller)
-        assert self.log is not None
         request = RegistrationRequest.of(body)
-        result = self.cluster.register_broker(self.log.image, request, self.log.end_offset)
+
+        def generate(image: MetadataImage) -> tuple[RegistrationResult, Change]:
+            assert self.log is not None
+            # The new epoch is the offset the record is appended at, in this same step.
+            result = self.cluster.register_broker(image, request, self.log.end_offset)
+            return result, self._change(result.records if result.error is None else [])
+
+        outcome = await self._event(generate, f"registration of broker {request.broker_id}")
+        if isinstance(outcome, ErrorCode):
+            return answer(outcome)
+        result = outcome[0]
         if result.error is not None:
             return answer(result.error.code)
-        code = await self._commit(result.records, f"registration of broker {request.broker_id}")
-        if code != ErrorCode.none:
-            return answer(code)
         log.info(
             "event=broker_registered broker_id=%d broker_epoch=%d migrating_zk_broker=%s incarnation=%s",
             request.broker_id, result.broker_epoch, request.is_migrating_zk_broker, request.incarnation_id,
@@ -162,44 +178,47 @@ class BrokerLifecycle:
 
         if not self._accepting():
             return answer(ErrorCode.not_controller)
-        assert self.log is not None and self.driver is not None
-        image = self.log.image
         request = HeartbeatRequest.of(body)
-        if image.features.zk_migration_state == ZkMigrationState.MIGRATION and not self.driver.dual_write:
-            # Migrated, not yet dual-writing: a state change would elect leaders ZooKeeper cannot be told
-            # of yet. Keep the session alive and answer the state as it is (the change comes next time).
-            error = self.replication.process_expired_broker_heartbeat(image, request)
-            if error is not None:
-                return answer(error.code)
-            state = self.cluster.heartbeats.current_state(request.broker_id)
-            register_offset = self.cluster.register_broker_record_offset(request.broker_id)
-            caught_up = register_offset is not None and request.current_metadata_offset >= register_offset
-            return answer(
-                ErrorCode.none, is_caught_up=caught_up, is_fenced=state.fenced,
-                should_shut_down=state is BrokerControlState.SHUTDOWN_NOW,
-            )  # fmt: skip
         offline = [d for d in getattr(body, "offline_log_dirs", ()) if d is not None]
-        result = self.replication.process_broker_heartbeat(image, request, offline)
-        if result.error is not None:
-            return answer(result.error.code)
-        assert result.reply is not None
-        if result.records:
-            last = await self._commit_offset(result.records, f"heartbeat of broker {request.broker_id}")
-            if last is None:
-                return answer(ErrorCode.unknown_server_error)
-            if result.in_controlled_shutdown:
-                try:
+
+        def generate(image: MetadataImage) -> tuple[Any, Change]:
+            driver = self.driver
+            assert driver is not None
+            if image.features.zk_migration_state == ZkMigrationState.MIGRATION and not driver.accepts_writes:
+                # Migrated, and ZooKeeper not held yet (claiming it after a start): a state change would
+                # elect leaders nobody can write to ZooKeeper. Keep the session alive; the change comes next time.
+                return self._session_kept(image, request, answer), self._change([])
+            result = self.replication.process_broker_heartbeat(image, request, offline)
+            if result.error is not None:
+                return answer(result.error.code), self._change([])
+            reply = result.reply
+            assert reply is not None
+            flags = answer(
+                ErrorCode.none, is_caught_up=reply.is_caught_up, is_fenced=reply.is_fenced,
+                should_shut_down=reply.should_shut_down,
+            )  # fmt: skip
+            after: Callable[[int], None] | None = None
+            if result.in_controlled_shutdown and result.records:
+
+                def after(last: int) -> None:
                     self.cluster.heartbeats.maybe_update_controlled_shutdown_offset(request.broker_id, last)
-                except (KeyError, RuntimeError) as exc:  # fenced meanwhile: its next heartbeat shuts it down
-                    log.info(
-                        "broker %d left controlled shutdown before it was recorded: %s",
-                        request.broker_id,
-                        exc,
-                    )
-        reply = result.reply
+
+            return flags, self._change(result.records, after)
+
+        outcome = await self._event(generate, f"heartbeat of broker {request.broker_id}")
+        return answer(outcome) if isinstance(outcome, ErrorCode) else outcome[0]
+
+    def _session_kept(self, image: MetadataImage, request: HeartbeatRequest, answer: Callable[..., Any]) -> Any:
+        """processExpiredBrokerHeartbeat's effect and the broker's state as it stands (no records)."""
+        error = self.replication.process_expired_broker_heartbeat(image, request)
+        if error is not None:
+            return answer(error.code)
+        state = self.cluster.heartbeats.current_state(request.broker_id)
+        register_offset = self.cluster.register_broker_record_offset(request.broker_id)
+        caught_up = register_offset is not None and request.current_metadata_offset >= register_offset
         return answer(
-            ErrorCode.none, is_caught_up=reply.is_caught_up, is_fenced=reply.is_fenced,
-            should_shut_down=reply.should_shut_down,
+            ErrorCode.none, is_caught_up=caught_up, is_fenced=state.fenced,
+            should_shut_down=state is BrokerControlState.SHUTDOWN_NOW,
         )  # fmt: skip
 
     async def assign_replicas_to_dirs(self, body: Any, version: int) -> Any:
@@ -211,23 +230,27 @@ class BrokerLifecycle:
             return response(throttle_time=NO_THROTTLE, error_code=code, directories=directories)
 
         # Not RUNS_IN_PREMIGRATION in Kafka; its records change partitions, which ZooKeeper must follow.
-        if not self._accepting() or self.driver is None or not self.driver.dual_write:
+        if not self._accepting() or self.driver is None or not self.driver.accepts_writes:
             return answer(ErrorCode.not_controller)
-        assert self.log is not None
         broker_id = int(body.broker_id)
         requested = [
             (d.id_, [(t.topic_id, [int(p.partition_index) for p in t.partitions]) for t in d.topics])
             for d in body.directories
         ]
-        result = self.replication.handle_assign_replicas_to_dirs(
-            self.log.image, broker_id, int(body.broker_epoch), requested
-        )
+
+        def generate(image: MetadataImage) -> tuple[AssignmentResult, Change]:
+            result = self.replication.handle_assign_replicas_to_dirs(
+                image, broker_id, int(body.broker_epoch), requested
+            )
+            return result, self._change(result.records if result.error is None else [])
+
+        outcome = await self._event(generate, f"directory assignments of broker {broker_id}")
+        if isinstance(outcome, ErrorCode):
+            return answer(outcome)
+        result = outcome[0]
         if result.error is not None:
             return answer(result.error.code)
         if result.records:
-            code = await self._commit(result.records, f"directory assignments of broker {broker_id}")
-            if code != ErrorCode.none:
-                return answer(code)
             log.info(
                 "event=replicas_assigned_to_dirs broker_id=%d partitions_changed=%d",
                 broker_id, len(result.records),
@@ -252,94 +275,93 @@ class BrokerLifecycle:
             ),
         )
 
-    # ------------------------------------------------------------------ session expiry
+    # ------------------------------------------------------------------ timers
 
     async def expire_sessions(self) -> None:
-        """The maybeFenceStaleBroker timer: fence one expired broker at a time while dual-writing."""
+        """The maybeFenceStaleBroker timer: fence one expired broker per event while this controller takes changes."""
         while True:
             wait_ns = self.cluster.heartbeats.next_check_time_ns() - self.clock()
             await asyncio.sleep(min(max(wait_ns / 1e9, 0.0), EXPIRY_CHECK_MAX_S))
-            driver, metadata_log = self.driver, self.log
-            if driver is None or metadata_log is None or not driver.dual_write:
-                continue  # nobody is fenced for silence before the migration completed
-            while driver.dual_write:
-                records = self.replication.maybe_fence_one_stale_broker(metadata_log.image)
-                if not records:
+            while self._takes_changes():
+                fenced = await self._event(
+                    lambda image: (None, self._change(self.replication.maybe_fence_one_stale_broker(image))),
+                    "session expiry",
+                )
+                if isinstance(fenced, ErrorCode) or fenced[1] is None:
                     break
-                await self._commit_offset(records, "session expiry")
-
-    # ------------------------------------------------------------------ preferred-leader balancing
 
     async def balance_leaders(self, interval_s: float) -> None:
         """QuorumController's MAYBE_BALANCE_PARTITION_LEADERS event (auto.leader.rebalance.enable).
 
-        Every `interval_s` (leader.imbalance.check.interval.seconds) while dual-writing, a preferred election
-        for each partition not led by its first replica, at most MAX_ELECTIONS_PER_IMBALANCE at a time; a
-        pass that stopped at that limit is followed by the next one at once, as in Kafka.
+        Every `interval_s` (leader.imbalance.check.interval.seconds), a preferred election for each partition
+        not led by its first replica, at most MAX_ELECTIONS_PER_IMBALANCE at a time; a pass that stopped at
+        that limit is followed by the next one at once, as in Kafka.
         """
+        await self._periodic(
+            interval_s, self.replication.maybe_balance_partition_leaders, "preferred_leader_balance"
+        )
+
+    async def elect_unclean_leaders(self, interval_s: float) -> None:
+        """QuorumController's electUnclean periodic task (unclean.leader.election.interval.ms): an unclean
+        election for each leaderless partition of a topic that allows one, at most MAX_ELECTIONS_PER_IMBALANCE
+        at a time, again at once after a pass that stopped at that limit."""
+        await self._periodic(interval_s, self.replication.maybe_elect_unclean_leaders, "unclean_leader_election")
+
+    async def _periodic(
+        self,
+        interval_s: float,
+        elect: Callable[[MetadataImage], tuple[list[RecordAndVersion], bool]],
+        event: str,
+    ) -> None:
         again_now = False
         while True:
             if not again_now:
                 await asyncio.sleep(interval_s)
             again_now = False
-            driver, metadata_log = self.driver, self.log
-            if driver is None or metadata_log is None or not driver.dual_write:
+            if not self._takes_changes():
                 continue
-            records, more = self.replication.maybe_balance_partition_leaders(metadata_log.image)
-            if not records:
-                continue
-            log.info("event=preferred_leader_balance elections=%d more=%s", len(records), more)
-            committed = await self._commit_offset(records, "preferred leader balancing")
-            again_now = more and committed is not None
+
+            def generate(image: MetadataImage) -> tuple[bool, Change]:
+                records, more = elect(image)
+                if records:
+                    log.info("event=%s elections=%d more=%s", event, len(records), more)
+                return more, self._change(records)
+
+            outcome = await self._event(generate, event.replace("_", " "))
+            again_now = not isinstance(outcome, ErrorCode) and outcome[0]
 
     def next_expiry_s(self) -> float | None:
         """Seconds until the oldest unfenced session expires (None: no broker is unfenced)."""
         at = self.cluster.heartbeats.next_check_time_ns()
         return None if at == MAX_OFFSET else (at - self.clock()) / 1e9
 
-    # ------------------------------------------------------------------ appending
+    # ------------------------------------------------------------------ write events
 
-    async def _commit(self, records: list[RecordAndVersion], what: str) -> ErrorCode:
-        last = await self._commit_offset(records, what)
-        if last is None:
-            fenced = self.driver is None or self.driver.fenced_reason is not None
-            return ErrorCode.not_controller if fenced else ErrorCode.unknown_server_error
-        return ErrorCode.none
+    def _takes_changes(self) -> bool:
+        driver = self.driver
+        return self.log is not None and driver is not None and driver.accepts_writes
 
-    async def _commit_offset(self, records: list[RecordAndVersion], what: str) -> int | None:
-        """Append `records` (dual-written in DUAL_WRITE) and replay them; their last offset, None: failed.
+    def _change(self, records: list[RecordAndVersion], after: Callable[[int], None] | None = None) -> Change:
+        """A lifecycle change: split into batches like QuorumController's non-atomic appends (fencing a broker
+        of a 200,000-partition cluster makes ~200,000 PartitionChangeRecords, more than one batch holds);
+        `after(last_offset)` and the status counts follow the append in the same step."""
 
-        Like QuorumController's non-atomic appends, more than `MAX_RECORDS_PER_APPEND` records go in chunks
-        of that many, each its own batch (and dual write): fencing a broker of a 200,000-partition cluster
-        makes ~200,000 PartitionChangeRecords, more than one batch may hold.
-        """
-        chunks = [records[i : i + MAX_RECORDS_PER_APPEND] for i in range(0, len(records), MAX_RECORDS_PER_APPEND)]
-        # Every chunk is appended at once, in order (each commit appends before its first suspension), and
-        # their dual writes follow in log order; awaiting each before appending the next would serialize
-        # fsync and ZooKeeper round trips that the pipeline overlaps.
-        commits = [asyncio.ensure_future(self._commit_chunk(chunk, what)) for chunk in chunks or [records]]
-        lasts = await asyncio.gather(*commits)
-        return None if any(last is None for last in lasts) else lasts[-1]
+        def appended(last: int) -> None:
+            if after is not None:
+                after(last)
+            self.on_change()
 
-    async def _commit_chunk(self, records: list[RecordAndVersion], what: str) -> int | None:
-        driver, metadata_log = self.driver, self.log
-        assert driver is not None and metadata_log is not None
+        return Change(records, atomic=False, on_appended=appended)
+
+    async def _event(
+        self, generate: Callable[[MetadataImage], tuple[T, Change]], what: str
+    ) -> tuple[T, int | None] | ErrorCode:
+        """Run one write event: its value and last offset (None: nothing appended), or the error to answer."""
         try:
-            if driver.dual_write:
-                last = await self.pipeline.commit(records)
-            else:
-                appended = metadata_log.append(records)
-                await asyncio.wrap_future(appended.durable)
-                last = appended.last_offset
-        except FencedOut as exc:
+            return await self.pipeline.write(generate)
+        except (FencedOut, ControllerFailed) as exc:
             log.warning("%s not committed: %s", what, exc)
-            return None
+            return ErrorCode.not_controller
         except Exception:
-            # Kafka's controller renounces leadership here: its in-memory broker state ran ahead of the log.
             log.exception("%s: committing its records failed", what)
-            return None
-        base = last - len(records) + 1
-        for i, (record, _version) in enumerate(records):
-            self.cluster.replay(record, base + i)
-        self.on_change()
-        return int(last)
+            return ErrorCode.unknown_server_error

@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from bridge import broker_lifecycle, metadata_fetch, standby
-from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext, RecordAndVersion
+from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext
 from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation
 from bridge.broker_lifecycle import BrokerLifecycle
 from bridge.brokers.cluster import BROKER_REGISTRATION, DEFAULT_SUPPORTED_FEATURES, ControllerSettings
@@ -55,6 +55,7 @@ from bridge.driver import (
 )
 from bridge.handlers import reads
 from bridge.handlers.alter_partition import unclean_election_enabled
+from bridge.handlers.reassignments import LIST_PARTITION_REASSIGNMENTS
 from bridge.handlers.registry import load_handlers, response_error_code
 from bridge.kafka.error_responses import error_response
 from bridge.kafka.listener import ApiVersionsFeatures, KafkaListener, RequestContext
@@ -71,7 +72,7 @@ from bridge.kafka.protocol import (
 from bridge.metadata_log import MetadataLog
 from bridge.metadata_log_recovery import preview
 from bridge.metrics import BridgeMetrics, BridgeStatus, BrokersStatus, StatusServer
-from bridge.pipeline import DualWritePipeline, PublishedBatch
+from bridge.pipeline import Change, ControllerFailed, DualWritePipeline, PublishedBatch
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
 from bridge.zk.leadership import MigrationLeadershipState
@@ -85,6 +86,7 @@ from migrate.errors import (
     UnsupportedVersionError,
     Zk2KraftError,
     ZnodeFormatError,
+    describe_exception,
 )
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
@@ -100,6 +102,11 @@ log = logging.getLogger(__name__)
 ENVELOPE_KEY = 58
 # Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
 FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, metadata_fetch.DESCRIBE_QUORUM_KEY})
+
+READ_ONLY_KEYS = frozenset(
+    {*metadata_fetch.REPLICATION_KEYS, metadata_fetch.DESCRIBE_QUORUM_KEY, LIST_PARTITION_REASSIGNMENTS}
+)
+"""Requests that only read (Kafka's appendReadEvent): answered at once, not as write events."""
 
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
@@ -161,8 +168,11 @@ class BridgeController:
         self.foreign_batches_handled = 0
         # Committed batches through the log to ZooKeeper (its writer thread also runs the driver's writes).
         self.pipeline = DualWritePipeline(
-            self.metrics, on_repaired=self._sync_metrics, on_published=self._on_published
-        )
+            self.metrics, on_repaired=self._sync_metrics, on_published=self._on_published,
+            on_failed=self._renounce,
+        )  # fmt: skip
+        # Why this controller renounced (its log could not take a change); it then stops, exit code EXIT_FAILED.
+        self.renounced: str | None = None
         # LeaderAndIsr / UpdateMetadata / StopReplica to the ZooKeeper-mode brokers (MigrationPropagator).
         self.channel = BrokerChannel(
             ChannelSettings(
@@ -220,7 +230,9 @@ class BridgeController:
     def status(self) -> BridgeStatus:
         """The `/status` document; `state` reads FENCED once this controller lost leadership."""
         status = self.metrics.status().model_copy(update={"broker_channel": self.channel.snapshot()})
-        if self.fenced:
+        if self.renounced is not None:
+            status = status.model_copy(update={"state": "FAILED"})
+        elif self.fenced:
             status = status.model_copy(update={"state": "FENCED", "fenced": True})
         return status
 
@@ -281,6 +293,8 @@ class BridgeController:
         code = EXIT_FAILED
         try:
             code = await self._serve()
+            if self.renounced is not None:
+                code = EXIT_FAILED
         except standby.Stopped:
             code = EXIT_OK
         except MigrationMismatchError as exc:
@@ -301,6 +315,8 @@ class BridgeController:
             code = EXIT_FAILED
         finally:
             await self._shutdown()
+            if self.renounced is not None:
+                code = EXIT_FAILED
             self.exit_code = code
             self._notify()
             self._ready.set()
@@ -311,6 +327,26 @@ class BridgeController:
         log.info("event=signal signal=%s; shutting down", signal.Signals(signum).name)
         assert self._stop is not None
         self._stop.set()
+
+    def _renounce(self, reason: str) -> None:
+        """Event loop: the metadata log cannot take changes; serve nothing more and stop with EXIT_FAILED.
+
+        Kafka's controller renounces on a failed append (its fatal fault handler then halts the process);
+        ZooKeeper is released as the session closes, and holds nothing the log does not (dual writes follow
+        durability). A supervisor restarts the bridge; a standby or another voter takes over.
+        """
+        if self.renounced is not None:
+            return
+        self.renounced = reason
+        self.error = f"renounced: {reason}"
+        self.metrics.set_failed(reason)
+        log.error(
+            "event=renounced %s; this controller stops serving and exits with code %d so that a supervisor "
+            "restarts it (or a standby takes over)", reason, EXIT_FAILED,
+        )  # fmt: skip
+        self._notify()
+        if self._stop is not None:
+            self._stop.set()
 
     def _fail(self, message: str) -> None:
         self.error = message
@@ -659,10 +695,14 @@ class BridgeController:
                 on_change=self._sync_brokers,
             )
             self._spawn(self.broker_lifecycle.expire_sessions)
+            lifecycle = self.broker_lifecycle
             if self.config.auto_leader_rebalance_enable and not self.config.rehearsal:
                 # In a rehearsal nobody registers: every preferred election would find no valid leader.
-                lifecycle, interval = self.broker_lifecycle, self.config.leader_imbalance_check_interval_s
+                interval = self.config.leader_imbalance_check_interval_s
                 self._spawn(lambda: lifecycle.balance_leaders(interval))
+            if not self.config.rehearsal:
+                unclean_s = self.config.unclean_leader_election_interval_ms / 1000
+                self._spawn(lambda: lifecycle.elect_unclean_leaders(unclean_s))
         self.broker_lifecycle.activate(metadata_log, driver)
         self._sync_brokers()
 
@@ -960,11 +1000,13 @@ class BridgeController:
         return EnvelopeResponse(response_data=None, error_code=error)
 
     def _serving(self) -> bool:
-        return self.driver is not None and self.driver.dual_write
+        """Whether requests are served: a migrated controller that holds ZooKeeper (SYNC_KRAFT_TO_ZK on) and
+        has not renounced; Kafka's controller refuses only in PRE_MIGRATION."""
+        return self.renounced is None and self.driver is not None and self.driver.accepts_writes
 
     def _leads_log(self) -> bool:
         """Whether this controller leads its metadata log (Kafka: the Raft leader), whatever the driver's state."""
-        return self.log is not None and not self._log_closed and not self.fenced
+        return self.log is not None and not self._log_closed and not self.fenced and self.renounced is None
 
     def _leading_log(self) -> MetadataLog | None:
         """The log followers fetch: this controller's while it leads it, else none (NOT_CONTROLLER)."""
@@ -997,40 +1039,42 @@ class BridgeController:
         replication = api_key in metadata_fetch.REPLICATION_KEYS and self._leads_log()
         if not (replication or self._serving()):
             return error_response(api_key, api_version, body, ErrorCode.not_controller)
-        assert self.log is not None
         handler = self.handlers[api_key]
-        image = self.log.image
-        context = HandlerContext(
-            image=self.brokers.with_brokers(image)
-            if self.brokers is not None and self.config.rehearsal
-            else image,
-            api_version=api_version,
-            node_id=self.config.node_id,
-            now_ms=time.time_ns() // 1_000_000,
-            principal=principal,
-            client_id=client_id,
-            new_uuid=self.new_uuid,
-        )
-        try:
+        rehearsal_brokers = self.brokers if self.config.rehearsal else None
+        now_ms = time.time_ns() // 1_000_000
+
+        def generate(image: MetadataImage) -> tuple[Any, Change]:
+            # In a write event, against the image the records are appended to (nothing runs in between).
+            context = HandlerContext(
+                image=rehearsal_brokers.with_brokers(image) if rehearsal_brokers is not None else image,
+                api_version=api_version,
+                node_id=self.config.node_id,
+                now_ms=now_ms,
+                principal=principal,
+                client_id=client_id,
+                new_uuid=self.new_uuid,
+            )
             result: ControllerResult = handler(context, body)
+            if not result.records:
+                return result.response, Change([])
+            # Encoded on the event loop while ZooKeeper writes the change (when it goes out as one multi).
+            encoded = EncodedResponse(result.response)
+            return encoded, Change(result.records, atomic=result.atomic, encoded=encoded)
+
+        try:
+            if api_key in READ_ONLY_KEYS:  # Kafka's read events: no write event, never behind one
+                assert self.log is not None
+                return generate(self.log.image)[0]
+            response, _last = await self.pipeline.write(generate)
+        except (FencedOut, ControllerFailed):
+            return error_response(api_key, api_version, body, ErrorCode.not_controller)
         except Zk2KraftError as exc:
             log.warning("%s: %s", describe_api(api_key, api_version), exc)
             return error_response(api_key, api_version, body, ErrorCode.invalid_request, str(exc))
         except Exception:
-            log.exception("%s handler failed", describe_api(api_key, api_version))
+            log.exception("%s failed", describe_api(api_key, api_version))
             return error_response(api_key, api_version, body, ErrorCode.unknown_server_error)
-        if result.records:
-            # Encoded on the event loop while ZooKeeper writes the change (when it goes out as one multi).
-            encoded = EncodedResponse(result.response)
-            try:
-                await self.pipeline.commit(result.records, encoded)
-            except FencedOut:
-                return error_response(api_key, api_version, body, ErrorCode.not_controller)
-            except Exception:
-                log.exception("%s: committing its records failed", describe_api(api_key, api_version))
-                return error_response(api_key, api_version, body, ErrorCode.unknown_server_error)
-            return encoded
-        return result.response
+        return response
 
     # ------------------------------------------------------------------ requests to ZooKeeper-mode brokers
 
@@ -1098,12 +1142,7 @@ class BridgeController:
             return
         work: Callable[[], Any]
         if batch.mode is ForeignWriteMode.IMPORT:
-            assert self.log is not None
-            # Planned against the image the batch was judged on; committed like a request, later.
-            plan = batch.import_plan(self.log.image)
-            for write, why in plan.not_imported:
-                log.warning("foreign ZooKeeper write at %s not imported: %s", write.path, why)
-            work = lambda: self._import_foreign(plan.records, batch)  # noqa: E731
+            work = lambda: self._import_foreign(batch)  # noqa: E731
         else:
             work = lambda: self._revert_foreign(batch)  # noqa: E731
         with contextlib.suppress(RuntimeError):  # the loop is closing
@@ -1114,20 +1153,27 @@ class BridgeController:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _import_foreign(self, records: list[RecordAndVersion], batch: ForeignWriteBatch) -> None:
+    async def _import_foreign(self, batch: ForeignWriteBatch) -> None:
         """Append the records that make the log say what ZooKeeper says, as if requested."""
         if not self._serving():
             log.warning("foreign ZooKeeper writes not imported: not in DUAL_WRITE (%s)", self.state.name)
             return
+
+        def generate(image: MetadataImage) -> tuple[None, Change]:
+            # Planned in the write event, against the image its records are appended to.
+            plan = batch.import_plan(image)
+            for write, why in plan.not_imported:
+                log.warning("foreign ZooKeeper write at %s not imported: %s", write.path, why)
+            return None, Change(plan.records)
+
         try:
-            if records:
-                offset = await self.pipeline.commit(records)
+            _none, offset = await self.pipeline.write(generate)
+            if offset is not None:
                 log.info(
-                    "event=foreign_import records=%d last_offset=%d paths=%s",
-                    len(records), offset, ",".join(w.path for w in batch.writes),
-                )  # fmt: skip
+                    "event=foreign_import last_offset=%d paths=%s", offset, ",".join(w.path for w in batch.writes)
+                )
         except (FencedOut, Zk2KraftError) as exc:
-            log.error("foreign ZooKeeper writes not imported: %s", exc)
+            log.error("foreign ZooKeeper writes not imported: %s", describe_exception(exc))
         finally:
             self.foreign_batches_handled += 1
             self._notify()

@@ -78,6 +78,11 @@ VALID_TRANSITIONS: dict[DriverState, frozenset[DriverState]] = {
     DriverState.DUAL_WRITE: frozenset({DriverState.INACTIVE}),
 }
 
+WRITING_STATES = frozenset(
+    {DriverState.SYNC_KRAFT_TO_ZK, DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM, DriverState.DUAL_WRITE}
+)
+"""The states in which a migrated controller takes changes (it holds ZooKeeper and writes what they change)."""
+
 
 class MigrationMismatchError(Zk2KraftError):
     """ZooKeeper's `/migration` does not describe this metadata log; starting would corrupt one of them."""
@@ -275,6 +280,8 @@ class MigrationDriver:
         self.fenced_reason: str | None = None
         self.migration: MigrationOutcome | None = None
         self.reconciliation_ops: list[ZkOperation] = []
+        self.zk_sync_planned = False
+        """SYNC_KRAFT_TO_ZK planned its writes: later changes go to ZooKeeper through the pipeline."""
         self.migration_before: bytes | None = None
         """`/migration` as it was before this driver read (or created) it; None: absent."""
         # Awaited right before DUAL_WRITE (the controller arms its foreign-write watches there).
@@ -319,6 +326,24 @@ class MigrationDriver:
     @property
     def dual_write(self) -> bool:
         return self.state == DriverState.DUAL_WRITE and self.fenced_reason is None
+
+    @property
+    def accepts_writes(self) -> bool:
+        """Whether controller write events run: once the log holds a completed migration and this driver holds
+        ZooKeeper (SYNC_KRAFT_TO_ZK on), as Kafka gates only PRE_MIGRATION (RUNS_IN_PREMIGRATION)."""
+        return (
+            self.fenced_reason is None
+            and self.state in WRITING_STATES
+            and self.log.image.features.zk_migration_state == ZkMigrationState.MIGRATION
+        )
+
+    @property
+    def writes_to_zookeeper(self) -> bool:
+        """Whether a change appended now must be written to ZooKeeper by the pipeline: in DUAL_WRITE, and in
+        the states before it once SYNC_KRAFT_TO_ZK planned its writes (earlier changes are in that plan)."""
+        if self.fenced_reason is not None:
+            return False
+        return self.state == DriverState.DUAL_WRITE or (self.state in WRITING_STATES and self.zk_sync_planned)
 
     # ------------------------------------------------------------------ the way to DUAL_WRITE
 
@@ -551,6 +576,8 @@ class MigrationDriver:
             None, lambda: from_tree(read_tree(options, acls=False), strict=False)
         )
         ops = plan_reconciliation(self.log.image, model)
+        # Changes appended from now on are written after these ops, by the pipeline, in log order.
+        self.zk_sync_planned = True
         self.reconciliation_ops = ops
         offset = self.log.image.provenance.last_contained_offset
         await self.run_zk(self.apply_ops, ops, offset, self.log.leader_epoch, "snapshot")

@@ -97,6 +97,11 @@ class BridgeStatus(BaseModel):
     zk_metadata_offset: int = Field(-1, description="kraftMetadataOffset recorded in /migration")
     zk_write_behind_lag: int = Field(0, description="records committed but not yet written to ZooKeeper")
     fenced: bool = False
+    failed: str | None = Field(
+        None,
+        description="why this controller renounced (its metadata log could not take a change); it stops and "
+        "exits non-zero, and serves nothing meanwhile",
+    )
     foreign_zk_writes_mode: str = "report"
     foreign_zk_writes: int = Field(0, description="foreign ZooKeeper writes noticed since start")
     last_error: str | None = None
@@ -130,6 +135,7 @@ class BridgeMetrics:
         self._durable_offset = -1
         self._zk_offset = -1
         self._fenced = False
+        self._failed: str | None = None
         self._foreign_total = 0
         self._last_error: str | None = None
         self._stuck_write: StuckWrite | None = None
@@ -202,6 +208,11 @@ class BridgeMetrics:
         )
         self.fenced = Gauge(
             f"{PREFIX}_fenced", "1 once another controller fenced this one's ZooKeeper writes", registry=r
+        )
+        self.failed = Gauge(
+            f"{PREFIX}_controller_failed",
+            "1 once this controller's metadata log could not take a change: it renounced and is stopping",
+            registry=r,
         )
         self.foreign_zk_writes = Counter(
             f"{PREFIX}_foreign_zk_writes",
@@ -353,6 +364,13 @@ class BridgeMetrics:
             self.fenced.set(1 if fenced else 0)
             self._update_lag()
 
+    def set_failed(self, reason: str) -> None:
+        """The controller renounced: its log failed (`reason`); also the last error."""
+        with self._lock:
+            self._failed = reason
+            self._last_error = reason
+            self.failed.set(1)
+
     def observe_foreign_writes(self, kinds: Iterable[str], mode: str | None = None) -> None:
         """Count foreign ZooKeeper writes by kind (created, changed, deleted) under `mode`."""
         mode = mode or self.foreign_writes_mode
@@ -449,6 +467,7 @@ class BridgeMetrics:
                 zk_metadata_offset=self._zk_offset,
                 zk_write_behind_lag=self._lag,
                 fenced=self._fenced,
+                failed=self._failed,
                 foreign_zk_writes_mode=self.foreign_writes_mode,
                 foreign_zk_writes=self._foreign_total,
                 last_error=self._last_error,

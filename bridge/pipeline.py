@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.exceptions import KazooException
 
@@ -59,15 +59,43 @@ from bridge.zk.leadership import MigrationClientError, code_name
 from bridge.zk.migration_client import OneMulti, ZkBatchError
 from bridge.zk.operations import ZkOperation
 from bridge.zk.planner import plan_delta
-from migrate.errors import Zk2KraftError
+from migrate.errors import InvalidRequestError, Zk2KraftError, describe_exception
 from migrate.gcpause import gc_paused
 from migrate.kraft.image import MetadataImage
+from migrate.migration import MAX_RECORDS_PER_APPEND
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 REPAIR_FIRST_DELAY_S = 0.2
 REPAIR_MAX_DELAY_S = 30.0
 JUDGE_WAIT_S = 30.0
+
+
+class ControllerFailed(Zk2KraftError):
+    """The metadata log cannot take the change (an append or fsync failed): this controller renounces."""
+
+
+@dataclass(slots=True)
+class Change:
+    """What one write event appends: its records, whether they must go in one batch, and what runs right
+    after the append in the same step (`on_appended(last_offset)`; e.g. in-memory state kept beside the image).
+
+    `encoded`: the response, encoded ahead while ZooKeeper writes the change (one multi only).
+    """
+
+    records: list[RecordAndVersion]
+    atomic: bool = True
+    on_appended: Callable[[int], None] | None = None
+    encoded: EncodedResponse | None = None
+
+    def chunks(self) -> list[list[RecordAndVersion]]:
+        """The batches: all records in one when atomic, else at most MAX_RECORDS_PER_APPEND each (in order)."""
+        records = self.records
+        if self.atomic or len(records) <= MAX_RECORDS_PER_APPEND:
+            return [records]
+        return [records[i : i + MAX_RECORDS_PER_APPEND] for i in range(0, len(records), MAX_RECORDS_PER_APPEND)]
 
 
 class DualWritePipeline:
@@ -84,8 +112,14 @@ class DualWritePipeline:
         *,
         on_repaired: Callable[[], None],
         on_published: Callable[[PublishedBatch], None] | None = None,
+        on_failed: Callable[[str], None] = lambda _reason: None,
     ) -> None:
         self.metrics = metrics
+        # Event loop, once: the log failed (`failed` says how); the controller renounces.
+        self._on_failed = on_failed
+        self.failed: str | None = None
+        # Event loop, right after each batch is appended, in the same step: (records, base offset).
+        self.on_appended: list[Callable[[list[RecordAndVersion], int], None]] = []
         self._on_repaired = on_repaired
         # Event loop, in log order: each committed batch once ZooKeeper was written (or is to be repaired)
         # and before its request is answered (the controller's MigrationPropagator hook).
@@ -151,60 +185,138 @@ class DualWritePipeline:
             self._judging = False
 
     def _serving(self) -> bool:
-        return self.driver is not None and self.driver.dual_write
+        return self.driver is not None and self.driver.writes_to_zookeeper and self.failed is None
 
     def _spawn(self, work: Callable[[], Any]) -> None:
         task = asyncio.ensure_future(work())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def commit(self, records: list[RecordAndVersion], encoded: EncodedResponse | None = None) -> int:
-        """Append `records` as one batch, then (durable) write what they change to ZooKeeper; their last offset.
+    async def write(self, generate: Callable[[MetadataImage], tuple[T, Change]]) -> tuple[T, int | None]:
+        """One controller write event: `generate` computes a change from the current image, and its records
+        are appended in the same step (nothing runs in between); then they are made durable and, while this
+        controller writes ZooKeeper, written there. Returns `generate`'s value and the last offset appended
+        (None: no records).
 
-        `encoded`: the response to the change, encoded ahead while ZooKeeper writes it (one multi only).
+        Kafka's ControllerWriteEvent: generateRecordsAndResult, then append and replay, with no other event
+        in between. Raises ControllerFailed when the log cannot take the records (the controller renounces),
+        FencedOut when another controller took ZooKeeper over.
         """
         metadata_log, driver = self.log, self.driver
         assert metadata_log is not None and driver is not None and self._appends_open is not None
         while not self._appends_open.is_set():  # a repair of ZooKeeper is under way
             await self._appends_open.wait()
         await self._enter_append()
+        items: list[_QueuedWrite] = []
+        durable: list[concurrent.futures.Future[None]] = []
         try:
-            # Cut now, on the event loop: the image moves on with the next request. The writer thread plans
-            # the slices beside the fsync, so the log writer need not wait for the plan to start it.
-            keys = touched_keys(records, metadata_log.image)
-            before = cut(metadata_log.image, keys)
-            appended = metadata_log.append(records)
-            after = cut(metadata_log.image, keys)
-            with self._inflight_cond:
-                self._inflight += 1
+            self._check_writable(driver)
+            value, change = generate(metadata_log.image)
+            if not change.records:
+                return value, None
+            to_zookeeper = driver.writes_to_zookeeper
+            last = -1
+            for chunk in change.chunks():
+                appended, before, after = self._append(metadata_log, chunk, to_zookeeper, first=not durable)
+                durable.append(appended.durable)
+                last = int(appended.last_offset)
+                if to_zookeeper:
+                    with self._inflight_cond:
+                        self._inflight += 1
+                    items.append(
+                        _QueuedWrite(
+                            appended, [], metadata_log.leader_epoch, self._new_future(),
+                            change.encoded, (before, after),
+                            None if self.on_published is None
+                            else PublishedBatch(chunk, before, after, last, metadata_log.image),
+                        )
+                    )  # fmt: skip
+                for hook in self.on_appended:
+                    hook(chunk, int(appended.base_offset))
+            if change.on_appended is not None:
+                change.on_appended(last)
         finally:
             self._gate.release()
-        self.metrics.set_offsets(log_end_offset=appended.last_offset)
-        # The planner consumes the slices; the published batch keeps them for the hook.
-        published = (
-            None
-            if self.on_published is None
-            else PublishedBatch(records, before, after, int(appended.last_offset), metadata_log.image)
-        )
+        self.metrics.set_offsets(log_end_offset=last)
         # Queued in log order: appends and this queue only move on the event loop, with no await between.
-        await self._queue_write(
-            _QueuedWrite(
-                appended,
-                [],
-                metadata_log.leader_epoch,
-                self._new_future(),
-                encoded,
-                (before, after),
-                published,
-            )
-        )
-        return int(appended.last_offset)
+        for item in items:
+            self._enqueue_write(item)
+        try:
+            if items:
+                await asyncio.gather(*(item.done for item in items))
+            else:  # before ZooKeeper is written (registrations while waiting for brokers): durable is enough
+                await asyncio.gather(*(asyncio.wrap_future(future) for future in durable))
+        except FencedOut:
+            raise
+        except Exception as exc:
+            if self.failed is not None:
+                raise ControllerFailed(self.failed) from exc
+            raise
+        return value, last
+
+    async def commit(self, records: list[RecordAndVersion], encoded: EncodedResponse | None = None) -> int:
+        """Append `records` (computed by the caller in the same step, with no await since) and write them through."""
+        _none, last = await self.write(lambda _image: (None, Change(records, encoded=encoded)))
+        assert last is not None
+        return last
+
+    def _check_writable(self, driver: MigrationDriver) -> None:
+        """Refuse a write event of a controller that failed, was fenced, or does not hold the migration yet."""
+        if self.failed is not None:
+            raise ControllerFailed(self.failed)
+        if driver.fenced_reason is not None:
+            raise FencedOut(driver.fenced_reason)
+
+    def _append(
+        self, metadata_log: MetadataLog, records: list[RecordAndVersion], to_zookeeper: bool, *, first: bool
+    ) -> tuple[AppendResult, MetadataImage, MetadataImage]:
+        """Append one batch; the image slices before and after it (what ZooKeeper must follow)."""
+        keys = touched_keys(records, metadata_log.image) if to_zookeeper else None
+        before = cut(metadata_log.image, keys) if keys is not None else metadata_log.image
+        try:
+            appended = metadata_log.append(records)
+        except InvalidRequestError:
+            if first:  # refused before anything was replayed: the request fails, the log is fine
+                raise
+            self._log_failed(f"a later batch of one change was refused by {metadata_log.partition_dir}")
+            raise ControllerFailed(self.failed or "") from None
+        except Exception as exc:
+            # Replayed in part, or the log failed before: the image is no longer the log's (Kafka renounces).
+            self._log_failed(f"appending to {metadata_log.partition_dir} failed: {describe_exception(exc)}")
+            raise ControllerFailed(self.failed or "") from exc
+        appended.durable.add_done_callback(self._on_durable)
+        after = cut(metadata_log.image, keys) if keys is not None else metadata_log.image
+        return appended, before, after
+
+    def _on_durable(self, durable: concurrent.futures.Future[None]) -> None:
+        """Log writer thread: a write or fsync that failed is fatal to this controller."""
+        error = durable.exception()
+        if error is not None and self.log is not None:
+            self._log_failed(f"writing {self.log.partition_dir} failed: {describe_exception(error)}")
+
+    def _log_failed(self, reason: str) -> None:
+        """Any thread: the log takes no more appends; stop committing and tell the controller (once)."""
+        with self._queue_lock:
+            if self.failed is not None:
+                return
+            self.failed = reason
+        self.metrics.set_last_error(reason)
+        log.error("event=log_failed %s; this controller can commit nothing more and renounces", reason)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._on_failed, reason)
 
     def _new_future(self) -> asyncio.Future[None]:
         return asyncio.get_running_loop().create_future()
 
     async def _queue_write(self, item: _QueuedWrite) -> None:
-        """Queue `item` for the writer thread (one drain job for all queued meanwhile); wait for its answer."""
+        """Queue `item` for the writer thread and wait for its answer."""
+        self._enqueue_write(item)
+        await item.done
+
+    def _enqueue_write(self, item: _QueuedWrite) -> None:
+        """Queue `item` for the writer thread (one drain job for all queued meanwhile)."""
         metadata_log = self.log
         with self._queue_lock:
             self._queued_writes.append(item)
@@ -223,7 +335,6 @@ class DualWritePipeline:
         elif not ready and item.appended is not None:
             # A write that fails never starts its fsync: the writer thread must hear of the batch anyway.
             item.appended.durable.add_done_callback(lambda _durable: self._on_log_writing())
-        await item.done
 
     def _on_log_writing(self) -> None:
         """Log writer thread, as a round's fsync starts (or its write failed): let the writer thread take

@@ -50,6 +50,12 @@ class UnreachableError(Zk2KraftError):
     """A server (a ZooKeeper ensemble, a bridge's status endpoint) did not answer; nothing was read or changed."""
 
 
+def describe_exception(exc: BaseException) -> str:
+    """An exception as one log-line phrase: its message, or its type's name when the message is empty."""
+    text = str(exc)
+    return text if text else type(exc).__name__
+
+
 # The exit codes of every zk2kraft command: one table, shown by `zk2kraft --help` and in
 # docs/operations.md ("Exit codes and guarantees"). The bridge returns them too.
 EXIT_OK = 0

@@ -17,7 +17,7 @@ from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.api_versions.v4 import request as api_versions_v4
 from kio.schema.errors import ErrorCode
 
-from bridge import broker_lifecycle
+from bridge import pipeline
 from bridge.api import DriverState
 from bridge.controller import BridgeController
 from bridge.kafka.client import send_envelope_sync, send_request_sync
@@ -566,7 +566,7 @@ def test_a_fence_larger_than_one_batch_is_appended_in_chunks_and_lands_whole(
 ) -> None:
     # Broker 1's fence here changes a few dozen partitions; in a 200,000-partition cluster it changes ~200,000,
     # more than one KRaft batch may hold (8 MiB). The chunk size is lowered so that the split shows.
-    monkeypatch.setattr(broker_lifecycle, "MAX_RECORDS_PER_APPEND", 5)
+    monkeypatch.setattr(pipeline, "MAX_RECORDS_PER_APPEND", 5)
     eventually(lambda: all_unfenced(bridge), timeout=20)
     fence_start = bridge.log.end_offset if bridge.log is not None else 0
     changed = [
