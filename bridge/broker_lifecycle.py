@@ -205,8 +205,34 @@ class BrokerLifecycle:
 
             return flags, self._change(result.records, after)
 
+        assert self.log is not None
+        image = self.log.image
+        if not self._changes_state(image, request, offline):
+            # Nothing to append: answered now, never behind held appends or a pending write (KAFKA-15441).
+            value, change = generate(image)
+            if not change.records:
+                return value
+        else:
+            # The session stays alive while the change waits for its turn (processExpiredBrokerHeartbeat).
+            self.replication.process_expired_broker_heartbeat(image, request)
         outcome = await self._event(generate, f"heartbeat of broker {request.broker_id}")
         return answer(outcome) if isinstance(outcome, ErrorCode) else outcome[0]
+
+    def _changes_state(self, image: MetadataImage, request: HeartbeatRequest, offline: list[Any]) -> bool:
+        """Whether this heartbeat would append records against `image` (reads only)."""
+        broker_id = request.broker_id
+        register_offset = self.cluster.register_broker_record_offset(broker_id)
+        if register_offset is None or self.cluster.check_broker_epoch(image, broker_id, request.broker_epoch):
+            return False  # answered with its error
+        current, following = self.cluster.heartbeats.calculate_next_state(
+            request, register_offset, lambda: self.replication.has_leaderships(image, broker_id)
+        )
+        if current is not following:
+            return True
+        broker = image.cluster.brokers[broker_id]
+        return image.metadata_version.is_directory_assignment_supported() and any(
+            d in offline for d in broker.log_dirs
+        )
 
     def _session_kept(self, image: MetadataImage, request: HeartbeatRequest, answer: Callable[..., Any]) -> Any:
         """processExpiredBrokerHeartbeat's effect and the broker's state as it stands (no records)."""

@@ -118,6 +118,8 @@ class DualWritePipeline:
         # Event loop, once: the log failed (`failed` says how); the controller renounces.
         self._on_failed = on_failed
         self.failed: str | None = None
+        # Write events waiting for appends to be let go (a repair, a foreign-write judgment).
+        self.events_waiting = 0
         # Event loop, right after each batch is appended, in the same step: (records, base offset).
         self.on_appended: list[Callable[[list[RecordAndVersion], int], None]] = []
         self._on_repaired = on_repaired
@@ -204,9 +206,13 @@ class DualWritePipeline:
         """
         metadata_log, driver = self.log, self.driver
         assert metadata_log is not None and driver is not None and self._appends_open is not None
-        while not self._appends_open.is_set():  # a repair of ZooKeeper is under way
-            await self._appends_open.wait()
-        await self._enter_append()
+        self.events_waiting += 1
+        try:
+            while not self._appends_open.is_set():  # a repair of ZooKeeper is under way
+                await self._appends_open.wait()
+            await self._enter_append()
+        finally:
+            self.events_waiting -= 1
         items: list[_QueuedWrite] = []
         durable: list[concurrent.futures.Future[None]] = []
         try:

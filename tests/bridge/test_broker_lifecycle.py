@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ from migrate.zk import paths
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
-from tests.support.bridge import controller_config, eventually, start_controller
+from tests.support.bridge import appends_held, controller_config, eventually, start_controller
 from tests.support.bridge_process import (
     CONFIG_KEY,
     Change,
@@ -41,7 +42,7 @@ from tests.support.bridge_process import (
     set_data_op_bytes,
 )
 from tests.support.kraft_broker import SimulatedKraftBroker
-from tests.support.requests import PREFERRED, UNCLEAN, alter_partition, elect_leaders
+from tests.support.requests import PREFERRED, UNCLEAN, alter_partition, create_topic, elect_leaders
 from tests.support.sim_broker import log_dir_id
 from tests.support.zk_broker import SimulatedZkBroker
 
@@ -588,3 +589,64 @@ def test_a_fence_larger_than_one_batch_is_appended_in_chunks_and_lands_whole(
     assert all(1 not in after.topics_by_name[name].partitions[p].isr or
                after.topics_by_name[name].partitions[p].isr == [1] for name, p in changed)  # fmt: skip
     eventually(lambda: zookeeper_matches_image(zk_client, bridge), timeout=10)
+
+
+def partition_led_by_1_with_full_isr(bridge: BridgeController) -> tuple[str, int]:
+    """A partition of a new three-replica topic that broker 1 leads."""
+    response = send_request_sync("127.0.0.1", bridge.listen_port, create_topic("three-replicas", 3, 3))
+    assert [t.error_code for t in response.topics] == [ErrorCode.none]
+    for topic in sorted(image(bridge).topics_by_name.values(), key=lambda t: t.name):
+        for partition_id, partition in sorted(topic.partitions.items()):
+            if partition.leader == 1 and {1, 2, 3} <= set(partition.isr):
+                return topic.name, partition_id
+    raise AssertionError("no partition led by broker 1 with brokers 1, 2 and 3 in its ISR")
+
+
+def test_a_session_expiring_while_the_leader_shrinks_the_isr_never_brings_the_removed_replica_back(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker], zk_client: KazooClient
+) -> None:
+    """Broker 2's fence and leader 1's AlterPartition removing replica 3 wait behind held appends; each is
+    computed from the image the other left, so an out-of-sync replica never re-enters the ISR."""
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    eventually(lambda: not any(b.view.is_fenced for b in brokers.values()), timeout=20)
+    topic, partition_id = partition_led_by_1_with_full_isr(bridge)
+    epochs = {b: image(bridge).cluster.brokers[b].epoch for b in (1, 2)}
+    with ThreadPoolExecutor(1) as pool:
+        with appends_held(bridge):
+            brokers[2].kill()
+            eventually(lambda: bridge.pipeline.events_waiting == 1, timeout=SESSION_TIMEOUT_MS / 1000 + 10)
+            shrink = pool.submit(alter_isr, bridge, brokers[1], topic, partition_id, epochs)
+            eventually(lambda: bridge.pipeline.events_waiting == 2)
+        code = shrink.result(timeout=30)
+    eventually(lambda: image(bridge).cluster.brokers[2].fenced)
+    partition = image(bridge).topics_by_name[topic].partitions[partition_id]
+    assert 2 not in partition.isr and partition.leader == 1
+    if code == ErrorCode.none:
+        assert partition.isr == [1], "replica 3 left the ISR through AlterPartition and came back without one"
+    else:  # the fence came first: the leader's request named a partition epoch that had moved on
+        assert code == ErrorCode.invalid_update_version and partition.isr == [1, 3]
+    eventually(lambda: zookeeper_matches_image(zk_client, bridge))
+    assert bridge.renounced is None
+
+
+def test_a_controlled_shutdown_and_a_fence_together_leave_neither_broker_leading_or_in_an_isr(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker], zk_client: KazooClient
+) -> None:
+    """Broker 2 asks for a controlled shutdown while broker 3's session expires, both behind held appends:
+    afterwards neither leads nor stays in an ISR it shares with others, and broker 2's shutdown completes."""
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    eventually(lambda: not any(b.view.is_fenced for b in brokers.values()), timeout=20)
+    with appends_held(bridge):
+        brokers[3].kill()
+        eventually(lambda: bridge.pipeline.events_waiting == 1, timeout=SESSION_TIMEOUT_MS / 1000 + 10)
+        brokers[2].begin_controlled_shutdown()
+        eventually(lambda: bridge.pipeline.events_waiting == 2)
+    eventually(lambda: image(bridge).cluster.brokers[3].fenced)
+    eventually(lambda: brokers[2].view.should_shut_down, timeout=20)
+    for topic in image(bridge).topics_by_name.values():
+        for partition in topic.partitions.values():
+            assert partition.leader not in (2, 3), (topic.name, partition)
+            if len(partition.isr) > 1:
+                assert not {2, 3} & set(partition.isr), (topic.name, partition)
+    eventually(lambda: zookeeper_matches_image(zk_client, bridge))
+    assert bridge.renounced is None

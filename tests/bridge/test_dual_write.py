@@ -22,6 +22,7 @@ from bridge.kafka.client import KafkaConnection, send_envelope_sync, send_reques
 from bridge.kafka.protocol import KafkaPrincipal, encode_request
 from bridge.zk.image_slice import cut, touched_keys
 from bridge.zk.planner import plan_delta, plan_reconciliation
+from migrate.errors import EXIT_FAILED
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.reader import iter_log_dir, load_image
@@ -29,7 +30,7 @@ from migrate.kraft.replay import replay_records
 from migrate.zk.cluster import from_tree, to_znodes
 from migrate.zk.live import read_tree
 from migrate.zk.tree import ZTree
-from tests.support.bridge import running_bridge
+from tests.support.bridge import eventually, running_bridge
 from tests.support.requests import BROKER, DELETE, SET, TOPIC, incremental
 
 pytestmark = pytest.mark.zookeeper
@@ -253,27 +254,36 @@ def zookeeper_state(zk_connect: str) -> dict[str, tuple[bytes | None, int, int]]
     }
 
 
-def test_a_change_the_log_failed_to_write_is_refused_and_never_reaches_zookeeper(
+def test_a_change_the_log_failed_to_write_is_refused_and_the_controller_renounces_loudly(
     bridge: BridgeController, zk_connect: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ZooKeeper multi is prepared while the log writes; a failed write must keep it from being sent."""
+    """A failed log write (a full or broken disk) never reaches ZooKeeper (its multi is prepared beside the
+    fsync), and the controller renounces as Kafka's does: the change is answered NOT_CONTROLLER (the broker
+    retries elsewhere), /status and /metrics show why, and the bridge stops with exit code 4."""
     assert bridge.log is not None
     before = zookeeper_state(zk_connect)
+    writes = 0
 
     def broken_disk(chunk: list[bytes]) -> None:
-        raise OSError(5, "Input/output error")
+        nonlocal writes
+        writes += 1
+        raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(bridge.log, "_write_out", broken_disk)
     response = send_request_sync(
         "127.0.0.1", bridge.listen_port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "1234"))
     )
-    assert [r.error_code for r in response.responses] == [ErrorCode.unknown_server_error]
+    assert writes == 1  # the fault happened where a full disk would make it
+    assert [r.error_code for r in response.responses] == [ErrorCode.not_controller]
     assert zookeeper_state(zk_connect) == before
-    # The log takes no more appends (it must be reopened); later changes are refused as well.
-    again = send_request_sync(
-        "127.0.0.1", bridge.listen_port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "5678"))
-    )
-    assert [r.error_code for r in again.responses] == [ErrorCode.unknown_server_error]
+    eventually(lambda: bridge.exit_code is not None, timeout=30)
+    assert bridge.exit_code == EXIT_FAILED
+    status = bridge.status()
+    assert status.state == "FAILED"
+    assert status.failed is not None and "No space left on device" in status.failed
+    assert status.last_error == status.failed
+    assert b"zk2kraft_controller_failed 1.0" in bridge.metrics.exposition()
+    assert bridge.error is not None and "renounced" in bridge.error
     assert zookeeper_state(zk_connect) == before
 
 

@@ -79,3 +79,13 @@ def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def appends_held(bridge: BridgeController) -> Iterator[None]:
+    """Hold the bridge's appends as its foreign-write watcher does while it judges a ZooKeeper change."""
+    watcher = bridge.watcher
+    assert watcher is not None
+    with watcher.own_writes():
+        bridge.pipeline.hold_appends()
+        yield

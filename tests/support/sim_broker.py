@@ -112,9 +112,13 @@ class SimulatedBroker:
         """Crash: no more heartbeats, nothing is said to the controller."""
         self._stop_loop()
 
+    def begin_controlled_shutdown(self) -> None:
+        """Heartbeats ask for a controlled shutdown from now on (the broker keeps running)."""
+        self._want_shut_down = True
+
     def shutdown(self, timeout: float = 30.0) -> bool:
         """Controlled shutdown through heartbeats (the cached controller is KRaft); True once told to shut down."""
-        self._want_shut_down = True
+        self.begin_controlled_shutdown()
         deadline = time.monotonic() + timeout
         while not self.view.should_shut_down and time.monotonic() < deadline:
             time.sleep(0.02)
