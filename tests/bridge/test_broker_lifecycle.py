@@ -42,7 +42,16 @@ from tests.support.bridge_process import (
     set_data_op_bytes,
 )
 from tests.support.kraft_broker import SimulatedKraftBroker
-from tests.support.requests import PREFERRED, UNCLEAN, alter_partition, create_topic, elect_leaders
+from tests.support.requests import (
+    PREFERRED,
+    SET,
+    TOPIC,
+    UNCLEAN,
+    alter_partition,
+    create_topic,
+    elect_leaders,
+    incremental,
+)
 from tests.support.sim_broker import log_dir_id
 from tests.support.zk_broker import SimulatedZkBroker
 
@@ -650,3 +659,60 @@ def test_a_controlled_shutdown_and_a_fence_together_leave_neither_broker_leading
                 assert not {2, 3} & set(partition.isr), (topic.name, partition)
     eventually(lambda: zookeeper_matches_image(zk_client, bridge))
     assert bridge.renounced is None
+
+
+def test_a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_one(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path
+) -> None:
+    """Kafka's electUnclean task: unclean.leader.election.enable set after a partition lost its only in-sync
+    replica gives it a leader at the next unclean.leader.election.interval.ms, with nothing else happening."""
+    controller = start_bridge(zk_connect, tmp_path, unclean_leader_election_interval_ms=200)
+    started = {broker_id: start_broker(controller, broker_id, zk_connect) for broker_id in BROKER_IDS}
+    try:
+        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+        eventually(lambda: all_unfenced(controller), timeout=20)
+        response = send_request_sync("127.0.0.1", controller.listen_port, create_topic("fragile", 1, 2))
+        assert [t.error_code for t in response.topics] == [ErrorCode.none]
+        partition = image(controller).topics_by_name["fragile"].partitions[0]
+        leader, follower = partition.leader, next(b for b in partition.replicas if b != partition.leader)
+        epoch = image(controller).cluster.brokers[leader].epoch
+        assert alter_isr(controller, started[leader], "fragile", 0, {leader: epoch}) == ErrorCode.none
+        started[leader].kill()
+        eventually(lambda: image(controller).cluster.brokers[leader].fenced, timeout=10)
+        offline = image(controller).topics_by_name["fragile"].partitions[0]
+        assert (offline.leader, offline.isr) == (-1, [leader])  # the last in-sync replica stays, leaderless
+        time.sleep(0.5)  # a few timer periods: unclean elections are off, so nothing may change
+        assert image(controller).topics_by_name["fragile"].partitions[0].leader == -1
+        change = incremental(TOPIC, "fragile", ("unclean.leader.election.enable", SET, "true"))
+        response = send_request_sync("127.0.0.1", controller.listen_port, change)
+        assert [r.error_code for r in response.responses] == [ErrorCode.none]
+        eventually(lambda: image(controller).topics_by_name["fragile"].partitions[0].leader == follower)
+        assert image(controller).topics_by_name["fragile"].partitions[0].isr == [follower]
+    finally:
+        for broker in started.values():
+            broker.kill()
+        controller.stop()
+
+
+def test_status_counts_a_fence_once_it_is_in_the_log_while_zookeeper_has_not_answered(
+    patient_zk: EmbeddedZooKeeper, tmp_path: Path
+) -> None:
+    """`/status` counts brokers from the log: a fence committed while ZooKeeper holds its answer shows at once."""
+    cutter = ZkReplyCutter(patient_zk.port)
+    controller = start_bridge(cutter.connect_string, tmp_path)
+    zk_connect = patient_zk.connect_string
+    started = {broker_id: start_broker(controller, broker_id, zk_connect) for broker_id in BROKER_IDS}
+    try:
+        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
+        eventually(lambda: all_unfenced(controller) and not any(b.view.is_fenced for b in started.values()), 30)
+        cutter.arm(containing=set_data_op_bytes(paths.MIGRATION), hold=True)
+        started[3].kill()
+        eventually(lambda: cutter.cuts == 1, timeout=30)  # the fence's dual write reached ZooKeeper, unanswered
+        eventually(lambda: controller.status().brokers.fenced == 1, timeout=5)
+        assert cutter.cuts == 1 and image(controller).cluster.brokers[3].fenced
+    finally:
+        cutter.release()
+        for broker in started.values():
+            broker.kill()
+        controller.stop()
+        cutter.close()
