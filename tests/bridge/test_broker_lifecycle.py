@@ -5,12 +5,14 @@ Against a real ZooKeeper seeded with the real Kafka 3.5 cluster's tree (brokers 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -21,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from bridge import pipeline
 from bridge.api import DriverState
 from bridge.controller import BridgeController
+from bridge.driver import MigrationDriver
 from bridge.kafka.client import send_envelope_sync, send_request_sync
 from bridge.kafka.protocol import KafkaPrincipal, encode_request
 from migrate.kraft import metadata_version as mvs
@@ -716,3 +719,47 @@ def test_status_counts_a_fence_once_it_is_in_the_log_while_zookeeper_has_not_ans
             broker.kill()
         controller.stop()
         cutter.close()
+
+
+def test_after_a_restart_brokers_are_fenced_and_elections_served_while_zookeeper_is_being_reconciled(
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka gates only PRE_MIGRATION: during SYNC_KRAFT_TO_ZK a dead broker is fenced and AlterPartition and
+    ElectLeaders are served; what they change reaches ZooKeeper with the reconciliation or after it."""
+    first = start_bridge(zk_connect, tmp_path)
+    started = {broker_id: start_broker(first, broker_id, zk_connect) for broker_id in BROKER_IDS}
+    release = threading.Event()
+    original = MigrationDriver.reconcile
+
+    async def slow_reconcile(driver: MigrationDriver) -> Any:
+        if driver.state is DriverState.SYNC_KRAFT_TO_ZK:  # a long reconciliation (a big cluster)
+            await asyncio.get_running_loop().run_in_executor(None, release.wait, 60)
+        return await original(driver)
+
+    second: BridgeController | None = None
+    try:
+        assert first.wait_for_state(DriverState.DUAL_WRITE), first.error
+        eventually(lambda: all_unfenced(first), timeout=20)
+        first.stop()
+        monkeypatch.setattr(MigrationDriver, "reconcile", slow_reconcile)
+        second = start_bridge(zk_connect, tmp_path)
+        for broker in started.values():
+            broker.follow(("127.0.0.1", second.listen_port))
+        assert second.wait_for_state(DriverState.SYNC_KRAFT_TO_ZK), second.error
+        started[3].kill()
+        eventually(lambda: image(second).cluster.brokers[3].fenced, timeout=SESSION_TIMEOUT_MS / 1000 + 10)
+        assert second.state is DriverState.SYNC_KRAFT_TO_ZK  # fenced before the reconciliation ended
+        answer = send_request_sync("127.0.0.1", second.listen_port, elect_leaders(PREFERRED, None))
+        assert answer.error_code == ErrorCode.none
+        release.set()
+        assert second.wait_for_state(DriverState.DUAL_WRITE), second.error
+        eventually(lambda: zookeeper_matches_image(seeded, second))
+        assert not any(3 in p.isr and len(p.isr) > 1 for t in image(second).topics_by_name.values()
+                       for p in t.partitions.values())  # fmt: skip
+    finally:
+        release.set()
+        for broker in started.values():
+            broker.kill()
+        first.stop()
+        if second is not None:
+            second.stop()
