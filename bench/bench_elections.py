@@ -322,7 +322,7 @@ def _fence_through_bridge(
         fence_records: list[int] = []
         decide = lifecycle.replication.maybe_fence_one_stale_broker
         append = metadata_log.append
-        commit = controller.pipeline.commit
+        write = controller.pipeline.write
 
         def timed_decide(image: Any) -> Any:
             records = decide(image)
@@ -331,10 +331,9 @@ def _fence_through_bridge(
                 fence_records.append(len(records))
             return records
 
-        # A fence of more than 10,000 records is committed in chunks (one batch and dual write each): it is
-        # durable, and in ZooKeeper, once its last chunk is.
+        # A fence of more than 10,000 records is committed in chunks (one batch and dual write each) by one
+        # write event: it is durable once its last chunk is, and in ZooKeeper once that event returns.
         appended_count = [0]
-        committed_count = [0]
 
         def timed_append(records: Any, *args: Any, **kwargs: Any) -> Any:
             appended = append(records, *args, **kwargs)
@@ -346,18 +345,25 @@ def _fence_through_bridge(
                     )
             return appended
 
-        async def timed_commit(records: Any, *args: Any, **kwargs: Any) -> int:
-            last = await commit(records, *args, **kwargs)
-            if fence_records:
-                committed_count[0] += len(records)
-                if committed_count[0] == fence_records[0]:
-                    marks.setdefault("zookeeper", time.perf_counter())
-            return last
+        async def timed_write(generate: Any) -> Any:
+            decided_here = []
+
+            def watched(image: Any) -> Any:
+                decided = len(fence_records)
+                outcome = generate(image)
+                if len(fence_records) > decided:
+                    decided_here.append(True)
+                return outcome
+
+            outcome = await write(watched)
+            if decided_here:
+                marks.setdefault("zookeeper", time.perf_counter())
+            return outcome
 
         # Instrumentation only: the same calls, timed (the bridge looks these up on its objects at call time).
         lifecycle.replication.maybe_fence_one_stale_broker = timed_decide  # type: ignore[method-assign]
         metadata_log.append = timed_append  # type: ignore[method-assign]
-        controller.pipeline.commit = timed_commit  # type: ignore[method-assign]
+        controller.pipeline.write = timed_write  # type: ignore[method-assign]
         brokers[VICTIM - 1].stop()
         deadline = time.monotonic() + SESSION_TIMEOUT_MS / 1000 + 1800
         while "zookeeper" not in marks:
