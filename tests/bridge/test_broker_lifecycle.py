@@ -763,3 +763,22 @@ def test_after_a_restart_brokers_are_fenced_and_elections_served_while_zookeeper
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_heartbeat_whose_change_meets_a_fenced_controller_is_answered_not_controller(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker], zk_client: KazooClient
+) -> None:
+    """A controlled-shutdown heartbeat waits behind held appends while another controller takes ZooKeeper over:
+    the broker hears NOT_CONTROLLER (it looks for the new controller), never UNKNOWN_SERVER_ERROR."""
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    eventually(lambda: not any(b.view.is_fenced for b in brokers.values()), timeout=20)
+    errors_before = len(brokers[2].view.errors)
+    with appends_held(bridge):
+        brokers[2].begin_controlled_shutdown()
+        eventually(lambda: bridge.pipeline.events_waiting == 1)
+        data, _stat = zk_client.get(paths.CONTROLLER_EPOCH)
+        zk_client.set(paths.CONTROLLER_EPOCH, str(int(data) + 1).encode())  # another controller's claim
+        eventually(lambda: bridge.fenced)
+    eventually(lambda: len(brokers[2].view.errors) > errors_before)
+    assert set(brokers[2].view.errors[errors_before:]) == {ErrorCode.not_controller}
+    assert not image(bridge).cluster.brokers[2].in_controlled_shutdown
