@@ -215,13 +215,13 @@ class DualWritePipeline:
             self.events_waiting -= 1
         items: list[_QueuedWrite] = []
         durable: list[concurrent.futures.Future[None]] = []
+        last = -1
         try:
             self._check_writable(driver)
             value, change = generate(metadata_log.image)
             if not change.records:
                 return value, None
             to_zookeeper = driver.writes_to_zookeeper
-            last = -1
             for chunk in change.chunks():
                 appended, before, after = self._append(metadata_log, chunk, to_zookeeper, first=not durable)
                 durable.append(appended.durable)
@@ -237,16 +237,16 @@ class DualWritePipeline:
                             else PublishedBatch(chunk, before, after, last, metadata_log.image),
                         )
                     )  # fmt: skip
-                for hook in self.on_appended:
-                    hook(chunk, int(appended.base_offset))
+                self._replay_hooks(chunk, int(appended.base_offset), metadata_log)
             if change.on_appended is not None:
-                change.on_appended(last)
+                self._replay_hooks(chunk, last, metadata_log, change.on_appended)
         finally:
             self._gate.release()
+            # Queued in log order (appends and this queue only move on the event loop, with no await
+            # between), also the batches before a later one failed: they are answered and counted down.
+            for item in items:
+                self._enqueue_write(item)
         self.metrics.set_offsets(log_end_offset=last)
-        # Queued in log order: appends and this queue only move on the event loop, with no await between.
-        for item in items:
-            self._enqueue_write(item)
         try:
             if items:
                 await asyncio.gather(*(item.done for item in items))
@@ -284,30 +284,53 @@ class DualWritePipeline:
         except InvalidRequestError:
             if first:  # refused before anything was replayed: the request fails, the log is fine
                 raise
-            self._log_failed(f"a later batch of one change was refused by {metadata_log.partition_dir}")
+            self._fail_commits(f"a later batch of one change was refused by {metadata_log.partition_dir}")
             raise ControllerFailed(self.failed or "") from None
         except Exception as exc:
             # Replayed in part, or the log failed before: the image is no longer the log's (Kafka renounces).
-            self._log_failed(f"appending to {metadata_log.partition_dir} failed: {describe_exception(exc)}")
+            self._fail_commits(f"appending to {metadata_log.partition_dir} failed: {describe_exception(exc)}")
             raise ControllerFailed(self.failed or "") from exc
         appended.durable.add_done_callback(self._on_durable)
         after = cut(metadata_log.image, keys) if keys is not None else metadata_log.image
         return appended, before, after
 
+    def _replay_hooks(
+        self,
+        records: list[RecordAndVersion],
+        offset: int,
+        metadata_log: MetadataLog,
+        only: Callable[[int], None] | None = None,
+    ) -> None:
+        """Follow an append in memory (`on_appended` hooks with the base offset, or `only` with the last one);
+        a failure leaves memory behind the log, which is fatal as a replay failure is in Kafka."""
+        try:
+            if only is not None:
+                only(offset)
+            else:
+                for hook in self.on_appended:
+                    hook(records, offset)
+        except Exception as exc:
+            log.exception("following the append at offset %d in memory failed", offset)
+            self._fail_commits(
+                f"following the append at offset {offset} of {metadata_log.partition_dir} in memory failed: "
+                f"{describe_exception(exc)}"
+            )
+            raise ControllerFailed(self.failed or "") from exc
+
     def _on_durable(self, durable: concurrent.futures.Future[None]) -> None:
         """Log writer thread: a write or fsync that failed is fatal to this controller."""
         error = durable.exception()
         if error is not None and self.log is not None:
-            self._log_failed(f"writing {self.log.partition_dir} failed: {describe_exception(error)}")
+            self._fail_commits(f"writing {self.log.partition_dir} failed: {describe_exception(error)}")
 
-    def _log_failed(self, reason: str) -> None:
+    def _fail_commits(self, reason: str) -> None:
         """Any thread: the log takes no more appends; stop committing and tell the controller (once)."""
         with self._queue_lock:
             if self.failed is not None:
                 return
             self.failed = reason
         self.metrics.set_last_error(reason)
-        log.error("event=log_failed %s; this controller can commit nothing more and renounces", reason)
+        log.error("event=commit_failed %s; this controller can commit nothing more and renounces", reason)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
