@@ -16,6 +16,7 @@ from bridge.kafka.sasl import KNOWN_MECHANISMS
 from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.kafka.tls import client_ssl_context, server_ssl_context
 from migrate.errors import EXIT_BAD_INPUT, Zk2KraftError
+from migrate.plan.inputs import DEFAULT_CONTROLLER_LISTENER
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.model import listener_name_problem, normalised_listener_name
 
@@ -124,6 +125,27 @@ class BridgeConfig(BaseModel):
         if problem is not None:
             raise ValueError(f"--inter-broker-listener-name {name!r} {problem}")
         return normalised_listener_name(name)
+
+    controller_listener_names: str = Field(
+        DEFAULT_CONTROLLER_LISTENER,
+        description="Kafka's controller.listener.names (comma-separated, as the brokers' configs give it): "
+        "DescribeQuorum names the voter's endpoint after the first, as Kafka's static voter set does",
+    )
+
+    @field_validator("controller_listener_names")
+    @classmethod
+    def _controller_listener_names(cls, names: str) -> str:
+        """KafkaConfig.controllerListenerNames splits on commas and keeps each name as written."""
+        for name in names.split(","):
+            problem = listener_name_problem(name)
+            if problem is not None:
+                raise ValueError(f"controller.listener.names {names!r}: the name {name!r} {problem}")
+        return names
+
+    @property
+    def controller_listener_name(self) -> str:
+        """The first of controller.listener.names: the listener the voters are known by."""
+        return self.controller_listener_names.split(",")[0]
 
 
 def zk_connect_options(config: BridgeConfig) -> ZkConnectOptions:

@@ -138,7 +138,10 @@ class BridgeController:
             self.supported: dict[int, tuple[int, int]] = dict(supported or loaded_supported)
             # Fetch/FetchSnapshot/DescribeQuorum of __cluster_metadata, served from the live log while this
             # controller leads it; the voter is named with the address this controller listens on.
-            metadata_fetch.register(self.handlers, self.supported, self._leading_log, self._voter_endpoint)
+            metadata_fetch.register(
+                self.handlers, self.supported, self._leading_log, self._voter_endpoint,
+                self.config.controller_listener_name,
+            )  # fmt: skip
         else:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})

@@ -46,6 +46,7 @@ from bridge.handlers._common import build, nested
 from migrate.errors import CorruptDataError
 from migrate.kraft.batch import HEADER_SIZE, MAGIC
 from migrate.kraft.logdir import METADATA_TOPIC_ID, SnapshotId, list_segments, list_snapshots
+from migrate.plan.inputs import DEFAULT_CONTROLLER_LISTENER
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,10 @@ MAX_FETCH_SIZE_BYTES: Final = 8 * 1024 * 1024
 # Kafka 3.9 answers Fetch 0-17 and FetchSnapshot 0-1; kio has Fetch from v4. Below v13 a request has no
 # topic id, which Kafka's controller refuses (INVALID_REQUEST) for the metadata partition.
 FIRST_TOPIC_ID_VERSION: Final = 13
-REPLICATION_KEYS: Final = frozenset({FETCH_KEY, FETCH_SNAPSHOT_KEY})
-"""What followers replicate the log with: served whenever this controller leads its log, as KafkaRaftClient
-does (before the migration too; followers apply a metadata transaction only at its EndTransactionRecord)."""
+REPLICATION_KEYS: Final = frozenset({FETCH_KEY, FETCH_SNAPSHOT_KEY, DESCRIBE_QUORUM_KEY})
+"""The Raft requests (what followers replicate the log with, and DescribeQuorum): served whenever this
+controller leads its log, as KafkaRaftClient answers them whatever the migration's state (before the migration
+too; followers apply a metadata transaction only at its EndTransactionRecord)."""
 SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     FETCH_KEY: (4, 17),
     FETCH_SNAPSHOT_KEY: (0, 1),
@@ -69,8 +71,6 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
 }
 OBSERVER_SESSION_TIMEOUT_MS: Final = 300_000
 """LeaderState.OBSERVER_SESSION_TIMEOUT_MS: an observer that has not fetched for this long is forgotten."""
-CONTROLLER_LISTENER: Final = "CONTROLLER"
-"""The listener name DescribeQuorum v2 gives the voter (Kafka: the first of controller.listener.names)."""
 ZERO_UUID: Final = uuid.UUID(int=0)
 
 _NO_EPOCH: Final = -1
@@ -307,15 +307,18 @@ class ObserverState:
 
 class MetadataFetchServer:
     """Fetch, FetchSnapshot and DescribeQuorum handlers over whatever log `log_provider` returns (None: no log
-    open). `voter_endpoint` gives the (host, port) DescribeQuorum v2 names for the voter (None: none known)."""
+    open). `voter_endpoint` gives the (host, port) DescribeQuorum v2 names for the voter (None: none known), on
+    the listener `voter_listener` (the first of controller.listener.names)."""
 
     def __init__(
         self,
         log_provider: Callable[[], MetadataLogSource | None],
         voter_endpoint: Callable[[], tuple[str, int] | None] = lambda: None,
+        voter_listener: str = DEFAULT_CONTROLLER_LISTENER,
     ) -> None:
         self.log_provider = log_provider
         self.voter_endpoint = voter_endpoint
+        self.voter_listener = voter_listener
         self._reader: MetadataLogReader | None = None
         self._observers: dict[tuple[int, uuid.UUID], ObserverState] = {}
         self._observers_lock = threading.Lock()
@@ -468,7 +471,7 @@ class MetadataFetchServer:
         listeners = (
             ()
             if endpoint is None or not hasattr(module, "Listener")
-            else (module.Listener(name=CONTROLLER_LISTENER, host=endpoint[0], port=u16(endpoint[1])),)
+            else (module.Listener(name=self.voter_listener, host=endpoint[0], port=u16(endpoint[1])),)
         )
         response = build(
             module.DescribeQuorumResponse,
@@ -694,10 +697,11 @@ def _snapshot_partition(
 def fetch_handlers(
     log_provider: Callable[[], MetadataLogSource | None],
     voter_endpoint: Callable[[], tuple[str, int] | None] = lambda: None,
+    voter_listener: str = DEFAULT_CONTROLLER_LISTENER,
 ) -> dict[int, ControllerHandler]:
     """HANDLERS for Fetch/FetchSnapshot/DescribeQuorum over the log `log_provider` returns (a controller's
     `lambda: self.log`)."""
-    return MetadataFetchServer(log_provider, voter_endpoint).handlers
+    return MetadataFetchServer(log_provider, voter_endpoint, voter_listener).handlers
 
 
 def register(
@@ -705,7 +709,8 @@ def register(
     supported: dict[int, tuple[int, int]],
     log_provider: Callable[[], MetadataLogSource | None],
     voter_endpoint: Callable[[], tuple[str, int] | None] = lambda: None,
+    voter_listener: str = DEFAULT_CONTROLLER_LISTENER,
 ) -> None:
     """Add Fetch, FetchSnapshot and DescribeQuorum to a controller's handler and version tables."""
-    handlers.update(fetch_handlers(log_provider, voter_endpoint))
+    handlers.update(fetch_handlers(log_provider, voter_endpoint, voter_listener))
     supported.update(SUPPORTED)

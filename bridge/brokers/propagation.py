@@ -29,6 +29,7 @@ from migrate.kraft.image import (
     Provenance,
     TopicImage,
 )
+from migrate.kraft.replay import MetadataReplayer
 from migrate.zk.model import normalised_listener_name
 
 LEADER_AND_ISR = lm.LeaderAndIsrRequestV7
@@ -162,7 +163,8 @@ def delta_of(
     """What `records` changed, from the image slices cut before and after they were applied."""
     delta = PublishedDelta()
     removed: list[uuid.UUID] = []
-    for record, _version in records:
+    registrations = _Registrations(before)
+    for record, version in records:
         kind = type(record)
         if kind is rec.PartitionChangeRecord or kind is rec.PartitionRecord:
             delta.changed_partitions.setdefault(record.topic_id, set()).add(record.partition_id)
@@ -170,15 +172,8 @@ def delta_of(
             delta.changed_partitions.setdefault(record.topic_id, set())
         elif kind is rec.RemoveTopicRecord:
             removed.append(record.topic_id)
-        elif kind is rec.RegisterBrokerRecord or kind is rec.UnregisterBrokerRecord:
-            delta.changed_brokers.add(record.broker_id)
-        elif kind is rec.BrokerRegistrationChangeRecord:
-            # Kafka's ClusterDelta counts a change only when the registration differs; a record setting
-            # nothing (no fencing or shutdown change, empty log dirs) leaves it as it was.
-            if record.fenced or record.in_controlled_shutdown or record.log_dirs:
-                delta.changed_brokers.add(record.broker_id)
-        elif kind is rec.FenceBrokerRecord or kind is rec.UnfenceBrokerRecord:
-            delta.changed_brokers.add(record.id)
+        elif kind in _REGISTRATION_RECORDS and registrations.changes(record, version):
+            delta.changed_brokers.add(record.id if kind in _FENCING_RECORDS else record.broker_id)
     for topic_id in removed:
         # Kafka's TopicsDelta: a removed topic is no longer a changed one; one created in this batch was
         # never published, so nothing is sent for it.
@@ -202,6 +197,38 @@ def delta_of(
             if gone:
                 delta.removed_replicas[(topic_id, partition_id)] = gone
     return delta
+
+
+_FENCING_RECORDS = (rec.FenceBrokerRecord, rec.UnfenceBrokerRecord)
+_REGISTRATION_RECORDS = (
+    rec.RegisterBrokerRecord,
+    rec.UnregisterBrokerRecord,
+    rec.BrokerRegistrationChangeRecord,
+    *_FENCING_RECORDS,
+)
+
+
+class _Registrations:
+    """The touched registrations as a batch's records change them one by one (ClusterDelta's `broker(id)`)."""
+
+    def __init__(self, before: MetadataImage) -> None:
+        scratch = MetadataImage(cluster=ClusterImage(brokers=dict(before.cluster.brokers)))
+        self._replayer = MetadataReplayer(scratch, source="published batch")
+
+    def changes(self, record: Any, version: int) -> bool:
+        """ClusterDelta.replay: every record but BrokerRegistrationChangeRecord changes its broker; that one
+        only when the registration it leaves differs (fencing a fenced broker is no change)."""
+        brokers = self._replayer.image.cluster.brokers
+        broker_id = record.broker_id if type(record) is rec.BrokerRegistrationChangeRecord else None
+        prior = brokers.get(broker_id) if broker_id is not None else None
+        try:
+            self._replayer.replay(record, version, 0)
+        except Zk2KraftError:
+            # The slice lacks the broker (it was cut without registrations): judge by the record alone.
+            if broker_id is None:
+                return True
+            return bool(record.fenced or record.in_controlled_shutdown or record.log_dirs)
+        return broker_id is None or brokers.get(broker_id) is not prior
 
 
 # ---------------------------------------------------------------------------------------------- requests

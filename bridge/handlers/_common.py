@@ -79,6 +79,8 @@ class ApiError:
 
 
 NONE = ApiError(ErrorCode.none, None)
+# EventHandlerExceptionInfo's answer to a BoundedListTooLongException: more than MAX_RECORDS_PER_USER_OP records.
+TOO_LARGE = ApiError(ErrorCode.policy_violation, "Unable to perform excessively large batch operation.")
 
 
 class KafkaApiException(Exception):

@@ -150,9 +150,11 @@ def alter_partition(ctx: HandlerContext, request: Any) -> ControllerResult:
                 response_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.unknown_server_error, topics=()
             ),
         )
+    # ControllerResult.of: each partition's change stands alone, so the records may span batches.
     return ControllerResult(
         records,
         build(response_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, topics=tuple(topics)),
+        atomic=False,
     )
 
 

@@ -48,7 +48,8 @@ def allocate_producer_ids(ctx: HandlerContext, request: Any) -> ControllerResult
         producer_id_start=ProducerId(first),
         producer_id_len=i32(BLOCK_SIZE),
     )
-    return ControllerResult([(record, 0)], response)
+    # ControllerResult.of: Kafka does not ask for one batch (one record always fits).
+    return ControllerResult([(record, 0)], response, atomic=False)
 
 
 HANDLERS: dict[int, ControllerHandler] = {ALLOCATE_PRODUCER_IDS: allocate_producer_ids}

@@ -25,6 +25,7 @@ from bridge.handlers._common import (
     METADATA_TOPIC_ID,
     NO_THROTTLE,
     NONE,
+    TOO_LARGE,
     ZERO_UUID,
     ApiError,
     KafkaApiException,
@@ -54,7 +55,6 @@ CREATE_PARTITIONS = 37
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 MAX_NAME_LENGTH = 249
 _LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-_TOO_LARGE = "Unable to perform excessively large batch operation."
 
 
 # ---------------------------------------------------------------- topic names (Kafka's Topic class)
@@ -272,7 +272,7 @@ def create_topics(
             except KafkaApiException as exc:
                 errors[topic.name] = exc.error
     except _TooManyRecords:
-        return _create_topics_failed(ctx, request, ApiError(ErrorCode.policy_violation, _TOO_LARGE))
+        return _create_topics_failed(ctx, request, TOO_LARGE)
 
     response_cls = protocol.response_class(CREATE_TOPICS, ctx.api_version)
     result_cls = nested(response_cls, "CreatableTopicResult")
@@ -576,7 +576,7 @@ def delete_topics(ctx: HandlerContext, request: Any) -> ControllerResult:
             to_delete[found.topic_id] = name
 
     if len(to_delete) > MAX_RECORDS_PER_USER_OP:
-        return _delete_topics_failed(ctx, request, ApiError(ErrorCode.policy_violation, _TOO_LARGE))
+        return _delete_topics_failed(ctx, request, TOO_LARGE)
     records: list[RecordAndVersion] = [(rec.RemoveTopicRecord(topic_id=i), 0) for i in to_delete]
     out += [_Deletion(name, i, NONE) for i, name in to_delete.items()]
     return ControllerResult(records, _delete_response(ctx, out))
@@ -637,7 +637,7 @@ def create_partitions(
             except KafkaApiException as exc:
                 results.append((topic.name, exc.error))
     except _TooManyRecords:
-        error = ApiError(ErrorCode.policy_violation, _TOO_LARGE)
+        error = TOO_LARGE
         results = [(t.name, error) for t in request.topics]
         records = _Records()
     response_cls = protocol.response_class(CREATE_PARTITIONS, ctx.api_version)

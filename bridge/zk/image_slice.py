@@ -2,7 +2,7 @@
 
 `plan_delta(previous, current)` compares two whole images; the log's image is replayed in place, so the
 pipeline cuts a slice of it (the touched topics, config resources, quota entities, SCRAM users, ACL patterns,
-delegation tokens and the producer id) before and after appending a batch. Planning over the two slices gives
+delegation tokens, broker registrations and the producer id) before and after appending a batch. Planning over the two slices gives
 the same operations as planning over whole images, at a cost that grows with the batch, not the cluster.
 """
 
@@ -19,6 +19,14 @@ from migrate.kraft import records as rec
 from migrate.kraft.image import RESOURCE_TYPE_TOPIC, ConfigResource, MetadataImage, QuotaEntity, TopicImage
 
 USER = "user"
+# The field naming the broker in each record that changes a registration.
+_BROKER_ID_FIELD: dict[type, str] = {
+    rec.RegisterBrokerRecord: "broker_id",
+    rec.UnregisterBrokerRecord: "broker_id",
+    rec.BrokerRegistrationChangeRecord: "broker_id",
+    rec.FenceBrokerRecord: "id",
+    rec.UnfenceBrokerRecord: "id",
+}
 
 
 @dataclass(slots=True)
@@ -32,11 +40,13 @@ class TouchedKeys:
     scram_users: set[str] = field(default_factory=set)
     acl_patterns: set[ResourcePatternKey] = field(default_factory=set)
     tokens: set[str] = field(default_factory=set)
+    broker_ids: set[int] = field(default_factory=set)
+    """Registrations a batch may change: ZooKeeper holds none, the brokers' channel compares them."""
 
     def is_empty(self) -> bool:
         return not (
             self.topic_ids or self.topic_names or self.configs or self.quota_entities or self.scram_users
-            or self.acl_patterns or self.tokens
+            or self.acl_patterns or self.tokens or self.broker_ids
         )  # fmt: skip
 
 
@@ -79,6 +89,8 @@ def touched_keys(records: Iterable[tuple[Any, int]], image: MetadataImage) -> To
                 keys.acl_patterns.add(pattern_of(old))
         elif kind is rec.DelegationTokenRecord or kind is rec.RemoveDelegationTokenRecord:
             keys.tokens.add(record.token_id)
+        elif kind in _BROKER_ID_FIELD:
+            keys.broker_ids.add(getattr(record, _BROKER_ID_FIELD[kind]))
     return keys
 
 
@@ -121,6 +133,12 @@ def cut(image: MetadataImage, keys: TouchedKeys) -> MetadataImage:
         token = image.delegation_tokens.get(token_id)
         if token is not None:
             part.delegation_tokens[token_id] = token
+    brokers = image.cluster.brokers
+    for broker_id in keys.broker_ids:
+        # Replay replaces a BrokerRegistration instead of mutating it: the object is the copy.
+        registration = brokers.get(broker_id)
+        if registration is not None:
+            part.cluster.brokers[broker_id] = registration
     return part
 
 

@@ -165,3 +165,26 @@ def test_any_other_partition_is_unknown(
     assert item.error_code == ErrorCode.unknown_topic_or_partition
     assert item.error_message == "This server does not host this topic-partition."
     assert item.observers == () and response.nodes == ()
+
+
+def test_answered_before_the_migration_with_the_listener_controller_listener_names_gives(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str, tmp_path: Path
+) -> None:
+    # Kafka's Raft leader answers DescribeQuorum whatever the migration's state; the voter's endpoint carries
+    # the first of controller.listener.names (the static voter set's listener).
+    load_tree(zk_client, real_tree)
+    config = controller_config(
+        zk_connect, tmp_path / "meta", rehearsal=False, controller_listener_names="QUORUM,SECOND"
+    )
+    controller = start_controller(config)
+    try:
+        # No broker registers: the migration waits for them, with the log led and nothing migrated.
+        assert controller.wait_for_state(DriverState.WAIT_FOR_BROKERS), controller.error
+        response = send_request_sync("127.0.0.1", controller.listen_port, describe_quorum(2))
+        partition = the_partition(response)
+        assert partition.error_code == ErrorCode.none and partition.leader_id == NODE_ID
+        ((node_id, listeners),) = [(n.node_id, n.listeners) for n in response.nodes]
+        assert node_id == NODE_ID
+        assert [(x.name, x.host, x.port) for x in listeners] == [("QUORUM", "127.0.0.1", controller.listen_port)]
+    finally:
+        controller.stop()

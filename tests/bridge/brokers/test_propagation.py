@@ -353,6 +353,24 @@ def test_a_fenced_broker_gets_nothing_but_stays_in_live_brokers() -> None:
     assert 3 in [b.id for b in per_broker[1][0].live_brokers]
 
 
+def test_a_fence_record_for_a_fenced_broker_sends_nothing() -> None:
+    controller = cluster()
+    epoch = epoch_of(controller, 5)
+    no_op = [(rec.BrokerRegistrationChangeRecord(broker_id=5, broker_epoch=epoch, fenced=1), 2)]
+    delta = change(controller, lambda: controller.append(no_op))
+    assert delta.changed_brokers == set()
+    assert prop.incremental(delta, controller.image, CTX) == []
+    # Kafka's ClusterDelta judges each record against the registration the ones before it left: unfenced,
+    # then fenced again in one batch is a change, though the batch ends where it began.
+    there_and_back = [
+        (rec.BrokerRegistrationChangeRecord(broker_id=5, broker_epoch=epoch, fenced=-1), 2),
+        *no_op,
+    ]
+    delta = change(controller, lambda: controller.append(there_and_back))
+    assert delta.changed_brokers == {5}
+    assert {r.broker_id for r in prop.incremental(delta, controller.image, CTX)} == {1, 2, 3}
+
+
 # ---------------------------------------------------------------- delta and view
 
 

@@ -284,6 +284,8 @@ def test_several_partitions_in_one_request() -> None:
         ErrorCode.unknown_topic_or_partition,
     ]
     assert [r.partition_id for r, _ in result.records] == [0, 1]
+    # ControllerResult.of: the partitions' records may be split into several batches.
+    assert result.atomic is False
 
 
 def test_unclean_election_enabled_topic_still_keeps_the_requesting_leader() -> None:

@@ -56,6 +56,7 @@ def test_blocks_follow_each_other() -> None:
         1000,
     )
     assert first.records == [(rec.ProducerIdsRecord(broker_id=1, broker_epoch=10, next_producer_id=1000), 0)]
+    assert first.atomic is False  # ControllerResult.of, as ProducerIdControlManager returns it
     image = replay_records(first.records, image=image)
     second = allocate(image)
     assert second.response.producer_id_start == 1000
