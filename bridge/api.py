@@ -46,9 +46,6 @@ class HandlerContext:
     client_id: str | None = None
     # Kafka's Uuid.randomUuid (never the zero or metadata-topic id); injectable for reproducible tests.
     new_uuid: Callable[[], uuid.UUID] = uuid.uuid4
-    # Reads only: the image at the last committed offset while records appended since are not yet durable
-    # (Kafka's reads at lastStableOffset); None when `image` is all committed.
-    committed_image: MetadataImage | None = None
 
 
 @dataclass(slots=True)

@@ -107,6 +107,8 @@ READ_ONLY_KEYS = frozenset(
     {*metadata_fetch.REPLICATION_KEYS, metadata_fetch.DESCRIBE_QUORUM_KEY, LIST_PARTITION_REASSIGNMENTS}
 )
 """Requests that only read (Kafka's appendReadEvent): answered at once, not as write events."""
+COMMITTED_READ_KEYS = frozenset({LIST_PARTITION_REASSIGNMENTS})
+"""Reads Kafka answers at the last committed offset: answered once what they read is durable."""
 
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
@@ -1067,7 +1069,10 @@ class BridgeController:
         try:
             if api_key in READ_ONLY_KEYS:  # Kafka's read events: no write event, never behind one
                 assert self.log is not None
-                return generate(self.log.image)[0]
+                answer = generate(self.log.image)[0]
+                if api_key in COMMITTED_READ_KEYS:
+                    await self.pipeline.committed()  # what it read is committed before it is told
+                return answer
             response, _last = await self.pipeline.write(generate)
         except (FencedOut, ControllerFailed):
             return error_response(api_key, api_version, body, ErrorCode.not_controller)

@@ -120,6 +120,8 @@ class DualWritePipeline:
         self.failed: str | None = None
         # Write events waiting for appends to be let go (a repair, a foreign-write judgment).
         self.events_waiting = 0
+        # The latest append of a write event: a read is committed once it is durable.
+        self.last_appended: AppendResult | None = None
         # Event loop, right after each batch is appended, in the same step: (records, base offset).
         self.on_appended: list[Callable[[list[RecordAndVersion], int], None]] = []
         self._on_repaired = on_repaired
@@ -260,6 +262,17 @@ class DualWritePipeline:
             raise
         return value, last
 
+    async def committed(self) -> None:
+        """Wait until everything appended so far is durable (Kafka reads at the committed offset); raises
+        ControllerFailed if the log failed."""
+        appended = self.last_appended
+        if appended is None or (appended.durable.done() and appended.durable.exception() is None):
+            return
+        try:
+            await asyncio.wrap_future(appended.durable)
+        except Exception as exc:
+            raise ControllerFailed(self.failed or describe_exception(exc)) from exc
+
     async def commit(self, records: list[RecordAndVersion], encoded: EncodedResponse | None = None) -> int:
         """Append `records` (computed by the caller in the same step, with no await since) and write them through."""
         _none, last = await self.write(lambda _image: (None, Change(records, encoded=encoded)))
@@ -291,6 +304,7 @@ class DualWritePipeline:
             self._fail_commits(f"appending to {metadata_log.partition_dir} failed: {describe_exception(exc)}")
             raise ControllerFailed(self.failed or "") from exc
         appended.durable.add_done_callback(self._on_durable)
+        self.last_appended = appended
         after = cut(metadata_log.image, keys) if keys is not None else metadata_log.image
         return appended, before, after
 

@@ -179,7 +179,7 @@ def _change(
 def list_partition_reassignments(ctx: HandlerContext, request: Any) -> ControllerResult:
     """ReplicationControlManager.listPartitionReassignments: every reassigning partition, or those asked for,
     as of the last committed offset (Kafka reads them at lastStableOffset)."""
-    image = ctx.committed_image if ctx.committed_image is not None else ctx.image
+    image = ctx.image
     response_cls = protocol.response_class(LIST_PARTITION_REASSIGNMENTS, ctx.api_version)
     topic_cls = nested(response_cls, "OngoingTopicReassignment")
     partition_cls = nested(response_cls, "OngoingPartitionReassignment")

@@ -7,15 +7,17 @@ runs one write event at a time.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from bridge.controller import BridgeController
 from bridge.kafka.client import send_request_sync
 from tests.support.bridge import appends_held, eventually
-from tests.support.requests import create_topic
+from tests.support.requests import alter_reassignments, create_topic, list_reassignments
 
 HOST = "127.0.0.1"
 
@@ -48,3 +50,43 @@ def test_two_create_topics_of_one_name_held_behind_a_judgment_give_one_topic_and
         ErrorCode.none
     ]
     assert bridge.renounced is None
+
+
+def test_list_partition_reassignments_is_answered_only_once_what_it_read_is_committed(
+    bridge: BridgeController, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reassignment appended but not yet fsynced is not reported until it is durable (Kafka reads reassignments
+    at the committed offset): a listing can never show what a failed write would take back."""
+    assert bridge.log is not None
+    name, partition_id, partition = next(
+        (t.name, p, part)
+        for t in sorted(bridge.log.image.topics_by_name.values(), key=lambda t: t.name)
+        for p, part in sorted(t.partitions.items())
+        if len(part.replicas) < 3
+    )
+    target = [*partition.replicas, next(b for b in (1, 2, 3) if b not in partition.replicas)]
+    fsync_may_go = threading.Event()
+    syncing = threading.Event()
+    sync = bridge.log._sync
+
+    def slow_disk() -> None:
+        syncing.set()
+        fsync_may_go.wait(30)
+        sync()
+
+    monkeypatch.setattr(bridge.log, "_sync", slow_disk)
+    port = bridge.listen_port
+    with ThreadPoolExecutor(2) as pool:
+        try:
+            moved = pool.submit(send_request_sync, HOST, port, alter_reassignments((name, partition_id, target)))
+            assert syncing.wait(30)  # the reassignment is appended; its fsync has not returned
+            listed = pool.submit(send_request_sync, HOST, port, list_reassignments(None))
+            with pytest.raises(TimeoutError):
+                listed.result(timeout=1.0)
+        finally:
+            fsync_may_go.set()
+        assert [int(p.error_code) for t in moved.result(30).responses for p in t.partitions] == [ErrorCode.none]
+        answer = listed.result(30)
+    assert [(t.name, [int(p.partition_index) for p in t.partitions]) for t in answer.topics] == [
+        (name, [partition_id])
+    ]

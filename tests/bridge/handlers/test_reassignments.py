@@ -292,22 +292,6 @@ def test_list_shows_reassigning_partitions_all_or_those_asked_for() -> None:
     assert listed({"t": [2]}) == []
 
 
-def test_list_reads_the_committed_image_not_changes_still_being_written() -> None:
-    # p0's reassignment is appended but not durable; p3's completion likewise: neither is committed yet.
-    committed = make_image()
-    live = image_of(
-        make_records(),
-        alter(committed, ("t", 0, [2, 3, 4])).records,
-        [(rec.PartitionChangeRecord(partition_id=3, topic_id=TOPIC_ID, replicas=[3], removing_replicas=[]), 0)],
-    )
-    ctx = context(live, 0)
-    ctx.committed_image = committed
-    body = round_trip(ra.list_partition_reassignments(ctx, list_request(None)), ra.LIST_PARTITION_REASSIGNMENTS, 0)
-    assert [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions] == [
-        ("t", 1), ("t", 3), ("t", 4)
-    ]  # fmt: skip
-
-
 # ---------------------------------------------------------------- wiring
 
 
