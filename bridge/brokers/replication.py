@@ -161,9 +161,11 @@ class ReplicationControl:
 
     @staticmethod
     def has_leaderships(image: MetadataImage, broker_id: int) -> bool:
-        """BrokersToIsrs.hasLeaderships."""
+        """BrokersToIsrs.hasLeaderships: it indexes ISR members, so a leader outside its ISR does not count."""
         return any(
-            p.leader == broker_id for topic in image.topics_by_id.values() for p in topic.partitions.values()
+            p.leader == broker_id and broker_id in p.isr
+            for topic in image.topics_by_id.values()
+            for p in topic.partitions.values()
         )
 
     # ------------------------------------------------------------ elections

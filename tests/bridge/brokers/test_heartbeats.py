@@ -148,6 +148,16 @@ def test_controlled_shutdown_moves_leadership_then_waits_for_the_active_brokers(
     assert controller.image.cluster.brokers[1].fenced
 
 
+def test_a_leader_outside_its_isr_does_not_hold_up_controlled_shutdown() -> None:
+    """BrokersToIsrs indexes ISR members only: a leader outside its ISR leads nothing there."""
+    controller = Controller()
+    running(controller, 1, 2)
+    controller.add_topic("t", {0: ([1, 2], [2], 1)})
+    got = reply(controller.heartbeat(1, want_shut_down=True))
+    assert got.should_shut_down and got.is_fenced
+    assert controller.image.cluster.brokers[1].fenced
+
+
 def test_controlled_shutdown_waits_while_it_still_leads() -> None:
     controller = Controller()
     running(controller, 1, 2)
