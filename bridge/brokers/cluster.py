@@ -1,8 +1,8 @@
 """Kafka 3.9's ClusterControlManager, broker side: registrations, broker epochs, registration offsets.
 
 Registrations themselves live in the image (replayed RegisterBrokerRecords); this unit adds what Kafka
-keeps beside them in memory: the log offset of each broker's latest RegisterBrokerRecord (fed by `replay`)
-and the heartbeat manager, which is rebuilt when the controller becomes active (`activate`).
+keeps beside them in memory: the log offset of each broker's latest RegisterBrokerRecord (taken from the
+image by `activate`, then fed by `replay`) and the heartbeat manager, rebuilt by `activate`.
 """
 
 from __future__ import annotations
@@ -141,19 +141,28 @@ class ClusterControl:
     # ------------------------------------------------------------ replay and activation
 
     def replay(self, record: Any, offset: int) -> None:
-        """Follow the log: the offset of each broker's latest RegisterBrokerRecord (needed to unfence it)."""
+        """Follow the log: the offset of each broker's latest RegisterBrokerRecord (needed to unfence it);
+        an unregistered broker's offset and session are dropped."""
         if isinstance(record, rec.RegisterBrokerRecord):
             self.register_offsets[record.broker_id] = offset
         elif isinstance(record, rec.UnregisterBrokerRecord):
             self.register_offsets.pop(record.broker_id, None)
+            self.heartbeats.remove(record.broker_id)
 
     def replay_all(self, entries: Iterable[tuple[Any, int]]) -> None:
         for record, offset in entries:
             self.replay(record, offset)
 
     def activate(self, image: MetadataImage) -> None:
-        """ClusterControlManager.activate: every registered broker's session starts now."""
-        self.heartbeats.activate((b.broker_id, b.fenced) for b in image.cluster.brokers.values())
+        """ClusterControlManager.activate: every registered broker's session starts now; the registration
+        offsets are those the image replayed (Kafka's controller replayed the same log into them)."""
+        brokers = image.cluster.brokers.values()
+        # An image not replayed from a log (built by hand) has no offset: its epoch, the first record's
+        # offset, is the nearest bound.
+        self.register_offsets = {
+            b.broker_id: b.register_record_offset if b.register_record_offset >= 0 else b.epoch for b in brokers
+        }
+        self.heartbeats.activate((b.broker_id, b.fenced) for b in brokers)
 
     def register_broker_record_offset(self, broker_id: int) -> int | None:
         return self.register_offsets.get(broker_id)

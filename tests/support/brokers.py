@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kio.static.primitive import i16, i32, i64, u16
@@ -18,8 +19,10 @@ from bridge.brokers.heartbeats import NS_PER_MS, HeartbeatRequest
 from bridge.brokers.replication import HeartbeatResult, ReplicationControl
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
+from migrate.kraft.batch import encode_kraft_batch
 from migrate.kraft.framing import decode_metadata_record, encode_metadata_record
 from migrate.kraft.image import MetadataImage
+from migrate.kraft.logdir import write_segment
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.replay import MetadataReplayer
@@ -111,6 +114,18 @@ class Controller:
     @property
     def image(self) -> MetadataImage:
         return self.replayer.image
+
+    def restart(self, image: MetadataImage) -> None:
+        """A new active controller over `image` (e.g. loaded from disk): fresh in-memory state, then activate."""
+        self.replayer = MetadataReplayer(image, source="restarted test log")
+        self.cluster = ClusterControl(self.cluster.settings, self.clock)
+        self.replication = ReplicationControl(self.cluster, self.replication.unclean_enabled)
+        self.cluster.activate(image)
+
+    def write_log(self, partition_dir: Path) -> None:
+        """The log so far as one segment in `partition_dir` (a `__cluster_metadata-0`), leader epoch 1."""
+        values = [(None, encode_metadata_record(record, version)) for record, version, _ in self.log]
+        write_segment(partition_dir, 0, [encode_kraft_batch(0, 1, 0, values, False)])
 
     @property
     def next_offset(self) -> int:
