@@ -34,7 +34,12 @@ ZERO_UUID = uuid.UUID(int=0)
 
 BROKER_REGISTRATION = 62
 BROKER_HEARTBEAT = 63
-SUPPORTED: dict[int, tuple[int, int]] = {BROKER_REGISTRATION: (0, 4), BROKER_HEARTBEAT: (0, 1)}
+UNREGISTER_BROKER = 64
+SUPPORTED: dict[int, tuple[int, int]] = {
+    BROKER_REGISTRATION: (0, 4),
+    BROKER_HEARTBEAT: (0, 1),
+    UNREGISTER_BROKER: (0, 0),
+}
 """The versions Kafka 3.9's controller accepts (kio also knows BrokerHeartbeat v2, which 3.9 does not)."""
 
 

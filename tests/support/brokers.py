@@ -14,7 +14,13 @@ from typing import Any
 
 from kio.static.primitive import i16, i32, i64, u16
 
-from bridge.brokers.cluster import ClusterControl, ControllerSettings, RegistrationRequest, RegistrationResult
+from bridge.brokers.cluster import (
+    BrokerError,
+    ClusterControl,
+    ControllerSettings,
+    RegistrationRequest,
+    RegistrationResult,
+)
 from bridge.brokers.heartbeats import NS_PER_MS, HeartbeatRequest
 from bridge.brokers.replication import HeartbeatResult, ReplicationControl
 from migrate.kraft import metadata_version as mvs
@@ -180,6 +186,12 @@ class Controller:
             if result.in_controlled_shutdown:
                 self.cluster.heartbeats.maybe_update_controlled_shutdown_offset(broker_id, end)
         return result
+
+    def unregister(self, broker_id: int) -> BrokerError | None:
+        records, error = self.replication.unregister_broker(self.image, broker_id)
+        if error is None:
+            self.append(records)
+        return error
 
     def add_topic(self, name: str, partitions: dict[int, tuple[list[int], list[int], int]]) -> uuid.UUID:
         """partitions: id -> (replicas, isr, leader); epochs start at leader epoch 5, partition epoch 7."""
