@@ -99,7 +99,9 @@ log = logging.getLogger(__name__)
 
 ENVELOPE_KEY = 58
 # Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
-FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, metadata_fetch.DESCRIBE_QUORUM_KEY})
+FORWARDABLE = frozenset(
+    {19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 64, metadata_fetch.DESCRIBE_QUORUM_KEY}
+)
 
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
