@@ -651,6 +651,7 @@ class BridgeController:
             settings = ControllerSettings(
                 cluster_id=metadata_log.cluster_id or self.cluster_id or "",
                 inter_broker_listener_name=self.config.inter_broker_listener_name,
+                node_id=self.config.node_id,
                 session_timeout_ms=self.config.broker_session_timeout_ms,
             )
             node_id = self.config.node_id

@@ -58,6 +58,8 @@ class ControllerSettings:
     cluster_id: str
     inter_broker_listener_name: str
     """The controller's `inter.broker.listener.name` (ZooKeeper brokers must have a listener of that name)."""
+    node_id: int
+    """The controller's `node.id`: no broker may register with it."""
     session_timeout_ms: int = 9000
     """`broker.session.timeout.ms`."""
     zk_migration_enabled: bool = True
@@ -216,6 +218,7 @@ class ClusterControl:
                 ErrorCode.inconsistent_cluster_id,
                 f"Expected cluster ID {settings.cluster_id}, but got cluster ID {request.cluster_id}",
             )
+        self._check_broker_id(broker_id)
         existing = image.cluster.brokers.get(broker_id)
         previous_incarnation = existing.incarnation_id if existing is not None else None
         if (
@@ -272,6 +275,24 @@ class ClusterControl:
         return RegistrationResult(
             records=[(record, mv.register_broker_record_version())], broker_epoch=record.broker_epoch
         )
+
+    def _check_broker_id(self, broker_id: int) -> None:
+        """Ids Kafka's brokers refuse in their own configuration, which its controller takes on trust.
+
+        A negative id would match the image's "no leader" (-1) as a leader and ISR member; the controller's
+        own id is the Raft leader's replica id, which no observer may fetch with.
+        """
+        if broker_id < 0:
+            _refuse(
+                ErrorCode.invalid_registration,
+                f"Broker ID {broker_id} is negative; a broker's node.id (broker.id) must be at least 0",
+            )
+        if broker_id == self.settings.node_id:
+            _refuse(
+                ErrorCode.invalid_registration,
+                f"Broker ID {broker_id} is the node id of this controller, a voter of the metadata quorum; "
+                "a broker must not use a controller's node id",
+            )
 
     @staticmethod
     def _check_log_dirs(image: MetadataImage, broker_id: int, log_dirs: tuple[uuid.UUID, ...]) -> None:

@@ -32,6 +32,7 @@ from migrate.kraft.logdir import write_segment
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.replay import MetadataReplayer
+from tests.support.handlers import CONTROLLER_ID
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 LISTENER = "PLAINTEXT"
@@ -104,6 +105,7 @@ class Controller:
             ControllerSettings(
                 CLUSTER_ID,
                 LISTENER,
+                CONTROLLER_ID,
                 session_timeout_ms=self.session_timeout_ms,
                 zk_migration_enabled=self.zk_migration_enabled,
             ),
