@@ -101,7 +101,9 @@ log = logging.getLogger(__name__)
 
 ENVELOPE_KEY = 58
 # Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
-FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, metadata_fetch.DESCRIBE_QUORUM_KEY})
+FORWARDABLE = frozenset(
+    {19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 64, metadata_fetch.DESCRIBE_QUORUM_KEY}
+)
 
 READ_ONLY_KEYS = frozenset(
     {*metadata_fetch.REPLICATION_KEYS, metadata_fetch.DESCRIBE_QUORUM_KEY, LIST_PARTITION_REASSIGNMENTS}
@@ -690,6 +692,7 @@ class BridgeController:
             settings = ControllerSettings(
                 cluster_id=metadata_log.cluster_id or self.cluster_id or "",
                 inter_broker_listener_name=self.config.inter_broker_listener_name,
+                node_id=self.config.node_id,
                 session_timeout_ms=self.config.broker_session_timeout_ms,
             )
             node_id = self.config.node_id

@@ -176,10 +176,10 @@ def run_cmd(
                  which it keeps by fetching the controller's KRaft log (as a KRaft broker does).
       changes    CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
                  AlterClientQuotas, AlterUserScramCredentials, CreateAcls, DeleteAcls,
-                 AlterPartitionReassignments, ListPartitionReassignments and ElectLeaders are forwarded in
-                 an EnvelopeRequest carrying the client's principal and address (KIP-590); the controller's
-                 answer is returned unchanged once the shim's copy shows the change, so reading right
-                 after a write sees it.
+                 AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders and UnregisterBroker
+                 are forwarded in an EnvelopeRequest carrying the client's principal and address
+                 (KIP-590); the controller's answer is returned unchanged once the shim's copy shows the
+                 change, so reading right after a write sees it.
       brokers    AlterPartition (AlterIsr in versions 0-1) from ZooKeeper-mode brokers goes to the
                  controller as-is, never enveloped.
 

@@ -45,7 +45,7 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     "broker_lifecycle": frozenset({"api", "kafka", "brokers", "driver", "metadata_log", "pipeline"}),
     "broker_channel": frozenset({"kafka", "brokers", "metrics"}),
     # top: the shim and the controller process
-    "shim": frozenset({"api", "kafka", "handlers", "metadata_fetch", "metrics"}),
+    "shim": frozenset({"api", "kafka", "handlers", "brokers", "metadata_fetch", "metrics"}),
     "config": frozenset({"kafka"}),
     "standby": frozenset({"metadata_log"}),
     "controller": frozenset(

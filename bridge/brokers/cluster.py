@@ -1,8 +1,8 @@
 """Kafka 3.9's ClusterControlManager, broker side: registrations, broker epochs, registration offsets.
 
 Registrations themselves live in the image (replayed RegisterBrokerRecords); this unit adds what Kafka
-keeps beside them in memory: the log offset of each broker's latest RegisterBrokerRecord (fed by `replay`)
-and the heartbeat manager, which is rebuilt when the controller becomes active (`activate`).
+keeps beside them in memory: the log offset of each broker's latest RegisterBrokerRecord (taken from the
+image by `activate`, then fed by `replay`) and the heartbeat manager, rebuilt by `activate`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,12 @@ ZERO_UUID = uuid.UUID(int=0)
 
 BROKER_REGISTRATION = 62
 BROKER_HEARTBEAT = 63
-SUPPORTED: dict[int, tuple[int, int]] = {BROKER_REGISTRATION: (0, 4), BROKER_HEARTBEAT: (0, 1)}
+UNREGISTER_BROKER = 64
+SUPPORTED: dict[int, tuple[int, int]] = {
+    BROKER_REGISTRATION: (0, 4),
+    BROKER_HEARTBEAT: (0, 1),
+    UNREGISTER_BROKER: (0, 0),
+}
 """The versions Kafka 3.9's controller accepts (kio also knows BrokerHeartbeat v2, which 3.9 does not)."""
 
 
@@ -53,6 +58,8 @@ class ControllerSettings:
     cluster_id: str
     inter_broker_listener_name: str
     """The controller's `inter.broker.listener.name` (ZooKeeper brokers must have a listener of that name)."""
+    node_id: int
+    """The controller's `node.id`: no broker may register with it."""
     session_timeout_ms: int = 9000
     """`broker.session.timeout.ms`."""
     zk_migration_enabled: bool = True
@@ -141,19 +148,28 @@ class ClusterControl:
     # ------------------------------------------------------------ replay and activation
 
     def replay(self, record: Any, offset: int) -> None:
-        """Follow the log: the offset of each broker's latest RegisterBrokerRecord (needed to unfence it)."""
+        """Follow the log: the offset of each broker's latest RegisterBrokerRecord (needed to unfence it);
+        an unregistered broker's offset and session are dropped."""
         if isinstance(record, rec.RegisterBrokerRecord):
             self.register_offsets[record.broker_id] = offset
         elif isinstance(record, rec.UnregisterBrokerRecord):
             self.register_offsets.pop(record.broker_id, None)
+            self.heartbeats.remove(record.broker_id)
 
     def replay_all(self, entries: Iterable[tuple[Any, int]]) -> None:
         for record, offset in entries:
             self.replay(record, offset)
 
     def activate(self, image: MetadataImage) -> None:
-        """ClusterControlManager.activate: every registered broker's session starts now."""
-        self.heartbeats.activate((b.broker_id, b.fenced) for b in image.cluster.brokers.values())
+        """ClusterControlManager.activate: every registered broker's session starts now; the registration
+        offsets are those the image replayed (Kafka's controller replayed the same log into them)."""
+        brokers = image.cluster.brokers.values()
+        # An image not replayed from a log (built by hand) has no offset: its epoch, the first record's
+        # offset, is the nearest bound.
+        self.register_offsets = {
+            b.broker_id: b.register_record_offset if b.register_record_offset >= 0 else b.epoch for b in brokers
+        }
+        self.heartbeats.activate((b.broker_id, b.fenced) for b in brokers)
 
     def register_broker_record_offset(self, broker_id: int) -> int | None:
         return self.register_offsets.get(broker_id)
@@ -202,6 +218,7 @@ class ClusterControl:
                 ErrorCode.inconsistent_cluster_id,
                 f"Expected cluster ID {settings.cluster_id}, but got cluster ID {request.cluster_id}",
             )
+        self._check_broker_id(broker_id)
         existing = image.cluster.brokers.get(broker_id)
         previous_incarnation = existing.incarnation_id if existing is not None else None
         if (
@@ -258,6 +275,24 @@ class ClusterControl:
         return RegistrationResult(
             records=[(record, mv.register_broker_record_version())], broker_epoch=record.broker_epoch
         )
+
+    def _check_broker_id(self, broker_id: int) -> None:
+        """Ids Kafka's brokers refuse in their own configuration, which its controller takes on trust.
+
+        A negative id would match the image's "no leader" (-1) as a leader and ISR member; the controller's
+        own id is the Raft leader's replica id, which no observer may fetch with.
+        """
+        if broker_id < 0:
+            _refuse(
+                ErrorCode.invalid_registration,
+                f"Broker ID {broker_id} is negative; a broker's node.id (broker.id) must be at least 0",
+            )
+        if broker_id == self.settings.node_id:
+            _refuse(
+                ErrorCode.invalid_registration,
+                f"Broker ID {broker_id} is the node id of this controller, a voter of the metadata quorum; "
+                "a broker must not use a controller's node id",
+            )
 
     @staticmethod
     def _check_log_dirs(image: MetadataImage, broker_id: int, log_dirs: tuple[uuid.UUID, ...]) -> None:

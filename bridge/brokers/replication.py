@@ -27,11 +27,14 @@ from bridge.brokers.partition_change import (
 from migrate.kraft import records as rec
 from migrate.kraft.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from migrate.kraft.migration_state import ZkMigrationState
+from migrate.migration import MAX_RECORDS_PER_APPEND
 
 log = logging.getLogger(__name__)
 
 MAX_ELECTIONS_PER_IMBALANCE = 1_000
 """ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE: elections per balancing or unclean pass."""
+MAX_RECORDS_PER_USER_OP = MAX_RECORDS_PER_APPEND
+"""QuorumController.MAX_RECORDS_PER_USER_OP, which is its records-per-batch limit."""
 
 FENCE = 1
 UNFENCE = -1
@@ -161,9 +164,11 @@ class ReplicationControl:
 
     @staticmethod
     def has_leaderships(image: MetadataImage, broker_id: int) -> bool:
-        """BrokersToIsrs.hasLeaderships."""
+        """BrokersToIsrs.hasLeaderships: it indexes ISR members, so a leader outside its ISR does not count."""
         return any(
-            p.leader == broker_id for topic in image.topics_by_id.values() for p in topic.partitions.values()
+            p.leader == broker_id and broker_id in p.isr
+            for topic in image.topics_by_id.values()
+            for p in topic.partitions.values()
         )
 
     # ------------------------------------------------------------ elections
@@ -275,6 +280,36 @@ class ReplicationControl:
         else:
             records.append((rec.FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
         return records
+
+    def handle_broker_unregistered(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int
+    ) -> list[RecordAndVersion]:
+        """handleBrokerUnregistered: out of every ISR and leadership (ELR is off), then the unregister record."""
+        records = self.generate_leader_and_isr_updates(
+            image, self.partitions_with_broker_in_isr(image, broker_id), broker_to_remove=broker_id
+        )
+        records.append((rec.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch), 0))
+        return records
+
+    def unregister_broker(
+        self, image: MetadataImage, broker_id: int
+    ) -> tuple[list[RecordAndVersion], BrokerError | None]:
+        """ReplicationControlManager.unregisterBroker (UnregisterBroker, `kafka-cluster.sh unregister`).
+
+        The records may be appended in several batches (Kafka's ControllerResult.of), but like every user
+        operation they are bounded: past MAX_RECORDS_PER_USER_OP the request fails as a whole.
+        """
+        broker = image.cluster.brokers.get(broker_id)
+        if broker is None:
+            return [], BrokerError(
+                ErrorCode.broker_id_not_registered, f"Broker ID {broker_id} is not currently registered"
+            )
+        records = self.handle_broker_unregistered(image, broker_id, broker.epoch)
+        if len(records) > MAX_RECORDS_PER_USER_OP:
+            return [], BrokerError(
+                ErrorCode.policy_violation, "Unable to perform excessively large batch operation."
+            )
+        return records, None
 
     def handle_broker_unfenced(
         self, image: MetadataImage, broker_id: int, broker_epoch: int

@@ -306,6 +306,8 @@ REQUEST_CHECKS: Final[dict[int, RequestChecks]] = {
                       True, "the request's error response (every creation fails)"),
     31: RequestChecks("DeleteAcls", (_check(_OP.ALTER, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
                       True, "the request's error response (every filter fails)"),
+    64: RequestChecks("UnregisterBroker", (_check(_OP.ALTER, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
+                      True, "top-level CLUSTER_AUTHORIZATION_FAILED, no message"),
     56: RequestChecks("AlterPartition", (_check(_OP.CLUSTER_ACTION, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
                       True, "top-level CLUSTER_AUTHORIZATION_FAILED (AlterIsr's old versions likewise)"),
     58: RequestChecks("Envelope", (_check(_OP.CLUSTER_ACTION, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
@@ -314,6 +316,10 @@ REQUEST_CHECKS: Final[dict[int, RequestChecks]] = {
 
 
 ELECT_LEADERS = 43
+UNREGISTER_BROKER = 64
+# Refusals answered without a message: KafkaApis' own ElectLeaders answer (ApiError with a null message)
+# and the error responses of requests whose getErrorResponse sets the code only.
+_NO_MESSAGE: Final = frozenset({ELECT_LEADERS, UNREGISTER_BROKER})
 
 
 def cluster_refusal(
@@ -330,8 +336,7 @@ def cluster_refusal(
         return None
     for check in checks.checks:
         if not authorizer.authorize(principal, host, check.operation, check.resource_type, check.resource):
-            # KafkaApis answers a refused ElectLeaders itself, with ApiError(CLUSTER_AUTHORIZATION_FAILED, null).
-            message = None if api_key == ELECT_LEADERS else _DEFAULT_MESSAGES.get(check.error)
+            message = None if api_key in _NO_MESSAGE else _DEFAULT_MESSAGES.get(check.error)
             return error_response(api_key, api_version, request, check.error, message)
     return None
 

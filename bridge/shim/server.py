@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Final
 from kio.schema.errors import ErrorCode
 from pydantic import BaseModel, ConfigDict, Field
 
+from bridge.brokers.cluster import SUPPORTED as BROKER_API_VERSIONS
+from bridge.brokers.cluster import UNREGISTER_BROKER
 from bridge.handlers import (
     alter_partition_legacy,  # noqa: F401  (registers AlterPartition v0/v1 with the codec)
     reads,
@@ -50,7 +52,7 @@ log = logging.getLogger(__name__)
 API_VERSIONS: Final = 18
 ALTER_PARTITION: Final = 56
 # Kafka's forwardable ApiKeys the shim sends to the controller in an envelope (the controller's FORWARDABLE).
-FORWARDED: Final = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51})
+FORWARDED: Final = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, UNREGISTER_BROKER})
 # Kafka 3.9's version ranges for the reads, cut to what kio defines.
 READ_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     **reads.IDENTITY_VERSIONS,
@@ -258,6 +260,8 @@ class ShimServer:
     def handler_table(self) -> tuple[dict[int, Handler], dict[int, tuple[int, int]]]:
         """Handlers and the version ranges ApiVersions advertises: exactly what the shim serves."""
         _controller_handlers, controller_versions = load_handlers()
+        # UnregisterBroker is served by the controller's broker side, not by a handler.
+        controller_versions[UNREGISTER_BROKER] = BROKER_API_VERSIONS[UNREGISTER_BROKER]
         handlers: dict[int, Handler] = {
             reads.METADATA: self._metadata,
             reads.DESCRIBE_CLUSTER: self._describe_cluster,

@@ -68,6 +68,9 @@ class BrokerRegistration:
     in_controlled_shutdown: bool = False
     is_migrating_zk_broker: bool = False
     log_dirs: list[uuid.UUID] = field(default_factory=list)
+    register_record_offset: int = field(default=-1, compare=False)
+    """Log offset of its latest RegisterBrokerRecord (a snapshot's last contained offset when it came from
+    one), as ClusterControlManager's registerBrokerRecordOffsets replays it; part of no record."""
 
 
 @dataclass(slots=True)

@@ -431,6 +431,9 @@ def _load_snapshot(path: Path, sid: SnapshotId) -> tuple[MetadataImage, int]:
     image.provenance.last_contained_epoch = sid.epoch
     image.provenance.last_contained_log_time_ms = timestamp
     image.features.epoch = sid.end_offset - 1  # a loaded snapshot publishes its features as one change
+    for broker in image.cluster.brokers.values():
+        # QuorumController replays a snapshot's records at its last contained offset, not their in-file ones.
+        broker.register_record_offset = sid.end_offset - 1
     return image, count
 
 

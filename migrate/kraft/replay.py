@@ -246,6 +246,7 @@ class MetadataReplayer:
             in_controlled_shutdown=r.in_controlled_shutdown,
             is_migrating_zk_broker=r.is_migrating_zk_broker,
             log_dirs=sorted(r.log_dirs, key=uuid_sort_key),
+            register_record_offset=self._offset,
         )
 
     def _unregister_broker(self, r: Any) -> None:
@@ -298,6 +299,7 @@ class MetadataReplayer:
             in_controlled_shutdown=new_shutdown,
             is_migrating_zk_broker=broker.is_migrating_zk_broker,
             log_dirs=new_dirs,
+            register_record_offset=broker.register_record_offset,
         )
 
     def _fence(self, r: Any) -> None:

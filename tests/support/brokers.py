@@ -9,20 +9,30 @@ from __future__ import annotations
 import importlib
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kio.static.primitive import i16, i32, i64, u16
 
-from bridge.brokers.cluster import ClusterControl, ControllerSettings, RegistrationRequest, RegistrationResult
+from bridge.brokers.cluster import (
+    BrokerError,
+    ClusterControl,
+    ControllerSettings,
+    RegistrationRequest,
+    RegistrationResult,
+)
 from bridge.brokers.heartbeats import NS_PER_MS, HeartbeatRequest
 from bridge.brokers.replication import HeartbeatResult, ReplicationControl
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
+from migrate.kraft.batch import encode_kraft_batch
 from migrate.kraft.framing import decode_metadata_record, encode_metadata_record
 from migrate.kraft.image import MetadataImage
+from migrate.kraft.logdir import write_segment
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.replay import MetadataReplayer
+from tests.support.handlers import CONTROLLER_ID
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 LISTENER = "PLAINTEXT"
@@ -95,6 +105,7 @@ class Controller:
             ControllerSettings(
                 CLUSTER_ID,
                 LISTENER,
+                CONTROLLER_ID,
                 session_timeout_ms=self.session_timeout_ms,
                 zk_migration_enabled=self.zk_migration_enabled,
             ),
@@ -111,6 +122,18 @@ class Controller:
     @property
     def image(self) -> MetadataImage:
         return self.replayer.image
+
+    def restart(self, image: MetadataImage) -> None:
+        """A new active controller over `image` (e.g. loaded from disk): fresh in-memory state, then activate."""
+        self.replayer = MetadataReplayer(image, source="restarted test log")
+        self.cluster = ClusterControl(self.cluster.settings, self.clock)
+        self.replication = ReplicationControl(self.cluster, self.replication.unclean_enabled)
+        self.cluster.activate(image)
+
+    def write_log(self, partition_dir: Path) -> None:
+        """The log so far as one segment in `partition_dir` (a `__cluster_metadata-0`), leader epoch 1."""
+        values = [(None, encode_metadata_record(record, version)) for record, version, _ in self.log]
+        write_segment(partition_dir, 0, [encode_kraft_batch(0, 1, 0, values, False)])
 
     @property
     def next_offset(self) -> int:
@@ -165,6 +188,12 @@ class Controller:
             if result.in_controlled_shutdown:
                 self.cluster.heartbeats.maybe_update_controlled_shutdown_offset(broker_id, end)
         return result
+
+    def unregister(self, broker_id: int) -> BrokerError | None:
+        records, error = self.replication.unregister_broker(self.image, broker_id)
+        if error is None:
+            self.append(records)
+        return error
 
     def add_topic(self, name: str, partitions: dict[int, tuple[list[int], list[int], int]]) -> uuid.UUID:
         """partitions: id -> (replicas, isr, leader); epochs start at leader epoch 5, partition epoch 7."""

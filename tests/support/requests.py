@@ -6,8 +6,10 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
+from bridge.brokers.cluster import UNREGISTER_BROKER
 from bridge.handlers import alter_partition_legacy as legacy
 from bridge.handlers._common import nested
 from bridge.kafka import protocol
@@ -221,3 +223,15 @@ def elect_leaders(election_type: int, partitions: dict[str, list[int]] | None, *
     if version >= 1:
         values["election_type"] = i8(election_type)
     return cls(**values)
+
+
+def unregister_broker(broker_id: int) -> Any:
+    """UnregisterBroker v0, what `kafka-cluster.sh unregister --id` sends."""
+    return protocol.request_class(UNREGISTER_BROKER, 0)(broker_id=i32(broker_id))
+
+
+def unregister_broker_response(error: ErrorCode = ErrorCode.none) -> Any:
+    """Kafka 3.9's answer to UnregisterBroker: the error code only, never a message."""
+    return protocol.response_class(UNREGISTER_BROKER, 0)(
+        throttle_time=i32Timedelta.parse(timedelta(0)), error_code=error, error_message=None
+    )

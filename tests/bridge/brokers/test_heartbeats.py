@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -12,6 +13,8 @@ from kio.static.primitive import i32, i64
 from bridge.brokers.heartbeats import BrokerControlState, BrokerHeartbeatManager, HeartbeatRequest
 from bridge.brokers.replication import HeartbeatReply
 from migrate.kraft import records as rec
+from migrate.kraft.reader import load_image
+from migrate.kraft.snapshot import write_snapshot
 from tests.support.brokers import (
     MIGRATION,
     PRE_MIGRATION,
@@ -98,6 +101,45 @@ def test_caught_up_is_judged_against_the_latest_registration_record() -> None:
     assert not reply(controller.heartbeat(1, offset=first)).is_caught_up
 
 
+def _fenced_broker_registered_again(controller: Controller) -> int:
+    """Broker 1 registers, the log moves on, the same incarnation registers again; the latest record's offset."""
+    epoch = controller.register(registration(1)).broker_epoch
+    controller.add_topic("t", {0: ([1], [1], 1)})
+    controller.register(registration(1))  # a lost reply: same incarnation, same epoch, a later record
+    latest = controller.next_offset - 1
+    assert controller.image.cluster.brokers[1].epoch == epoch < latest
+    return latest
+
+
+def test_after_a_restart_the_unfence_gate_is_the_latest_registration_record(tmp_path: Path) -> None:
+    """Kafka replays the log into each broker's RegisterBrokerRecord offset; the broker epoch is older."""
+    controller = Controller()
+    latest = _fenced_broker_registered_again(controller)
+    pdir = tmp_path / "__cluster_metadata-0"
+    controller.write_log(pdir)
+    controller.restart(load_image(pdir)[0])
+    behind = reply(controller.heartbeat(1, offset=latest - 1))
+    assert behind.is_fenced and not behind.is_caught_up
+    assert controller.image.cluster.brokers[1].fenced
+    assert not reply(controller.heartbeat(1, offset=latest)).is_fenced
+
+
+def test_a_registration_loaded_from_a_snapshot_is_gated_at_the_snapshot_end(tmp_path: Path) -> None:
+    """QuorumController replays a snapshot's records at its last contained offset."""
+    controller = Controller()
+    _fenced_broker_registered_again(controller)
+    controller.add_topic("later", {0: ([1], [1], 1)})
+    end = controller.next_offset
+    pdir = tmp_path / "__cluster_metadata-0"
+    controller.write_log(pdir)
+    write_snapshot(pdir, controller.image)
+    image, report = load_image(pdir)
+    assert report.snapshot_id is not None and report.snapshot_id.end_offset == end
+    controller.restart(image)
+    assert reply(controller.heartbeat(1, offset=end - 2)).is_fenced
+    assert not reply(controller.heartbeat(1, offset=end - 1)).is_fenced
+
+
 # ---------------------------------------------------------------- UNFENCED
 
 
@@ -145,6 +187,16 @@ def test_controlled_shutdown_moves_leadership_then_waits_for_the_active_brokers(
     controller.heartbeat(2, offset=shutdown_offset)
     final = reply(controller.heartbeat(1, want_shut_down=True))
     assert final.should_shut_down and final.is_fenced
+    assert controller.image.cluster.brokers[1].fenced
+
+
+def test_a_leader_outside_its_isr_does_not_hold_up_controlled_shutdown() -> None:
+    """BrokersToIsrs indexes ISR members only: a leader outside its ISR leads nothing there."""
+    controller = Controller()
+    running(controller, 1, 2)
+    controller.add_topic("t", {0: ([1, 2], [2], 1)})
+    got = reply(controller.heartbeat(1, want_shut_down=True))
+    assert got.should_shut_down and got.is_fenced
     assert controller.image.cluster.brokers[1].fenced
 
 

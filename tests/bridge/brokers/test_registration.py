@@ -22,6 +22,7 @@ from tests.support.brokers import (
     registration,
     running,
 )
+from tests.support.handlers import CONTROLLER_ID
 
 
 def test_new_zk_broker_is_registered_fenced_with_the_record_offset_as_epoch() -> None:
@@ -297,3 +298,31 @@ def test_v0_kraft_broker_before_directory_assignment() -> None:
     assert result.error is None
     assert controller.image.cluster.brokers[4].incarnation_id == uuid.UUID(int=0)
     assert not controller.image.cluster.brokers[4].is_migrating_zk_broker
+
+
+# ---------------------------------------------------------------- broker ids (the bridge's own checks)
+
+
+@pytest.mark.parametrize("broker_id", [-1, -5])
+def test_a_negative_broker_id_is_an_invalid_registration(broker_id: int) -> None:
+    """Kafka's brokers refuse such ids in their configuration; the bridge refuses them at registration."""
+    controller = Controller()
+    controller.add_topic("leaderless", {0: ([1], [1], -1)})
+    result = controller.register(dataclasses.replace(registration(1), broker_id=broker_id))
+    assert result.error is not None and result.error.code == ErrorCode.invalid_registration
+    assert f"Broker ID {broker_id} is negative" in result.error.message
+    assert broker_id not in controller.image.cluster.brokers
+
+
+def test_the_controllers_own_node_id_is_an_invalid_registration() -> None:
+    controller = Controller()
+    result = controller.register(registration(CONTROLLER_ID))
+    assert result.error is not None and result.error.code == ErrorCode.invalid_registration
+    assert f"Broker ID {CONTROLLER_ID} is the node id of this controller" in result.error.message
+    assert controller.image.cluster.brokers == {}
+    assert controller.register(registration(0)).error is None
+
+
+def test_the_cluster_id_is_checked_before_the_broker_id() -> None:
+    result = Controller().register(dataclasses.replace(registration(1, cluster_id="elsewhere"), broker_id=-5))
+    assert result.error is not None and result.error.code == ErrorCode.inconsistent_cluster_id

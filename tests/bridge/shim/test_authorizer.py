@@ -281,13 +281,13 @@ def test_request_table_names_kafkas_checks() -> None:
     assert checks(33) == checks(44) == {(OP.ALTER_CONFIGS, RT.TOPIC), (OP.ALTER_CONFIGS, RT.CLUSTER)}
     assert checks(30) == checks(31) == checks(51) == {(OP.ALTER, RT.CLUSTER)}
     assert checks(29) == checks(50) == checks(46) == {(OP.DESCRIBE, RT.CLUSTER)}
-    assert checks(45) == checks(43) == {(OP.ALTER, RT.CLUSTER)}
+    assert checks(45) == checks(43) == checks(64) == {(OP.ALTER, RT.CLUSTER)}
     assert checks(49) == {(OP.ALTER_CONFIGS, RT.CLUSTER)} and checks(48) == {
         (OP.DESCRIBE_CONFIGS, RT.CLUSTER)
     }
     assert (OP.DESCRIBE, RT.TOPIC) in checks(3)
     assert checks(56) == checks(58) == {(OP.CLUSTER_ACTION, RT.CLUSTER)}
-    for api_key in (29, 30, 31, 43, 45, 46, 48, 49, 50, 51, 56):
+    for api_key in (29, 30, 31, 43, 45, 46, 48, 49, 50, 51, 56, 64):
         assert REQUEST_CHECKS[api_key].request_wide
         assert {c.error for c in REQUEST_CHECKS[api_key].checks} == {ErrorCode.cluster_authorization_failed}
     for api_key in (19, 20, 37):
