@@ -27,11 +27,13 @@ from bridge.api import ControllerResult, DriverState, HandlerContext, RecordAndV
 from bridge.brokers.cluster import (
     BROKER_HEARTBEAT,
     BROKER_REGISTRATION,
+    UNREGISTER_BROKER,
     ClusterControl,
     ControllerSettings,
     RegistrationRequest,
     RegistrationResult,
 )
+from bridge.brokers.cluster import SUPPORTED as CLUSTER_SUPPORTED
 from bridge.brokers.heartbeats import MAX_OFFSET, BrokerControlState, HeartbeatRequest
 from bridge.brokers.replication import AssignmentResult, ReplicationControl
 from bridge.driver import FencedOut, MigrationDriver
@@ -47,8 +49,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 ASSIGN_REPLICAS_TO_DIRS = 73
-SUPPORTED = {BROKER_REGISTRATION: (0, 4), BROKER_HEARTBEAT: (0, 1), ASSIGN_REPLICAS_TO_DIRS: (0, 0)}
-"""The versions Kafka 3.9's controller accepts (kio also knows BrokerHeartbeat v2)."""
+SUPPORTED = {**CLUSTER_SUPPORTED, ASSIGN_REPLICAS_TO_DIRS: (0, 0)}
+"""The versions Kafka 3.9's controller accepts of the brokers' own requests (kio also knows BrokerHeartbeat v2)."""
 EXPIRY_CHECK_MAX_S = 0.25
 """The session-expiry timer wakes at least this often (a heartbeat may move the next expiry earlier)."""
 NO_THROTTLE = timedelta(0)
@@ -111,11 +113,7 @@ class BrokerLifecycle:
     def activate(self, metadata_log: MetadataLog, driver: MigrationDriver) -> None:
         """ClusterControlManager.activate for a new leadership over `metadata_log`."""
         self.log, self.driver = metadata_log, driver
-        image = metadata_log.image
-        # Kafka replays the log into its registration offsets; a registration's record sits at its epoch
-        # unless the same incarnation registered again later (then the gate to unfence is a little lower).
-        self.cluster.register_offsets = {b.broker_id: b.epoch for b in image.cluster.brokers.values()}
-        self.cluster.activate(image)
+        self.cluster.activate(metadata_log.image)
 
     def _replay(self, records: list[RecordAndVersion], base_offset: int) -> None:
         replay = self.cluster.replay
@@ -246,6 +244,31 @@ class BrokerLifecycle:
             ErrorCode.none, is_caught_up=caught_up, is_fenced=state.fenced,
             should_shut_down=state is BrokerControlState.SHUTDOWN_NOW,
         )  # fmt: skip
+
+    async def unregister(self, body: Any, version: int) -> Any:
+        """UnregisterBroker (`kafka-cluster.sh unregister`): the broker leaves every ISR and leadership, then its
+        registration goes (ReplicationControlManager.unregisterBroker; RUNS_IN_PREMIGRATION in Kafka)."""
+        response = response_class(UNREGISTER_BROKER, version)
+
+        def answer(code: ErrorCode) -> Any:
+            return response(throttle_time=NO_THROTTLE, error_code=code, error_message=None)
+
+        if not self._accepting():
+            return answer(ErrorCode.not_controller)
+        broker_id = int(body.broker_id)
+
+        def generate(image: MetadataImage) -> tuple[ErrorCode, Change]:
+            records, error = self.replication.unregister_broker(image, broker_id)
+            if error is not None:
+                log.info("UnregisterBroker of broker %d refused: %s", broker_id, error.message)
+                return error.code, self._change([])
+            return ErrorCode.none, self._change(records)
+
+        outcome = await self._event(generate, f"unregistration of broker {broker_id}")
+        code = outcome if isinstance(outcome, ErrorCode) else outcome[0]
+        if code == ErrorCode.none:
+            log.info("event=broker_unregistered broker_id=%d", broker_id)
+        return answer(code)
 
     async def assign_replicas_to_dirs(self, body: Any, version: int) -> Any:
         """AssignReplicasToDirs (KRaft brokers placing replicas, e.g. migrated ones that carry no directory)."""

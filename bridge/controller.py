@@ -32,7 +32,12 @@ from bridge import broker_lifecycle, metadata_fetch, standby
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext
 from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation
 from bridge.broker_lifecycle import BrokerLifecycle
-from bridge.brokers.cluster import BROKER_REGISTRATION, DEFAULT_SUPPORTED_FEATURES, ControllerSettings
+from bridge.brokers.cluster import (
+    BROKER_REGISTRATION,
+    DEFAULT_SUPPORTED_FEATURES,
+    UNREGISTER_BROKER,
+    ControllerSettings,
+)
 from bridge.brokers.propagation import PropagationContext
 from bridge.config import (
     EXIT_REFUSED,
@@ -149,7 +154,7 @@ class BridgeController:
         else:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})
-        # BrokerRegistration/BrokerHeartbeat reach `_on_broker_request` (before DUAL_WRITE too), not `_answer`.
+        # The brokers' own requests reach `_on_broker_request` (before DUAL_WRITE too), not `_answer`.
         for api_key in broker_lifecycle.SUPPORTED:
             self.handlers.setdefault(api_key, broker_lifecycle.served_by_lifecycle)
             self.supported.setdefault(api_key, broker_lifecycle.SUPPORTED[api_key])
@@ -793,6 +798,8 @@ class BridgeController:
             response = await lifecycle.register(body, ctx.api_version)
         elif ctx.api_key == broker_lifecycle.ASSIGN_REPLICAS_TO_DIRS:
             response = await lifecycle.assign_replicas_to_dirs(body, ctx.api_version)
+        elif ctx.api_key == UNREGISTER_BROKER:
+            response = await lifecycle.unregister(body, ctx.api_version)
         else:
             response = await lifecycle.heartbeat(body, ctx.api_version)
         asyncio.get_running_loop().call_soon(
@@ -919,12 +926,19 @@ class BridgeController:
         if inner.api_key not in FORWARDABLE:
             log.warning("%s: %s cannot be forwarded", source, describe_api(inner.api_key, inner.api_version))
             return self._envelope_error(ErrorCode.invalid_request, started)
-        if not self._serving():
+        if inner.api_key in broker_lifecycle.SUPPORTED:  # UnregisterBroker: RUNS_IN_PREMIGRATION, as the others
+            forwarded = dataclasses.replace(
+                ctx, api_key=inner.api_key, api_version=inner.api_version, principal=principal,
+                client_id=inner.client_id, correlation_id=inner.correlation_id,
+            )  # fmt: skip
+            response = await self._on_broker_request(forwarded, inner.body)
+        elif not self._serving():
             # The forwarding broker retries an envelope answered NOT_CONTROLLER (NodeToControllerChannelManager).
             return self._envelope_error(ErrorCode.not_controller, started)
-        response = await self._process(
-            inner.api_key, inner.api_version, inner.body, principal, inner.client_id
-        )
+        else:
+            response = await self._process(
+                inner.api_key, inner.api_version, inner.body, principal, inner.client_id
+            )
         return EnvelopeResponse(
             response_data=encode_response(inner.correlation_id, response), error_code=ErrorCode.none
         )

@@ -54,6 +54,7 @@ from tests.support.requests import (
     create_topic,
     elect_leaders,
     incremental,
+    unregister_broker,
 )
 from tests.support.sim_broker import log_dir_id
 from tests.support.zk_broker import SimulatedZkBroker
@@ -763,3 +764,26 @@ def test_after_a_restart_brokers_are_fenced_and_elections_served_while_zookeeper
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_decommissioned_broker_is_unregistered_directly_or_forwarded_and_stops_counting_as_migrating(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker], zk_client: KazooClient
+) -> None:
+    """`kafka-cluster.sh unregister --id 3`: the broker leaves every ISR and its registration goes, so it no
+    longer counts as a migrating ZooKeeper broker; a second unregistration (forwarded by a broker in an
+    Envelope) hears BROKER_ID_NOT_REGISTERED."""
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    brokers[3].kill()
+    answer = send_request_sync("127.0.0.1", bridge.listen_port, unregister_broker(3))
+    assert answer.error_code == ErrorCode.none
+    assert 3 not in image(bridge).cluster.brokers
+    assert not any(3 in p.isr and len(p.isr) > 1 for t in image(bridge).topics_by_name.values()
+                   for p in t.partitions.values())  # fmt: skip
+    assert bridge.status().brokers.migrating_zk_brokers == 2
+    again = send_envelope_sync(
+        "127.0.0.1", bridge.listen_port, encode_request(unregister_broker(3), 7, "admin"),
+        principal=KafkaPrincipal("User", "admin"),
+    )  # fmt: skip
+    assert again.error_code == ErrorCode.none and again.inner_response is not None
+    assert again.inner_response.error_code == ErrorCode.broker_id_not_registered
+    eventually(lambda: zookeeper_matches_image(zk_client, bridge))
