@@ -30,7 +30,13 @@ from migrate.zk import paths
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
-from tests.support.bridge import controller_config, eventually, start_controller
+from tests.support.bridge import (
+    controller_config,
+    eventually,
+    partition_states,
+    start_controller,
+    zookeeper_matches_image,
+)
 from tests.support.bridge_process import (
     CONFIG_KEY,
     Change,
@@ -117,30 +123,6 @@ def every_replica_placed(bridge: BridgeController) -> bool:
     )
 
 
-def zookeeper_matches_image(zk_client: KazooClient, bridge: BridgeController) -> bool:
-    partitions = {
-        (t.name, p): partition
-        for t in image(bridge).topics_by_name.values()
-        for p, partition in t.partitions.items()
-    }
-    return all(
-        (state["leader"], state["isr"], state["leader_epoch"])
-        == (partitions[key].leader, partitions[key].isr, partitions[key].leader_epoch)
-        for key, state in partition_states(zk_client, bridge).items()
-    )
-
-
-def partition_states(
-    zk_client: KazooClient, bridge: BridgeController
-) -> dict[tuple[str, int], dict[str, object]]:
-    states = {}
-    for topic in image(bridge).topics_by_name.values():
-        for partition_id in topic.partitions:
-            data, _ = zk_client.get(f"/brokers/topics/{topic.name}/partitions/{partition_id}/state")
-            states[(topic.name, partition_id)] = json.loads(data)
-    return states
-
-
 def test_the_migration_waits_until_every_broker_has_registered_and_status_names_the_missing(
     bridge: BridgeController, zk_connect: str
 ) -> None:
@@ -222,7 +204,7 @@ def test_a_crashed_broker_is_fenced_and_its_leaderships_move_in_the_log_and_in_z
     assert not image(bridge).cluster.brokers[2].fenced and not image(bridge).cluster.brokers[3].fenced
 
     def zookeeper_agrees() -> bool:
-        states = partition_states(zk_client, bridge)
+        states = partition_states(zk_client, image(bridge))
         return all(
             (state["leader"], state["isr"], state["leader_epoch"])
             == (after[key].leader, after[key].isr, after[key].leader_epoch)
@@ -256,7 +238,7 @@ def test_brokers_restarted_in_kraft_mode_reregister_and_status_shows_no_migratin
         eventually(lambda: every_replica_placed(bridge), timeout=20)
         eventually(lambda: all(k.assignments_sent >= 1 for k in restarted), timeout=10)  # answers arrived
         assert {k.broker_id: k.assignment_errors for k in restarted} == {b: [] for b in BROKER_IDS}
-        eventually(lambda: zookeeper_matches_image(zk_client, bridge), timeout=10)
+        eventually(lambda: zookeeper_matches_image(zk_client, image(bridge)), timeout=10)
         eventually(lambda: bridge.status().brokers.migrating_zk_brokers == 0, timeout=10)
         status = bridge.status().brokers
         assert (status.registered, status.fenced, status.migrating_zk_brokers) == (3, 0, 0)
@@ -293,7 +275,7 @@ def test_api_versions_carries_the_controllers_features_and_zk_migration_ready(
 
 
 def leaders_in_zookeeper(zk_client: KazooClient, bridge: BridgeController) -> dict[tuple[str, int], int]:
-    return {key: int(str(state["leader"])) for key, state in partition_states(zk_client, bridge).items()}
+    return {key: int(str(state["leader"])) for key, state in partition_states(zk_client, image(bridge)).items()}
 
 
 def test_controlled_shutdown_moves_every_leadership_away_before_the_broker_is_told_to_shut_down(
@@ -587,4 +569,4 @@ def test_a_fence_larger_than_one_batch_is_appended_in_chunks_and_lands_whole(
     after = image(bridge)
     assert all(1 not in after.topics_by_name[name].partitions[p].isr or
                after.topics_by_name[name].partitions[p].isr == [1] for name, p in changed)  # fmt: skip
-    eventually(lambda: zookeeper_matches_image(zk_client, bridge), timeout=10)
+    eventually(lambda: zookeeper_matches_image(zk_client, image(bridge)), timeout=10)
