@@ -18,7 +18,7 @@ from migrate.zk.tree import ZTree
 from tests.support.stress import SEED_ENV, StressKit, seed_from_env, steps_from_env, stressed_cluster
 
 SEEDS = [int(os.environ[SEED_ENV])] if os.environ.get(SEED_ENV) else [1, 2, 3]
-STEPS = 40
+STEPS = 50
 
 
 def broker_ids(zk_client: KazooClient) -> list[int]:

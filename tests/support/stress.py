@@ -405,32 +405,55 @@ class Invariants:
             self.read_log(step, sent)
             if self.broken_log:
                 return
-            problems = self._disagreements()
-            if not problems or time.monotonic() > deadline:
+            problems, final = self._disagreements()
+            if not problems or final or time.monotonic() > deadline:
                 break
             time.sleep(0.02)  # a timer's change (a session expiry) is still on its way to ZooKeeper
         for invariant, detail in problems:
             self.violation(step, invariant, detail)
 
-    def _disagreements(self) -> list[tuple[str, str]]:
+    def _disagreements(self) -> tuple[list[tuple[str, str]], bool]:
+        """What disagrees, and whether that is final (the same offset, different images)."""
         metadata_log = self.controller.log
         assert metadata_log is not None
         with metadata_log.lock:
             if metadata_log.end_offset != self.next_offset:
-                return [("log", f"the log ends at {metadata_log.end_offset}, read to {self.next_offset}")]
-            if _without_provenance(metadata_log.image) != _without_provenance(self.image):
-                return [("log", "the controller's image differs from the image its log's files replay to")]
+                return [("log", f"the log ends at {metadata_log.end_offset}, its files at {self.next_offset}")], False
+            differences = image_differences(metadata_log.image, self.image)
+            if differences:
+                detail = "; ".join(differences[:5])
+                return [("log", f"the controller's image is not what its log's files replay to: {detail}")], True
         pipeline = self.controller.pipeline
         if not pipeline.wait_idle(SETTLE_TIMEOUT_S):
-            return [("zookeeper", "dual writes still in flight")]
+            return [("zookeeper", "dual writes still in flight")], False
         if metadata_log.end_offset != self.next_offset:
-            return [("log", "the log moved on while ZooKeeper was written")]
+            return [("log", "the log moved on while ZooKeeper was written")], False
         problems = [("zookeeper", m) for m in zookeeper_partition_mismatches(self.zk_client, self.image)]
         if not problems:
             model = from_tree(read_tree(self.zk_client, acls=False), strict=False)
             ops = plan_reconciliation(self.image, model)
             problems = [("zookeeper", f"a reconciliation would write {line}") for line in describe(ops)]
-        return problems
+        return problems, False
+
+
+def image_differences(held: MetadataImage, replayed: MetadataImage) -> list[str]:
+    """How the controller's image differs from the one its log replays to (partitions and brokers named)."""
+    if _without_provenance(held) == _without_provenance(replayed):
+        return []
+    found = []
+    for topic_id in sorted(set(held.topics_by_id) | set(replayed.topics_by_id), key=str):
+        a, b = held.topics_by_id.get(topic_id), replayed.topics_by_id.get(topic_id)
+        if a is None or b is None:
+            name = (a or b).name if (a or b) is not None else str(topic_id)  # type: ignore[union-attr]
+            found.append(f"topic {name} only in the {'controller' if b is None else 'files'}")
+            continue
+        for p in sorted(set(a.partitions) | set(b.partitions)):
+            if a.partitions.get(p) != b.partitions.get(p):
+                found.append(f"{a.name}-{p}: controller {a.partitions.get(p)}, files {b.partitions.get(p)}")
+    for broker_id in sorted(set(held.cluster.brokers) | set(replayed.cluster.brokers)):
+        if held.cluster.brokers.get(broker_id) != replayed.cluster.brokers.get(broker_id):
+            found.append(f"broker {broker_id} registration differs")
+    return found or ["outside topics and brokers"]
 
 
 def _without_provenance(image: MetadataImage) -> MetadataImage:
@@ -737,22 +760,27 @@ class StressKit:
 
     async def _finish(self, invariants: Invariants, step: int) -> None:
         """Every broker comes back; a last CreateTopics must succeed (the log still takes appends)."""
-        if invariants.broken_log or any(v.invariant == "no answer" for v in self.report.violations):
+        if any(v.invariant == "no answer" for v in self.report.violations):
             return  # the run already ended on it
         for broker in self.brokers.values():
             if broker.mode in ("silent", "fence"):
                 broker.mode, broker.steps_left = "up", 0
         answers: list[Any] = []
-        sent = StepSent()
         works = self._broker_work(step)
         works.append(self._admin_request(0, create_topic(FINAL_TOPIC), answers.append))
         await self._send_all(works)
-        invariants.settle(step, sent)
-        codes = [] if not answers else [ErrorCode(t.error_code) for t in answers[0].topics]
-        if codes != [ErrorCode.none] or FINAL_TOPIC not in invariants.image.topics_by_name:
+        diverged = invariants.broken_log or any(v.invariant in TERMINAL for v in self.report.violations)
+        if not diverged:
+            invariants.settle(step, StepSent())
+        metadata_log = self.controller.log
+        assert metadata_log is not None
+        with metadata_log.lock:
+            created = FINAL_TOPIC in metadata_log.image.topics_by_name
+        codes = [] if not answers else [ErrorCode(t.error_code).name for t in answers[0].topics]
+        if codes != ["none"] or not created:
             self.report.violations.append(
                 Violation(step, "appends", f"the last CreateTopics was answered {codes} and its topic is "
-                          f"{'in' if FINAL_TOPIC in invariants.image.topics_by_name else 'not in'} the log")
+                          f"{'in' if created else 'not in'} the log")
             )  # fmt: skip
 
 
