@@ -34,7 +34,14 @@ from migrate.zk import paths
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
-from tests.support.bridge import appends_held, controller_config, eventually, start_controller
+from tests.support.bridge import (
+    appends_held,
+    controller_config,
+    eventually,
+    partition_states,
+    start_controller,
+    zookeeper_matches_image,
+)
 from tests.support.bridge_process import (
     CONFIG_KEY,
     Change,
@@ -131,30 +138,6 @@ def every_replica_placed(bridge: BridgeController) -> bool:
     )
 
 
-def zookeeper_matches_image(zk_client: KazooClient, bridge: BridgeController) -> bool:
-    partitions = {
-        (t.name, p): partition
-        for t in image(bridge).topics_by_name.values()
-        for p, partition in t.partitions.items()
-    }
-    return all(
-        (state["leader"], state["isr"], state["leader_epoch"])
-        == (partitions[key].leader, partitions[key].isr, partitions[key].leader_epoch)
-        for key, state in partition_states(zk_client, bridge).items()
-    )
-
-
-def partition_states(
-    zk_client: KazooClient, bridge: BridgeController
-) -> dict[tuple[str, int], dict[str, object]]:
-    states = {}
-    for topic in image(bridge).topics_by_name.values():
-        for partition_id in topic.partitions:
-            data, _ = zk_client.get(f"/brokers/topics/{topic.name}/partitions/{partition_id}/state")
-            states[(topic.name, partition_id)] = json.loads(data)
-    return states
-
-
 def test_the_migration_waits_until_every_broker_has_registered_and_status_names_the_missing(
     bridge: BridgeController, zk_connect: str
 ) -> None:
@@ -236,7 +219,7 @@ def test_a_crashed_broker_is_fenced_and_its_leaderships_move_in_the_log_and_in_z
     assert not image(bridge).cluster.brokers[2].fenced and not image(bridge).cluster.brokers[3].fenced
 
     def zookeeper_agrees() -> bool:
-        states = partition_states(zk_client, bridge)
+        states = partition_states(zk_client, image(bridge))
         return all(
             (state["leader"], state["isr"], state["leader_epoch"])
             == (after[key].leader, after[key].isr, after[key].leader_epoch)
@@ -270,7 +253,7 @@ def test_brokers_restarted_in_kraft_mode_reregister_and_status_shows_no_migratin
         eventually(lambda: every_replica_placed(bridge), timeout=20)
         eventually(lambda: all(k.assignments_sent >= 1 for k in restarted), timeout=10)  # answers arrived
         assert {k.broker_id: k.assignment_errors for k in restarted} == {b: [] for b in BROKER_IDS}
-        eventually(lambda: zookeeper_matches_image(zk_client, bridge), timeout=10)
+        eventually(lambda: zookeeper_matches_image(zk_client, image(bridge)), timeout=10)
         eventually(lambda: bridge.status().brokers.migrating_zk_brokers == 0, timeout=10)
         status = bridge.status().brokers
         assert (status.registered, status.fenced, status.migrating_zk_brokers) == (3, 0, 0)
@@ -307,7 +290,7 @@ def test_api_versions_carries_the_controllers_features_and_zk_migration_ready(
 
 
 def leaders_in_zookeeper(zk_client: KazooClient, bridge: BridgeController) -> dict[tuple[str, int], int]:
-    return {key: int(str(state["leader"])) for key, state in partition_states(zk_client, bridge).items()}
+    return {key: int(str(state["leader"])) for key, state in partition_states(zk_client, image(bridge)).items()}
 
 
 def test_controlled_shutdown_moves_every_leadership_away_before_the_broker_is_told_to_shut_down(
@@ -601,7 +584,7 @@ def test_a_fence_larger_than_one_batch_is_appended_in_chunks_and_lands_whole(
     after = image(bridge)
     assert all(1 not in after.topics_by_name[name].partitions[p].isr or
                after.topics_by_name[name].partitions[p].isr == [1] for name, p in changed)  # fmt: skip
-    eventually(lambda: zookeeper_matches_image(zk_client, bridge), timeout=10)
+    eventually(lambda: zookeeper_matches_image(zk_client, image(bridge)), timeout=10)
 
 
 def partition_led_by_1_with_full_isr(bridge: BridgeController) -> tuple[str, int]:
@@ -638,7 +621,7 @@ def test_a_session_expiring_while_the_leader_shrinks_the_isr_never_brings_the_re
         assert partition.isr == [1], "replica 3 left the ISR through AlterPartition and came back without one"
     else:  # the fence came first: the leader's request named a partition epoch that had moved on
         assert code == ErrorCode.invalid_update_version and partition.isr == [1, 3]
-    eventually(lambda: zookeeper_matches_image(zk_client, bridge))
+    eventually(lambda: zookeeper_matches_image(zk_client, image(bridge)))
     assert bridge.renounced is None
 
 
@@ -661,7 +644,7 @@ def test_a_controlled_shutdown_and_a_fence_together_leave_neither_broker_leading
             assert partition.leader not in (2, 3), (topic.name, partition)
             if len(partition.isr) > 1:
                 assert not {2, 3} & set(partition.isr), (topic.name, partition)
-    eventually(lambda: zookeeper_matches_image(zk_client, bridge))
+    eventually(lambda: zookeeper_matches_image(zk_client, image(bridge)))
     assert bridge.renounced is None
 
 
@@ -754,7 +737,7 @@ def test_after_a_restart_brokers_are_fenced_and_elections_served_while_zookeeper
         assert answer.error_code == ErrorCode.none
         release.set()
         assert second.wait_for_state(DriverState.DUAL_WRITE), second.error
-        eventually(lambda: zookeeper_matches_image(seeded, second))
+        eventually(lambda: zookeeper_matches_image(seeded, image(second)))
         assert not any(3 in p.isr and len(p.isr) > 1 for t in image(second).topics_by_name.values()
                        for p in t.partitions.values())  # fmt: skip
     finally:
@@ -786,4 +769,4 @@ def test_a_decommissioned_broker_is_unregistered_directly_or_forwarded_and_stops
     )  # fmt: skip
     assert again.error_code == ErrorCode.none and again.inner_response is not None
     assert again.inner_response.error_code == ErrorCode.broker_id_not_registered
-    eventually(lambda: zookeeper_matches_image(zk_client, bridge))
+    eventually(lambda: zookeeper_matches_image(zk_client, image(bridge)))

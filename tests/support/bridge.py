@@ -6,6 +6,7 @@ passes its fields to `running_bridge`. For the bridge as a subprocess see tests.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from bridge.api import DriverState
 from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
+from migrate.kraft.image import MetadataImage
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 
@@ -89,3 +91,30 @@ def appends_held(bridge: BridgeController) -> Iterator[None]:
     with watcher.own_writes():
         bridge.pipeline.hold_appends()
         yield
+
+
+def partition_states(zk_client: KazooClient, image: MetadataImage) -> dict[tuple[str, int], dict[str, object]]:
+    """The partition state znodes (leader, isr, leader_epoch, ...) of every partition in `image`, by name."""
+    states = {}
+    for topic in image.topics_by_name.values():
+        for partition_id in topic.partitions:
+            data, _ = zk_client.get(f"/brokers/topics/{topic.name}/partitions/{partition_id}/state")
+            states[(topic.name, partition_id)] = json.loads(data)
+    return states
+
+
+def zookeeper_partition_mismatches(zk_client: KazooClient, image: MetadataImage) -> list[str]:
+    """Partitions whose state znode's (leader, isr, leader_epoch) differs from `image`, one line each."""
+    mismatches = []
+    for (name, partition_id), state in partition_states(zk_client, image).items():
+        partition = image.topics_by_name[name].partitions[partition_id]
+        in_zk = (state["leader"], state["isr"], state["leader_epoch"])
+        in_image = (partition.leader, partition.isr, partition.leader_epoch)
+        if in_zk != in_image:
+            mismatches.append(f"{name}-{partition_id}: ZooKeeper {in_zk}, image {in_image}")
+    return mismatches
+
+
+def zookeeper_matches_image(zk_client: KazooClient, image: MetadataImage) -> bool:
+    """Every partition state znode holds the image's leader, ISR and leader epoch."""
+    return not zookeeper_partition_mismatches(zk_client, image)
