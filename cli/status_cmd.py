@@ -89,7 +89,8 @@ def status_lines(s: Status) -> list[str]:
         )
     else:
         lines.append("/migration: none")
-    lines.append("brokers in ZooKeeper mode: " + (", ".join(map(str, s.zk_brokers)) or "none"))
+    # /brokers/ids holds only live ZooKeeper-mode brokers: the KRaft side's lines below say who is still migrating.
+    lines.append("brokers in /brokers/ids (live, ZooKeeper mode): " + (", ".join(map(str, s.zk_brokers)) or "none"))
     if s.migration_state is not None:
         lines.append(f"migration state: {s.migration_state}")
     if s.write_behind_lag is not None:
@@ -120,6 +121,12 @@ def broker_lines(b: BrokersStatus, source: str) -> list[str]:
     if b.waiting_for is not None:
         waiting = ", ".join(map(str, b.waiting_for)) or "none"
         lines.append(f"the migration waits for brokers to register ({source}): {waiting}")
+    if b.unregistered_zk_brokers:
+        lines.append(
+            f"NOT REGISTERED ({source}): broker(s) {', '.join(map(str, b.unregistered_zk_brokers))} in /brokers/ids "
+            "never registered with the controller (restarted without zookeeper.metadata.migration.enable=true?): "
+            "they get no metadata from it; restart each in migration mode"
+        )
     return lines
 
 
