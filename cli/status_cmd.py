@@ -15,7 +15,7 @@ from cli.common import handles_errors, zk_session
 from cli.options import bridge_status_url, zk_connect_from, zk_security_options
 from migrate.errors import UnreachableError, Zk2KraftError
 from migrate.kraft.migration_state import zk_migration_state_name
-from migrate.kraft.reader import load_image
+from migrate.kraft.reader import load_image, require_metadata_log
 from migrate.plan.status import (
     BrokerChannelStatus,
     BrokersStatus,
@@ -51,8 +51,9 @@ def bridge_view(url: str) -> KraftView:
 
 
 def metadata_view(metadata_dir: Path) -> KraftView:
-    """Replay a controller's metadata dir: ZkMigrationState and the brokers registered with KRaft."""
-    image, report = load_image(metadata_dir)
+    """Replay a controller's metadata dir: ZkMigrationState and the brokers registered with KRaft. A dir with
+    no log is refused: read as an empty log, it would say NONE and hide the write-behind lag."""
+    image, report = load_image(require_metadata_log(metadata_dir, "--metadata-dir"))
     brokers = image.cluster.brokers
     return KraftView(
         source=str(metadata_dir),

@@ -151,3 +151,29 @@ def test_a_bridge_status_that_is_not_an_http_url_is_bad_input_with_a_hint(comman
         assert f"http://{url}" in result.stderr, result.stderr
     else:
         assert "http:// or https://" in result.stderr, result.stderr
+
+
+@pytest.mark.zookeeper
+@pytest.mark.parametrize("partition_dir", [False, True], ids=["empty-dir", "empty-partition-dir"])
+@pytest.mark.parametrize(
+    "command", [["status"], ["finalize-check", "--no-audit"], ["rollback", "--yes"]],
+    ids=["status", "finalize-check", "rollback"],
+)  # fmt: skip
+def test_a_metadata_dir_without_a_log_is_refused_naming_it(
+    command: list[str], partition_dir: bool, zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Read as an empty log it said NONE, hid ZooKeeper's lag from rollback, and finalize-check asked for it."""
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, healthy_model(), root)
+    before = {path: zk_admin.get(f"{root}{path}")[0] for path in ("/controller", "/controller_epoch")}
+    meta = tmp_path / "meta"
+    (meta / "__cluster_metadata-0" if partition_dir else meta).mkdir(parents=True)
+    args = [*command, "--zk", zk_server.connect_string + root, "--metadata-dir", str(meta)]
+    result = CliRunner().invoke(cli, args + (["--backup", str(tmp_path / "b")] if command[0] == "rollback" else []))
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: --metadata-dir {meta}: no KRaft metadata log here")
+    assert result.stdout == ""
+    assert {path: zk_admin.get(f"{root}{path}")[0] for path in before} == before
+    assert not (tmp_path / "b").exists()
