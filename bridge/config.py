@@ -76,6 +76,12 @@ class BridgeConfig(BaseModel):
     leader_imbalance_check_interval_s: float = Field(
         300.0, gt=0, description="Kafka's leader.imbalance.check.interval.seconds"
     )
+    unclean_leader_election_interval_ms: int = Field(
+        300_000,
+        gt=0,
+        description="Kafka's unclean.leader.election.interval.ms: how often leaderless partitions of topics with "
+        "unclean.leader.election.enable=true are retried with an unclean election",
+    )
     inter_broker_listener_name: str = Field(
         "PLAINTEXT",
         description="Kafka's inter.broker.listener.name (upper-cased, as Kafka normalises it): migrating "

@@ -303,6 +303,34 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     help="Kafka's request.timeout.ms: how long a broker may take to answer such a request before the "
     "connection is closed and the request resent.",
 )
+@click.option(
+    "--auto-leader-rebalance-enable/--no-auto-leader-rebalance-enable",
+    default=True,
+    show_default=True,
+    help="Kafka's auto.leader.rebalance.enable: every --leader-imbalance-check-interval-seconds, move the "
+    "leadership of each partition led by another than its preferred replica (the first in its assignment) "
+    "back to it, when that replica is unfenced and in the ISR (as KRaft's controller does, for every such "
+    "partition; leader.imbalance.per.broker.percentage is not used). Give --no-auto-leader-rebalance-enable "
+    "when the cluster runs with auto.leader.rebalance.enable=false (leaders placed by hand or by a tool such "
+    "as Cruise Control): with it on, the bridge moves leaders the operators placed.",
+)
+@click.option(
+    "--leader-imbalance-check-interval-seconds",
+    type=click.IntRange(min=1),
+    default=300,
+    show_default=True,
+    help="Kafka's leader.imbalance.check.interval.seconds: how often the preferred-leader check above runs "
+    "(the first one this long after the bridge starts; only while dual-writing).",
+)
+@click.option(
+    "--unclean-leader-election-interval-ms",
+    type=click.IntRange(min=1),
+    default=300_000,
+    show_default=True,
+    help="Kafka's unclean.leader.election.interval.ms: how often partitions left without a leader are retried "
+    "with an unclean election (a replica outside the ISR becomes leader, losing what it lacks), only for "
+    "topics with unclean.leader.election.enable=true (topic or broker config).",
+)
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -325,6 +353,9 @@ def run_cmd(
     broker_session_timeout_ms: int,
     controller_socket_timeout_ms: int,
     request_timeout_ms: int,
+    auto_leader_rebalance_enable: bool,
+    leader_imbalance_check_interval_seconds: int,
+    unclean_leader_election_interval_ms: int,
     no_fsync: bool,
     verbose: bool,
     **security: Any,
@@ -405,6 +436,9 @@ def run_cmd(
             broker_session_timeout_ms=broker_session_timeout_ms,
             controller_socket_timeout_ms=controller_socket_timeout_ms,
             request_timeout_ms=request_timeout_ms,
+            auto_leader_rebalance_enable=auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_s=leader_imbalance_check_interval_seconds,
+            unclean_leader_election_interval_ms=unclean_leader_election_interval_ms,
         )
     )
     controller = BridgeController(config)
