@@ -85,6 +85,7 @@ from migrate.errors import (
     UnsupportedVersionError,
     Zk2KraftError,
     ZnodeFormatError,
+    error_text,
 )
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
@@ -573,7 +574,7 @@ class BridgeController:
                     reason = await loop.run_in_executor(None, taken_over)
                 except (KazooException, Zk2KraftError) as exc:
                     # Unreadable for now (connection trouble): the guards of every write still fence.
-                    log.warning("event=fence_check_failed %s", exc)
+                    log.warning("event=fence_check_failed %s", error_text(exc))
                     reason = None
                 if reason is not None and driver.fenced_reason is None:
                     driver.note_fenced(reason)

@@ -25,13 +25,6 @@ def bridge_group() -> None:
     """Run zk2kraft as the KRaft controller of a cluster in ZooKeeper → KRaft migration."""
 
 
-def _host_port(value: str, option: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint=option)
-    return host.strip("[]"), int(port)
-
-
 def _principals(value: str | None) -> frozenset[str] | None:
     """`User:a;User:b` (Kafka's super.users form) as a set; None when the option is not given."""
     if value is None:
@@ -399,6 +392,7 @@ def run_cmd(
     # Here, not at the top: the controller loads kio's request schemas, a few hundred ms every other
     # command would pay at start-up.
     from bridge.controller import BridgeController
+    from bridge.shim.server import parse_address
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format=_LOG_FORMAT, stream=sys.stderr
@@ -409,8 +403,8 @@ def run_cmd(
             "of ZooKeeper with no broker), so these options would go unused; drop them for the rehearsal and "
             "give them to the real run"
         )
-    listen_host, listen_port = _host_port(listen, "--listen")
-    metrics_host, metrics_port = _host_port(metrics, "--metrics")
+    listen_host, listen_port = parse_address(listen, "--listen", allow_any_port=True)
+    metrics_host, metrics_port = parse_address(metrics, "--metrics", allow_any_port=True)
     config = BridgeConfig.model_validate(
         dict(
             zk_connect=zk_connect,

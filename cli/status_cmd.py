@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,14 @@ def bridge_view(url: str) -> KraftView:
     try:
         with urllib.request.urlopen(target, timeout=10) as reply:
             body = json.loads(reply.read())
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, socket.gaierror):
+            host = urllib.parse.urlsplit(target).hostname
+            raise UnreachableError(
+                f"cannot read the bridge status at {target}: the host {host!r} (--bridge-status) could not be "
+                f"resolved ({e.reason.strerror or e.reason})"
+            ) from e
+        raise UnreachableError(f"cannot read the bridge status at {target}: {e}") from e
     except OSError as e:
         raise UnreachableError(f"cannot read the bridge status at {target}: {e}") from e
     except ValueError as e:

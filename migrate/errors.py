@@ -50,6 +50,12 @@ class UnreachableError(Zk2KraftError):
     """A server (a ZooKeeper ensemble, a bridge's status endpoint) did not answer; nothing was read or changed."""
 
 
+def error_text(exc: BaseException) -> str:
+    """What to print for `exc`: its message, or its type's name when it has none (kazoo's ConnectionLoss,
+    SessionExpiredError, NoAuthError... carry no message)."""
+    return str(exc) or type(exc).__name__
+
+
 # The exit codes of every zk2kraft command: one table, shown by `zk2kraft --help` and in
 # docs/operations.md ("Exit codes and guarantees"). The bridge returns them too.
 EXIT_OK = 0

@@ -27,8 +27,8 @@ from migrate.plan.status import (
 )
 from migrate.zk import model as zk_model
 from migrate.zk.load import load_tree
-from migrate.zk.znodes.brokers import encode_broker
 from migrate.zk.tree import ZTree
+from migrate.zk.znodes.brokers import encode_broker
 from tests.support.bridge import controller_config, eventually, start_controller
 from tests.support.zk_broker import SimulatedZkBroker
 
