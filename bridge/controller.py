@@ -674,18 +674,23 @@ class BridgeController:
             self.metrics.set_brokers(
                 BrokersStatus(registered=len(brokers), migrating_zk_brokers=len(brokers), rehearsal=True)
             )
-        else:
-            self._sync_brokers(in_zookeeper=brokers.keys())
+            return
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            # On the event loop, as every other sync: counts read here could overwrite newer ones.
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(self._sync_brokers)
 
-    def _sync_brokers(self, waiting_for: list[int] | None = None, in_zookeeper: Iterable[int] | None = None) -> None:
-        """The brokers' counts to /status and /metrics (from the event loop, or kazoo's thread with the ids
-        ZooKeeper just listed)."""
+    def _sync_brokers(self, waiting_for: list[int] | None = None) -> None:
+        """The brokers' counts (and who is missing or never registered) to /status, /metrics and the log."""
         lifecycle = self.broker_lifecycle
         if self.config.rehearsal or lifecycle is None:
             return
         counts = lifecycle.counts()
-        if in_zookeeper is None:
-            in_zookeeper = self.brokers.brokers.keys() if self.brokers is not None else ()
+        if waiting_for is None and self.state == DriverState.WAIT_FOR_BROKERS:
+            # A registration or a ZooKeeper change while waiting: the wait's next poll says who is missing.
+            waiting_for = self.metrics.status().brokers.waiting_for
+        in_zookeeper = self.brokers.brokers.keys() if self.brokers is not None else ()
         unregistered = self._unregistered_zk_brokers(in_zookeeper, waiting_for)
         previous = self.metrics.set_brokers(
             BrokersStatus(
