@@ -80,8 +80,8 @@ class BridgeConfig(BaseModel):
     unclean_leader_election_interval_ms: int = Field(
         300_000,
         gt=0,
-        description="Kafka's unclean.leader.election.interval.ms: how often leaderless partitions of topics "
-        "with unclean.leader.election.enable=true are given an unclean leader",
+        description="Kafka's unclean.leader.election.interval.ms: how often leaderless partitions of topics with "
+        "unclean.leader.election.enable=true are retried with an unclean election",
     )
     inter_broker_listener_name: str = Field(
         "PLAINTEXT",

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -91,7 +91,7 @@ from migrate.errors import (
     UnsupportedVersionError,
     Zk2KraftError,
     ZnodeFormatError,
-    describe_exception,
+    error_text,
 )
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
@@ -621,7 +621,7 @@ class BridgeController:
                     reason = await loop.run_in_executor(None, taken_over)
                 except (KazooException, Zk2KraftError) as exc:
                     # Unreadable for now (connection trouble): the guards of every write still fence.
-                    log.warning("event=fence_check_failed %s", exc)
+                    log.warning("event=fence_check_failed %s", error_text(exc))
                     reason = None
                 if reason is not None and driver.fenced_reason is None:
                     driver.note_fenced(reason)
@@ -720,24 +720,56 @@ class BridgeController:
         self._sync_brokers()
 
     def _on_zk_brokers(self, brokers: Mapping[int, Any]) -> None:
-        """kazoo's thread: in a rehearsal, ZooKeeper's brokers are the migrating ZK brokers."""
+        """kazoo's thread: in a rehearsal, ZooKeeper's brokers are the migrating ZK brokers; otherwise a
+        broker that appears there without registering is flagged."""
         if self.config.rehearsal:
             self.metrics.set_brokers(
                 BrokersStatus(registered=len(brokers), migrating_zk_brokers=len(brokers), rehearsal=True)
             )
+            return
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            # On the event loop, as every other sync: counts read here could overwrite newer ones.
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(self._sync_brokers)
 
     def _sync_brokers(self, waiting_for: list[int] | None = None) -> None:
+        """The brokers' counts (and who is missing or never registered) to /status, /metrics and the log."""
         lifecycle = self.broker_lifecycle
         if self.config.rehearsal or lifecycle is None:
             return
         counts = lifecycle.counts()
-        self.metrics.set_brokers(
+        if waiting_for is None and self.state == DriverState.WAIT_FOR_BROKERS:
+            # A registration or a ZooKeeper change while waiting: the wait's next poll says who is missing.
+            waiting_for = self.metrics.status().brokers.waiting_for
+        in_zookeeper = self.brokers.brokers.keys() if self.brokers is not None else ()
+        unregistered = self._unregistered_zk_brokers(in_zookeeper, waiting_for)
+        previous = self.metrics.set_brokers(
             BrokersStatus(
                 registered=counts.registered, fenced=counts.fenced,
                 in_controlled_shutdown=counts.in_controlled_shutdown,
                 migrating_zk_brokers=counts.migrating_zk_brokers, waiting_for=waiting_for,
+                unregistered_zk_brokers=unregistered,
             )
         )  # fmt: skip
+        if previous.unregistered_zk_brokers != unregistered:
+            if unregistered:
+                log.warning(
+                    "event=zk_brokers_not_registered ids=%s: in /brokers/ids but not registered with this "
+                    "controller as migrating ZooKeeper brokers; restarted without "
+                    "zookeeper.metadata.migration.enable=true? they get no metadata from this controller",
+                    ",".join(map(str, unregistered)),
+                )
+            else:
+                log.info("event=zk_brokers_not_registered ids=none: every broker in /brokers/ids is registered")
+
+    def _unregistered_zk_brokers(self, in_zookeeper: Iterable[int], waiting_for: list[int] | None) -> list[int]:
+        """Kafka's WAIT_FOR_BROKERS check kept after the wait: ids in /brokers/ids with no migrating ZooKeeper
+        broker registration (empty until past the wait, where `waiting_for` names them)."""
+        if waiting_for is not None or self.log is None or self.state.value < DriverState.BECOME_CONTROLLER.value:
+            return []
+        registered = self.log.image.cluster.brokers
+        return sorted(i for i in in_zookeeper if i not in registered or not registered[i].is_migrating_zk_broker)
 
     async def _wait_for_brokers(self) -> None:
         """WAIT_FOR_BROKERS (KRaftMigrationDriver): every broker under /brokers/ids and every broker named in
@@ -874,6 +906,7 @@ class BridgeController:
     def _on_transition(self, _old: DriverState, new: DriverState) -> None:
         self.metrics.set_state(new)
         self._sync_metrics()
+        self._sync_brokers()  # past WAIT_FOR_BROKERS, brokers that never registered are flagged
         self._notify()
 
     def _on_fence_lost(self, reason: str) -> None:
@@ -1198,7 +1231,7 @@ class BridgeController:
                     "event=foreign_import last_offset=%d paths=%s", offset, ",".join(w.path for w in batch.writes)
                 )
         except (FencedOut, Zk2KraftError) as exc:
-            log.error("foreign ZooKeeper writes not imported: %s", describe_exception(exc))
+            log.error("foreign ZooKeeper writes not imported: %s", error_text(exc))
         finally:
             self.foreign_batches_handled += 1
             self._notify()

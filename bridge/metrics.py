@@ -225,6 +225,12 @@ class BridgeMetrics:
             "Kafka's MigratingZkBrokerCount: registered brokers that are still ZooKeeper-mode brokers",
             registry=r,
         )
+        self.unregistered_zk_brokers = Gauge(
+            f"{PREFIX}_unregistered_zk_broker_count",
+            "brokers in ZooKeeper's /brokers/ids not registered with this controller as migrating ZooKeeper "
+            "brokers, once past WAIT_FOR_BROKERS (restarted without the migration flag?); /status names them",
+            registry=r,
+        )
         self.registered_brokers = Gauge(
             f"{PREFIX}_registered_broker_count", "brokers registered with this controller", registry=r
         )
@@ -384,14 +390,17 @@ class BridgeMetrics:
         with self._lock:
             self._brokers = self._brokers.model_copy(update={"migrating_zk_brokers": count})
 
-    def set_brokers(self, brokers: BrokersStatus) -> None:
-        """The registered brokers' counts (and, while waiting for them, who is missing)."""
-        self.registered_brokers.set(brokers.registered)
-        self.fenced_brokers.set(brokers.fenced)
-        self.controlled_shutdown_brokers.set(brokers.in_controlled_shutdown)
-        self.migrating_zk_brokers.set(brokers.migrating_zk_brokers)
+    def set_brokers(self, brokers: BrokersStatus) -> BrokersStatus:
+        """The registered brokers' counts (and, while waiting for them, who is missing); returns what it
+        replaces, so the one caller that changed a value can say so."""
         with self._lock:
-            self._brokers = brokers
+            self.registered_brokers.set(brokers.registered)
+            self.fenced_brokers.set(brokers.fenced)
+            self.controlled_shutdown_brokers.set(brokers.in_controlled_shutdown)
+            self.migrating_zk_brokers.set(brokers.migrating_zk_brokers)
+            self.unregistered_zk_brokers.set(len(brokers.unregistered_zk_brokers))
+            previous, self._brokers = self._brokers, brokers
+        return previous
 
     def set_broker_queue_depth(self, broker_id: int, depth: int) -> None:
         """Requests waiting for a broker on the controller-to-broker channel (0 once it left the channel)."""

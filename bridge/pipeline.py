@@ -59,7 +59,7 @@ from bridge.zk.leadership import MigrationClientError, code_name
 from bridge.zk.migration_client import OneMulti, ZkBatchError
 from bridge.zk.operations import ZkOperation
 from bridge.zk.planner import plan_delta
-from migrate.errors import InvalidRequestError, Zk2KraftError, describe_exception
+from migrate.errors import InvalidRequestError, Zk2KraftError, error_text
 from migrate.gcpause import gc_paused
 from migrate.kraft.image import MetadataImage
 from migrate.migration import MAX_RECORDS_PER_APPEND
@@ -271,7 +271,7 @@ class DualWritePipeline:
         try:
             await asyncio.wrap_future(appended.durable)
         except Exception as exc:
-            raise ControllerFailed(self.failed or describe_exception(exc)) from exc
+            raise ControllerFailed(self.failed or error_text(exc)) from exc
 
     async def commit(self, records: list[RecordAndVersion], encoded: EncodedResponse | None = None) -> int:
         """Append `records` (computed by the caller in the same step, with no await since) and write them through."""
@@ -301,7 +301,7 @@ class DualWritePipeline:
             raise ControllerFailed(self.failed or "") from None
         except Exception as exc:
             # Replayed in part, or the log failed before: the image is no longer the log's (Kafka renounces).
-            self._fail_commits(f"appending to {metadata_log.partition_dir} failed: {describe_exception(exc)}")
+            self._fail_commits(f"appending to {metadata_log.partition_dir} failed: {error_text(exc)}")
             raise ControllerFailed(self.failed or "") from exc
         appended.durable.add_done_callback(self._on_durable)
         self.last_appended = appended
@@ -327,7 +327,7 @@ class DualWritePipeline:
             log.exception("following the append at offset %d in memory failed", offset)
             self._fail_commits(
                 f"following the append at offset {offset} of {metadata_log.partition_dir} in memory failed: "
-                f"{describe_exception(exc)}"
+                f"{error_text(exc)}"
             )
             raise ControllerFailed(self.failed or "") from exc
 
@@ -335,7 +335,7 @@ class DualWritePipeline:
         """Log writer thread: a write or fsync that failed is fatal to this controller."""
         error = durable.exception()
         if error is not None and self.log is not None:
-            self._fail_commits(f"writing {self.log.partition_dir} failed: {describe_exception(error)}")
+            self._fail_commits(f"writing {self.log.partition_dir} failed: {error_text(error)}")
 
     def _fail_commits(self, reason: str) -> None:
         """Any thread: the log takes no more appends; stop committing and tell the controller (once)."""

@@ -25,13 +25,6 @@ def bridge_group() -> None:
     """Run zk2kraft as the KRaft controller of a cluster in ZooKeeper → KRaft migration."""
 
 
-def _host_port(value: str, option: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint=option)
-    return host.strip("[]"), int(port)
-
-
 def _principals(value: str | None) -> frozenset[str] | None:
     """`User:a;User:b` (Kafka's super.users form) as a set; None when the option is not given."""
     if value is None:
@@ -303,6 +296,34 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     help="Kafka's request.timeout.ms: how long a broker may take to answer such a request before the "
     "connection is closed and the request resent.",
 )
+@click.option(
+    "--auto-leader-rebalance-enable/--no-auto-leader-rebalance-enable",
+    default=True,
+    show_default=True,
+    help="Kafka's auto.leader.rebalance.enable: every --leader-imbalance-check-interval-seconds, move the "
+    "leadership of each partition led by another than its preferred replica (the first in its assignment) "
+    "back to it, when that replica is unfenced and in the ISR (as KRaft's controller does, for every such "
+    "partition; leader.imbalance.per.broker.percentage is not used). Give --no-auto-leader-rebalance-enable "
+    "when the cluster runs with auto.leader.rebalance.enable=false (leaders placed by hand or by a tool such "
+    "as Cruise Control): with it on, the bridge moves leaders the operators placed.",
+)
+@click.option(
+    "--leader-imbalance-check-interval-seconds",
+    type=click.IntRange(min=1),
+    default=300,
+    show_default=True,
+    help="Kafka's leader.imbalance.check.interval.seconds: how often the preferred-leader check above runs "
+    "(the first one this long after the bridge starts; only while dual-writing).",
+)
+@click.option(
+    "--unclean-leader-election-interval-ms",
+    type=click.IntRange(min=1),
+    default=300_000,
+    show_default=True,
+    help="Kafka's unclean.leader.election.interval.ms: how often partitions left without a leader are retried "
+    "with an unclean election (a replica outside the ISR becomes leader, losing what it lacks), only for "
+    "topics with unclean.leader.election.enable=true (topic or broker config).",
+)
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -325,6 +346,9 @@ def run_cmd(
     broker_session_timeout_ms: int,
     controller_socket_timeout_ms: int,
     request_timeout_ms: int,
+    auto_leader_rebalance_enable: bool,
+    leader_imbalance_check_interval_seconds: int,
+    unclean_leader_election_interval_ms: int,
     no_fsync: bool,
     verbose: bool,
     **security: Any,
@@ -368,6 +392,7 @@ def run_cmd(
     # Here, not at the top: the controller loads kio's request schemas, a few hundred ms every other
     # command would pay at start-up.
     from bridge.controller import BridgeController
+    from bridge.shim.server import parse_address
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format=_LOG_FORMAT, stream=sys.stderr
@@ -378,8 +403,8 @@ def run_cmd(
             "of ZooKeeper with no broker), so these options would go unused; drop them for the rehearsal and "
             "give them to the real run"
         )
-    listen_host, listen_port = _host_port(listen, "--listen")
-    metrics_host, metrics_port = _host_port(metrics, "--metrics")
+    listen_host, listen_port = parse_address(listen, "--listen", allow_any_port=True)
+    metrics_host, metrics_port = parse_address(metrics, "--metrics", allow_any_port=True)
     config = BridgeConfig.model_validate(
         dict(
             zk_connect=zk_connect,
@@ -405,6 +430,9 @@ def run_cmd(
             broker_session_timeout_ms=broker_session_timeout_ms,
             controller_socket_timeout_ms=controller_socket_timeout_ms,
             request_timeout_ms=request_timeout_ms,
+            auto_leader_rebalance_enable=auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_s=leader_imbalance_check_interval_seconds,
+            unclean_leader_election_interval_ms=unclean_leader_election_interval_ms,
         )
     )
     controller = BridgeController(config)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
-from cli.common import EXIT_BAD_INPUT, fail, handles_errors, zk_session
+from cli.common import fail, handles_errors, zk_session
 from cli.options import bridge_status_url, zk_connect_from, zk_security_options
 from cli.status_cmd import bridge_view, kraft_views
 from migrate.atomic import atomic_write_text
@@ -107,14 +106,13 @@ def rollback_cmd(
     with zk_session(zk_connect_from(zk_connect, zk_security), chroot) as client:
         state = read_rollback_state(client)
         plan = plan_rollback(
-            state, finalized=finalized, force=force, bridge=bridge, metadata=metadata[0] if metadata else None
-        )
+            state, finalized=finalized, force=force, bridge=bridge, metadata=metadata[0] if metadata else None,
+            unanswered_bridge=bridge_status if bridge_status and bridge is None else None,
+        )  # fmt: skip
         for note in plan.notes:
             click.echo(f"note: {note}")
         if plan.refusals:
-            for reason in plan.refusals:
-                click.echo(f"refused: {reason}", err=True)
-            sys.exit(EXIT_BAD_INPUT)
+            fail("rollback refused: " + "; ".join(plan.refusals))
         if plan.nothing_to_do:
             click.echo("nothing to do: no KRaft-owned /controller and no /migration (ZooKeeper mode)")
             return

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from cli.common import handles_errors, zk_session
 from cli.options import bridge_status_url, zk_connect_from, zk_security_options
 from migrate.errors import UnreachableError, Zk2KraftError
 from migrate.kraft.migration_state import zk_migration_state_name
-from migrate.kraft.reader import load_image
+from migrate.kraft.reader import load_image, require_metadata_log
 from migrate.plan.status import (
     BrokerChannelStatus,
     BrokersStatus,
@@ -32,6 +35,14 @@ def bridge_view(url: str) -> KraftView:
     try:
         with urllib.request.urlopen(target, timeout=10) as reply:
             body = json.loads(reply.read())
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, socket.gaierror):
+            host = urllib.parse.urlsplit(target).hostname
+            raise UnreachableError(
+                f"cannot read the bridge status at {target}: the host {host!r} (--bridge-status) could not be "
+                f"resolved ({e.reason.strerror or e.reason})"
+            ) from e
+        raise UnreachableError(f"cannot read the bridge status at {target}: {e}") from e
     except OSError as e:
         raise UnreachableError(f"cannot read the bridge status at {target}: {e}") from e
     except ValueError as e:
@@ -51,8 +62,9 @@ def bridge_view(url: str) -> KraftView:
 
 
 def metadata_view(metadata_dir: Path) -> KraftView:
-    """Replay a controller's metadata dir: ZkMigrationState and the brokers registered with KRaft."""
-    image, report = load_image(metadata_dir)
+    """Replay a controller's metadata dir: ZkMigrationState and the brokers registered with KRaft. A dir with
+    no log is refused: read as an empty log, it would say NONE and hide the write-behind lag."""
+    image, report = load_image(require_metadata_log(metadata_dir, "--metadata-dir"))
     brokers = image.cluster.brokers
     return KraftView(
         source=str(metadata_dir),
@@ -89,7 +101,8 @@ def status_lines(s: Status) -> list[str]:
         )
     else:
         lines.append("/migration: none")
-    lines.append("brokers in ZooKeeper mode: " + (", ".join(map(str, s.zk_brokers)) or "none"))
+    # /brokers/ids holds only live ZooKeeper-mode brokers: the KRaft side's lines below say who is still migrating.
+    lines.append("brokers in /brokers/ids (live, ZooKeeper mode): " + (", ".join(map(str, s.zk_brokers)) or "none"))
     if s.migration_state is not None:
         lines.append(f"migration state: {s.migration_state}")
     if s.write_behind_lag is not None:
@@ -120,6 +133,12 @@ def broker_lines(b: BrokersStatus, source: str) -> list[str]:
     if b.waiting_for is not None:
         waiting = ", ".join(map(str, b.waiting_for)) or "none"
         lines.append(f"the migration waits for brokers to register ({source}): {waiting}")
+    if b.unregistered_zk_brokers:
+        lines.append(
+            f"NOT REGISTERED ({source}): broker(s) {', '.join(map(str, b.unregistered_zk_brokers))} in /brokers/ids "
+            "never registered with the controller (restarted without zookeeper.metadata.migration.enable=true?): "
+            "they get no metadata from it; restart each in migration mode"
+        )
     return lines
 
 

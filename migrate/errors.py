@@ -50,10 +50,10 @@ class UnreachableError(Zk2KraftError):
     """A server (a ZooKeeper ensemble, a bridge's status endpoint) did not answer; nothing was read or changed."""
 
 
-def describe_exception(exc: BaseException) -> str:
-    """An exception as one log-line phrase: its message, or its type's name when the message is empty."""
-    text = str(exc)
-    return text if text else type(exc).__name__
+def error_text(exc: BaseException) -> str:
+    """What to print for `exc`: its message, or its type's name when it has none (kazoo's ConnectionLoss,
+    SessionExpiredError, NoAuthError... carry no message)."""
+    return str(exc) or type(exc).__name__
 
 
 # The exit codes of every zk2kraft command: one table, shown by `zk2kraft --help` and in

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import re
+import socket
 import ssl
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -89,8 +90,14 @@ class ApiVersionsFeatures:
 
 def bind_refusal(option: str, host: str, port: int, exc: OSError) -> InvalidRequestError:
     """The error for an address a server cannot bind: the option and address, and why."""
-    reason = os.strerror(exc.errno) if exc.errno else str(exc)
     shown = f"[{host}]" if ":" in host else host
+    if isinstance(exc, socket.gaierror):
+        # getaddrinfo's codes are not errno values: os.strerror(-2) would say "Unknown error -2".
+        return InvalidRequestError(
+            f"cannot listen on {option} {shown}:{port}: the host {host!r} could not be resolved "
+            f"({exc.strerror or exc}); give an address or a name this machine resolves"
+        )
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
     return InvalidRequestError(
         f"cannot listen on {option} {shown}:{port}: {reason}; stop what holds that address or choose "
         f"another {option}"

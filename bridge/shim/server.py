@@ -76,8 +76,10 @@ def parse_address(text: str, what: str = "address", *, allow_any_port: bool = Fa
     """`HOST:PORT` or `[IPv6]:PORT`; port 0 (any free port) only where `allow_any_port`."""
     host, sep, port = text.strip().rpartition(":")
     lowest = 0 if allow_any_port else 1
-    if not sep or not host or not port.isdigit() or not lowest <= int(port) < 65536:
+    if not sep or not host or not port.isdigit():
         raise InvalidRequestError(f"{what} {text!r} is not HOST:PORT")
+    if not lowest <= int(port) < 65536:
+        raise InvalidRequestError(f"{what} {text!r} is not HOST:PORT: the port must be {lowest} to 65535")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host, int(port)

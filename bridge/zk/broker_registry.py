@@ -23,7 +23,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 from kazoo.recipe.watchers import ChildrenWatch
 
-from migrate.errors import Zk2KraftError
+from migrate.errors import Zk2KraftError, error_text
 from migrate.kraft.image import BrokerRegistration, ClusterImage, Endpoint, MetadataImage
 from migrate.zk import model as zk_model
 from migrate.zk import paths
@@ -136,7 +136,9 @@ class ZkBrokerRegistry:
             try:
                 self._start_watch()
             except KazooException as exc:
-                log.warning("cannot watch %s (%s); will retry after reconnecting", paths.BROKER_IDS, exc)
+                log.warning(
+                    "cannot watch %s (%s); will retry after reconnecting", paths.BROKER_IDS, error_text(exc)
+                )
 
     def _on_children(self, generation: int, children: list[str]) -> bool:
         with self._lock:
@@ -171,7 +173,9 @@ class ZkBrokerRegistry:
             try:
                 self._refresh()
             except KazooException as exc:
-                log.warning("cannot read %s (%s); will retry after reconnecting", paths.BROKER_IDS, exc)
+                log.warning(
+                    "cannot read %s (%s); will retry after reconnecting", paths.BROKER_IDS, error_text(exc)
+                )
 
     def _refresh(self) -> None:
         """Read every broker znode (with a data watch) and publish the registrations."""

@@ -288,6 +288,21 @@ def partition_dir_of(metadata_dir: str | os.PathLike[str]) -> Path:
     return path
 
 
+def require_metadata_log(metadata_dir: str | os.PathLike[str], option: str | None = None) -> Path:
+    """The `__cluster_metadata-0` directory of `metadata_dir`, refused (naming `option` and the directory) when
+    it holds no log segment: Kafka always keeps an active segment, so none means no metadata log."""
+    pdir = partition_dir_of(metadata_dir)
+    if list_segments(pdir):
+        return pdir
+    where = f"{option} {metadata_dir}" if option else str(metadata_dir)
+    missing = (
+        f"{pdir} holds no <offset>.log segment"
+        if pdir.name == METADATA_PARTITION_DIR
+        else f"no {METADATA_PARTITION_DIR} directory and no <offset>.log segment"
+    )
+    raise Zk2KraftError(f"{where}: no KRaft metadata log here ({missing}); give a controller's metadata.log.dir")
+
+
 def iter_log_dir(
     metadata_dir: str | os.PathLike[str],
     *,
@@ -301,13 +316,8 @@ def iter_log_dir(
     Segments wholly before `start_offset` are not read. A torn tail is tolerated only on the newest segment.
     With `require_log`, a directory without segments is an error (Kafka always keeps an active segment).
     """
-    pdir = partition_dir_of(metadata_dir)
+    pdir = require_metadata_log(metadata_dir) if require_log else partition_dir_of(metadata_dir)
     segments = list_segments(pdir)
-    if require_log and not segments:
-        raise Zk2KraftError(
-            f"{metadata_dir}: no KRaft metadata log here (no {METADATA_PARTITION_DIR} directory and no "
-            "<offset>.log segment)"
-        )
     first = 0
     for i, segment in enumerate(segments):
         if segment.base_offset <= start_offset:

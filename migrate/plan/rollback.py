@@ -157,10 +157,12 @@ def plan_rollback(
     force: bool = False,
     bridge: KraftView | None = None,
     metadata: KraftView | None = None,
+    unanswered_bridge: str | None = None,
 ) -> RollbackPlan:
     """Decide the ZooKeeper writes; `finalized` is True/False when known (metadata dir, bridge), else None.
 
-    `bridge` is what a bridge's /status answered (None: not asked, or it did not answer). A bridge that
+    `bridge` is what a bridge's /status answered (None: not asked, or it did not answer: then
+    `unanswered_bridge` is the URL asked, taken as a stopped bridge). A bridge that
     answers is a live controller, and its write-behind lag is acknowledged changes ZooKeeper lacks:
     both refuse the rollback unless `force`. `metadata` is a controller's replayed metadata dir: records
     past `/migration`'s offset are such changes too.
@@ -202,18 +204,23 @@ def plan_rollback(
         else:
             plan.refusals.append(message + ", or give --force to lose them knowingly")
     if bridge is None and kraft_owned:
+        unchecked = "liveness" if metadata is not None else "liveness or write-behind lag"
+        if unanswered_bridge is not None:
+            told = f"the bridge at {unanswered_bridge} did not answer and is taken as stopped, so {holder} was not checked for {unchecked}"
+        else:
+            told = f"{holder} was not checked for {unchecked} (give --bridge-status URL)"
         plan.notes.append(
-            f"{holder} was not checked for liveness or write-behind lag (give --bridge-status URL): if it still "
-            "runs, changes it acknowledged but has not written to ZooKeeper are lost"
+            f"{told}: if it still runs, changes it acknowledged but has not written to ZooKeeper are lost"
         )
     if finalized:
         plan.refusals.append(
             "the migration is finalized (ZkMigrationState POST_MIGRATION): reverting to ZooKeeper is impossible"
         )
     elif finalized is None and state.migration is not None:
+        give = "--metadata-dir of a controller" + ("" if unanswered_bridge is not None else " or --bridge-status")
         plan.notes.append(
-            "could not verify that the migration is not finalized (give --metadata-dir of a controller or "
-            "--bridge-status); reverting after finalization loses every change made since"
+            f"could not verify that the migration is not finalized (give {give}); reverting after finalization "
+            "loses every change made since"
         )
     if kraft_owned and state.controller is not None:
         plan.delete.append(state.controller)

@@ -45,7 +45,8 @@ class BrokersStatus(BaseModel):
 
     `migrating_zk_brokers` is Kafka's MigratingZkBrokerCount; `rehearsal` says ZooKeeper's /brokers/ids
     stand in for registrations (`--rehearsal`); `waiting_for`, while in WAIT_FOR_BROKERS, names the broker
-    ids that have not registered as migrating ZooKeeper brokers yet.
+    ids that have not registered as migrating ZooKeeper brokers yet; `unregistered_zk_brokers`, after that
+    wait, names the brokers in /brokers/ids that never registered (restarted without the migration flag?).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -56,6 +57,12 @@ class BrokersStatus(BaseModel):
     migrating_zk_brokers: int = 0
     rehearsal: bool = False
     waiting_for: list[int] | None = None
+    unregistered_zk_brokers: list[int] = Field(
+        default_factory=list,
+        description="broker ids in ZooKeeper's /brokers/ids that are not registered with the controller as "
+        "migrating ZooKeeper brokers (Kafka's WAIT_FOR_BROKERS check), once past that wait: a broker restarted "
+        "without zookeeper.metadata.migration.enable=true gets no metadata from the controller",
+    )
 
 
 class RequestMark(BaseModel):
@@ -215,7 +222,7 @@ def read_status(client: KazooClient, kraft: list[KraftView] | None = None, *, no
     lag = next((v.write_behind_lag for v in views if v.write_behind_lag is not None), None)
     if lag is None and migration is not None:
         lag = next((found for v in views if (found := log_lag(v, migration.kraft_metadata_offset)) is not None), None)
-    phase, description = name_phase(controller, migration, brokers, state)
+    phase, description = name_phase(controller, migration, brokers, state, still_migrating(views))
     return Status(
         phase=phase,
         description=description,
@@ -239,10 +246,25 @@ def log_lag(view: KraftView, migration_offset: int) -> int | None:
     return max(view.last_metadata_offset - migration_offset, 0)
 
 
+def still_migrating(views: list[KraftView]) -> tuple[int, str] | None:
+    """How many brokers the KRaft side still has registered as migrating ZooKeeper brokers, and whose word
+    that is; None when no view knows (no view, a rehearsal, or a bridge that does not lead)."""
+    for v in views:
+        if v.migrating_zk_brokers is not None:
+            return len(v.migrating_zk_brokers), v.source
+        if v.brokers is not None and not v.brokers.rehearsal and v.driver_state not in (None, "UNINITIALIZED", "INACTIVE"):
+            return v.brokers.migrating_zk_brokers, v.source
+    return None
+
+
 def name_phase(
-    controller: ControllerInfo | None, migration: MigrationInfo | None, zk_brokers: list[int], state: str | None
+    controller: ControllerInfo | None,
+    migration: MigrationInfo | None,
+    zk_brokers: list[int],
+    state: str | None,
+    migrating: tuple[int, str] | None = None,
 ) -> tuple[str, str]:
-    """The phase name and a one-line description."""
+    """The phase name and a one-line description; `migrating` is `still_migrating` of the KRaft views."""
     kraft = controller is not None and controller.kraft
     if state == "POST_MIGRATION":
         return "finalized", "the migration is finalized: ZooKeeper is no longer written"
@@ -259,6 +281,20 @@ def name_phase(
         return "migrating", "a KRaft controller owns the cluster and is copying the metadata (initial load)"
     if zk_brokers:
         return "dual-write", f"dual-write; brokers still in ZooKeeper mode: {', '.join(map(str, zk_brokers))}"
+    if migrating is None:
+        # /brokers/ids only lists live ZooKeeper-mode brokers: one that stopped in ZooKeeper mode is not there.
+        return (
+            "kraft-brokers",
+            "dual-write; no broker in /brokers/ids (give --bridge-status or --metadata-dir to check that every "
+            "broker registered with the KRaft controller as a KRaft broker)",
+        )
+    count, source = migrating
+    if count:
+        return (
+            "dual-write",
+            f"dual-write; no broker in /brokers/ids, but {count} broker(s) still registered as migrating "
+            f"ZooKeeper brokers ({source}): stopped in ZooKeeper mode; restart each as a KRaft broker",
+        )
     return "kraft-brokers", "dual-write; every broker runs in KRaft mode (ready for finalize-check)"
 
 

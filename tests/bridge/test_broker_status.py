@@ -7,8 +7,11 @@ ZooKeeper-mode brokers over TCP.
 from __future__ import annotations
 
 import json
+import logging
+import urllib.request
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from kazoo.client import KazooClient
 
@@ -22,8 +25,10 @@ from migrate.plan.status import (
     RequestMark,
     UnreachableBroker,
 )
+from migrate.zk import model as zk_model
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
+from migrate.zk.znodes.brokers import encode_broker
 from tests.support.bridge import controller_config, eventually, start_controller
 from tests.support.zk_broker import SimulatedZkBroker
 
@@ -159,3 +164,52 @@ def test_status_shows_each_brokers_controller_requests_queue_acknowledgements_an
     assert [b["queue_depth"] for b in view["brokers"]] == [0, 3]
     assert view["brokers"][0]["errors"] == {"STALE_BROKER_EPOCH": 2}
     assert [b["broker_id"] for b in view["unreachable"]] == [3]
+
+
+def test_a_broker_in_zookeeper_that_never_registers_is_flagged_and_stopped_zk_brokers_are_not_kraft_brokers(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Broker 4 restarted without the migration flag: in /brokers/ids, never registered. Then every
+    ZooKeeper-mode broker stops: /brokers/ids is empty, but they are not KRaft brokers."""
+    load_tree(zk_client, real_tree)
+    bridge = start_controller(
+        controller_config(
+            zk_connect, tmp_path / "meta", rehearsal=False, broker_session_timeout_ms=SESSION_TIMEOUT_MS
+        )
+    )
+    assert bridge.cluster_id is not None
+    url = f"http://127.0.0.1:{bridge.metrics_port}"
+    controller = ("127.0.0.1", bridge.listen_port)
+    brokers = [
+        SimulatedZkBroker(i, controller, bridge.cluster_id, zk_connect=zk_connect).start() for i in (1, 2, 3)
+    ]
+    try:
+        assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+        assert bridge.status().brokers.unregistered_zk_brokers == []
+        caplog.set_level(logging.INFO, logger="bridge.controller")
+        without_flag = zk_model.BrokerRegistration(
+            broker_id=4, endpoints=[zk_model.BrokerEndpoint("PLAINTEXT", "localhost", 9092, "PLAINTEXT")], timestamp=1
+        )
+        zk_client.create("/brokers/ids/4", encode_broker(without_flag), ephemeral=True)
+        eventually(lambda: bridge.status().brokers.unregistered_zk_brokers == [4], timeout=10)
+        warnings = [r.getMessage() for r in caplog.records if "zk_brokers_not_registered" in r.getMessage()]
+        assert len(warnings) == 1 and "ids=4" in warnings[0] and "zookeeper.metadata.migration.enable" in warnings[0]
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as reply:
+            assert "zk2kraft_unregistered_zk_broker_count 1.0" in reply.read().decode()
+        shown = status(zk_connect, url)
+        assert f"NOT REGISTERED ({url}/status): broker(s) 4 in /brokers/ids never registered" in shown
+
+        zk_client.delete("/brokers/ids/4")
+        eventually(lambda: bridge.status().brokers.unregistered_zk_brokers == [], timeout=10)
+        for broker in brokers:
+            broker.kill()  # their ZooKeeper sessions end: /brokers/ids is empty
+        eventually(lambda: zk_client.get_children("/brokers/ids") == [], timeout=10)
+        shown = status(zk_connect, url)
+        assert "brokers in /brokers/ids (live, ZooKeeper mode): none" in shown
+        assert "every broker runs in KRaft mode" not in shown
+        assert "phase: dual-write — dual-write; no broker in /brokers/ids, but 3 broker(s) still registered" in shown
+        assert json.loads(status(zk_connect, url, "--format", "json"))["phase"] == "dual-write"
+    finally:
+        for broker in brokers:
+            broker.kill()
+        bridge.stop()

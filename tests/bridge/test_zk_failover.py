@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 
 from bridge.api import DriverState
 from bridge.config import BridgeConfig
-from bridge.controller import BridgeController
+from bridge.controller import FENCE_RECHECK_S, BridgeController
 from bridge.kafka.client import send_request_sync
 from bridge.zk.leadership import CreateRequest
 from bridge.zk.migration_client import ZkMigrationClient
@@ -28,6 +29,7 @@ from migrate.zk import paths
 from migrate.zk.embedded import EmbeddedEnsemble, EmbeddedZooKeeper
 from migrate.zk.model import ConfigChangeNotification, EntityConfig
 from migrate.zk.znodes.configs import encode_config_change, encode_entity_config
+from tests.support.bridge import eventually
 from tests.support.bridge_process import (
     CONFIG_KEY,
     BridgeProcess,
@@ -338,3 +340,23 @@ def test_foreign_writes_are_still_noticed_after_zookeeper_failures(
         # The disruption reached the bridge (kazoo's lines), or noticing the write afterwards proves nothing.
         line = "Connection dropped" if disruption == "server-restart" else "Session has expired"
         assert line in bridge.log_text(), f"no {line!r} after {disruption}: the test proves nothing\n{bridge.log_tail()}"
+
+
+def test_a_failed_fence_check_is_logged_with_a_reason_even_when_kazoos_error_has_no_message(
+    bridge: BridgeController, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kazoo's ConnectionLoss says nothing (str() is empty): the log line names its type instead."""
+    caplog.set_level(logging.WARNING, logger="bridge.controller")
+    assert bridge.kazoo is not None
+
+    def connection_lost(*_args: object, **_kwargs: object) -> None:
+        raise ConnectionLoss()
+
+    monkeypatch.setattr(bridge.kazoo, "exists", connection_lost)
+    try:
+        # The periodic re-check (every FENCE_RECHECK_S) reads ZooKeeper without any change to wait for.
+        eventually(lambda: any("fence_check_failed" in r.getMessage() for r in caplog.records), timeout=FENCE_RECHECK_S + 5)
+    finally:
+        monkeypatch.undo()
+    (line,) = {r.getMessage() for r in caplog.records if "fence_check_failed" in r.getMessage()}
+    assert line == "event=fence_check_failed ConnectionLoss"

@@ -179,21 +179,27 @@ def test_an_empty_key_password_variable_is_refused_as_an_empty_sasl_password_var
     refused(run(tmp_path, *login, env={SASL_PASSWORD_ENV: ""}), tmp_path, SASL_PASSWORD_ENV, "empty")
 
 
-def test_the_channels_timeouts_are_options_with_kafkas_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """They reach BridgeConfig (the controller is a stand-in that only records what it was told)."""
-    told: list[BridgeConfig] = []
+@pytest.fixture
+def told(monkeypatch: pytest.MonkeyPatch) -> list[BridgeConfig]:
+    """The BridgeConfig of each `bridge run` (the controller is a stand-in that only records what it was told)."""
+    configs: list[BridgeConfig] = []
 
     class Recording:
         error = None
         dry_run_lines: list[str] = []
 
         def __init__(self, config: BridgeConfig) -> None:
-            told.append(config)
+            configs.append(config)
 
         def run(self) -> int:
             return 0
 
     monkeypatch.setattr(controller_module, "BridgeController", Recording)
+    return configs
+
+
+def test_the_channels_timeouts_are_options_with_kafkas_names(tmp_path: Path, told: list[BridgeConfig]) -> None:
+    """They reach BridgeConfig."""
     result = run(tmp_path, "--controller-socket-timeout-ms", "5000", "--request-timeout-ms", "7000")
     assert result.exit_code == 0, result.output
     assert (told[0].controller_socket_timeout_ms, told[0].request_timeout_ms) == (5000, 7000)
@@ -201,6 +207,30 @@ def test_the_channels_timeouts_are_options_with_kafkas_names(tmp_path: Path, mon
     assert (told[1].controller_socket_timeout_ms, told[1].request_timeout_ms) == (30000, 30000)
     for option in ("--controller-socket-timeout-ms", "--request-timeout-ms"):
         refused(run(tmp_path, option, "0"), tmp_path, option)
+
+
+def test_leader_balancing_and_unclean_retries_are_options_with_kafkas_names_and_defaults(
+    tmp_path: Path, told: list[BridgeConfig]
+) -> None:
+    """A cluster run with auto.leader.rebalance.enable=false keeps its leaders where its operators put them."""
+    assert run(tmp_path).exit_code == 0
+    defaults = told[0]
+    assert defaults.auto_leader_rebalance_enable is True
+    assert (defaults.leader_imbalance_check_interval_s, defaults.unclean_leader_election_interval_ms) == (300, 300_000)
+    off = [
+        "--no-auto-leader-rebalance-enable", "--leader-imbalance-check-interval-seconds", "60",
+        "--unclean-leader-election-interval-ms", "10000",
+    ]  # fmt: skip
+    result = run(tmp_path, *off)
+    assert result.exit_code == 0, result.output
+    assert told[1].auto_leader_rebalance_enable is False
+    assert (told[1].leader_imbalance_check_interval_s, told[1].unclean_leader_election_interval_ms) == (60, 10_000)
+    for option in ("--leader-imbalance-check-interval-seconds", "--unclean-leader-election-interval-ms"):
+        refused(run(tmp_path, option, "0"), tmp_path, option)
+    shown = " ".join(CliRunner().invoke(cli, ["bridge", "run", "--help"], terminal_width=200).output.split())
+    for setting in ("auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
+                    "unclean.leader.election.interval.ms", "auto.leader.rebalance.enable=false"):  # fmt: skip
+        assert setting in shown
 
 
 def test_help_lists_every_state_what_brokers_need_and_the_default_status_port() -> None:

@@ -151,3 +151,81 @@ def test_a_bridge_status_that_is_not_an_http_url_is_bad_input_with_a_hint(comman
         assert f"http://{url}" in result.stderr, result.stderr
     else:
         assert "http:// or https://" in result.stderr, result.stderr
+
+
+@pytest.mark.zookeeper
+@pytest.mark.parametrize("partition_dir", [False, True], ids=["empty-dir", "empty-partition-dir"])
+@pytest.mark.parametrize(
+    "command", [["status"], ["finalize-check", "--no-audit"], ["rollback", "--yes"]],
+    ids=["status", "finalize-check", "rollback"],
+)  # fmt: skip
+def test_a_metadata_dir_without_a_log_is_refused_naming_it(
+    command: list[str], partition_dir: bool, zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Read as an empty log it said NONE, hid ZooKeeper's lag from rollback, and finalize-check asked for it."""
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, healthy_model(), root)
+    before = {path: zk_admin.get(f"{root}{path}")[0] for path in ("/controller", "/controller_epoch")}
+    meta = tmp_path / "meta"
+    (meta / "__cluster_metadata-0" if partition_dir else meta).mkdir(parents=True)
+    args = [*command, "--zk", zk_server.connect_string + root, "--metadata-dir", str(meta)]
+    result = CliRunner().invoke(cli, args + (["--backup", str(tmp_path / "b")] if command[0] == "rollback" else []))
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: --metadata-dir {meta}: no KRaft metadata log here")
+    assert result.stdout == ""
+    assert {path: zk_admin.get(f"{root}{path}")[0] for path in before} == before
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("option", ["--listen", "--metrics"])
+def test_a_port_out_of_range_is_one_error_line_naming_the_option(option: str, tmp_path: Path) -> None:
+    result = zk2kraft(
+        "bridge", "run", "--zk", closed_port(), "--metadata-dir", str(tmp_path / "meta"), "--node-id", "3000",
+        option, "127.0.0.1:99999",
+    )  # fmt: skip
+    assert result.returncode == EXIT_BAD_INPUT, result.stderr
+    (line,) = result.stderr.strip().splitlines()  # no traceback
+    assert line == f"error: {option} '127.0.0.1:99999' is not HOST:PORT: the port must be 0 to 65535"
+    assert not (tmp_path / "meta").exists()
+
+
+@pytest.mark.zookeeper
+@pytest.mark.parametrize("option", ["--listen", "--metrics"])
+def test_an_unresolvable_host_to_listen_on_is_named_with_its_option(
+    option: str, zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    """Not "Unknown error -2" (getaddrinfo's code read as an errno)."""
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, healthy_model(), root)
+    addresses = {"--listen": "127.0.0.1:0", "--metrics": "127.0.0.1:0", option: "no-such-host.invalid:9093"}
+    result = CliRunner().invoke(
+        cli,
+        ["bridge", "run", "--zk", zk_server.connect_string + root, "--metadata-dir", str(tmp_path / "meta"),
+         "--node-id", "3000", *(part for pair in addresses.items() for part in pair)],
+    )  # fmt: skip
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert (
+        f"error: cannot listen on {option} no-such-host.invalid:9093: the host 'no-such-host.invalid' could not "
+        "be resolved"
+    ) in result.stderr
+    assert "Unknown error" not in result.stderr
+    assert not (tmp_path / "meta").exists()
+
+
+@pytest.mark.zookeeper
+def test_an_unresolvable_bridge_status_host_is_named_with_its_option(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str
+) -> None:
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, healthy_model(), root)
+    url = "http://no-such-host.invalid:9404"
+    result = CliRunner().invoke(cli, ["status", "--zk", zk_server.connect_string + root, "--bridge-status", url])
+    assert result.exit_code == EXIT_UNREACHABLE, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(
+        f"error: cannot read the bridge status at {url}/status: the host 'no-such-host.invalid' (--bridge-status) "
+        "could not be resolved ("
+    )
+    assert "Errno -2" not in line

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 
 from bridge.zk.broker_registry import ZkBrokerRegistry, merge_brokers
 from migrate.kraft.image import BrokerRegistration, MetadataImage
@@ -96,6 +98,28 @@ def test_a_missing_brokers_ids_znode_is_waited_for(zk_client: KazooClient) -> No
         eventually(lambda: set(registry.brokers) == {6})
     finally:
         registry.stop()
+
+
+def test_a_watch_that_cannot_be_armed_is_logged_with_a_reason_even_without_a_message(
+    zk_client: KazooClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kazoo's ConnectionLoss says nothing (str() is empty): the warning names its type, not "()"."""
+    register(zk_client, 1)
+    registry = ZkBrokerRegistry(zk_client).start()
+    caplog.set_level(logging.WARNING, logger="bridge.zk.broker_registry")
+
+    def connection_lost(*_args: object, **_kwargs: object) -> None:
+        raise ConnectionLoss()
+
+    try:
+        monkeypatch.setattr(zk_client, "exists", connection_lost)
+        zk_client.set("/brokers/ids", b"")  # fires the watch on /brokers/ids: the registry re-arms it
+        eventually(lambda: any("cannot watch" in r.getMessage() for r in caplog.records))
+    finally:
+        monkeypatch.undo()
+        registry.stop()
+    messages = [r.getMessage() for r in caplog.records if "cannot watch" in r.getMessage()]
+    assert messages == ["cannot watch /brokers/ids (ConnectionLoss); will retry after reconnecting"]
 
 
 def test_an_unreadable_registration_is_ignored(zk_client: KazooClient) -> None:

@@ -164,6 +164,8 @@ def test_refuses_while_the_bridge_is_alive_and_zookeeper_is_behind_its_log(
     args = ["rollback", "--zk", zk_server.connect_string + root, "--bridge-status", url, "--yes", "--backup", str(backup)]
     refused = CliRunner().invoke(cli, args + (["--dry-run"] if dry_run else []))
     assert refused.exit_code == 2, refused.output
+    (line,) = refused.stderr.strip().splitlines()  # every reason on one `error:` line
+    assert line.startswith("error: rollback refused: a bridge is alive")
     assert "a bridge is alive" in refused.stderr and "state DUAL_WRITE" in refused.stderr
     assert "controller 3000 (/controller, KRaft epoch 7)" in refused.stderr
     assert "18 record(s) behind its metadata log" in refused.stderr and "--force" in refused.stderr
@@ -187,6 +189,10 @@ def test_an_unanswering_bridge_is_taken_as_stopped_and_said(
     assert result.exit_code == 0, result.output
     assert f"cannot read the bridge status at {url}/status" in result.stderr and "taken as a stopped bridge" in result.stderr
     assert "would delete /controller" in result.output
+    # It was given: the notes say it did not answer, and ask only for what is still missing.
+    assert "--bridge-status" not in result.output
+    assert f"the bridge at {url} did not answer and is taken as stopped, so controller 3000" in result.output
+    assert "(give --metadata-dir of a controller)" in result.output
 
 
 def test_without_bridge_status_the_unchecked_controller_is_named() -> None:

@@ -21,7 +21,9 @@ from migrate.plan.status import (
     MigrationInfo,
     Status,
     finalize_conditions,
+    name_phase,
     parse_duration,
+    still_migrating,
 )
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import MigrationState, ZkClusterModel
@@ -85,6 +87,26 @@ def test_status_names_the_phase(
     assert status["zk_brokers"] == sorted(model.brokers)
     text = CliRunner().invoke(cli, ["status", "--zk", zk_server.connect_string + root])
     assert text.output.startswith(f"phase: {phase}")
+
+
+def test_an_empty_brokers_ids_alone_does_not_claim_every_broker_runs_in_kraft_mode() -> None:
+    """/brokers/ids lists live ZooKeeper-mode brokers only: one stopped in ZooKeeper mode is not there."""
+    controller = ControllerInfo(id=3000, kraft=True, kraft_controller_epoch=7, persistent=False)
+    migration = MigrationInfo(
+        kraft_controller_id=3000, kraft_controller_epoch=7, kraft_metadata_offset=10, kraft_metadata_epoch=7,
+        zk_version=3, initial_migration_complete=True,
+    )  # fmt: skip
+    unchecked = name_phase(controller, migration, [], "MIGRATION")
+    assert unchecked[0] == "kraft-brokers" and "give --bridge-status or --metadata-dir" in unchecked[1]
+    assert "every broker runs in KRaft mode" not in unchecked[1]
+    bridge = KraftView(source="http://ctrl1:9404/status", driver_state="DUAL_WRITE", brokers=BrokersStatus(registered=3, migrating_zk_brokers=2))
+    phase, description = name_phase(controller, migration, [], "MIGRATION", still_migrating([bridge]))
+    assert phase == "dual-write"
+    assert "2 broker(s) still registered as migrating ZooKeeper brokers (http://ctrl1:9404/status)" in description
+    log = KraftView(source="/meta", migrating_zk_brokers=[], kraft_brokers=[1, 2, 3])
+    assert name_phase(controller, migration, [], "MIGRATION", still_migrating([log])) == (
+        "kraft-brokers", "dual-write; every broker runs in KRaft mode (ready for finalize-check)"
+    )
 
 
 def test_finalize_check_reports_every_condition_and_fails_until_all_pass(
