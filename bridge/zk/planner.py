@@ -8,7 +8,9 @@ nothing (e.g. a ConfigRecord re-setting the same value), which Kafka still write
 Kafka walks Java hash maps and ZooKeeper child lists, so its order *within* a step is not reproducible; we
 use name order there. The order of the steps, and of the kinds of operation inside a step, is Kafka's, even
 where it hurts: a snapshot whose topic reuses the name of a ZooKeeper topic with another id plans
-CreateTopic (a no-op on NODEEXISTS) before DeleteTopic, which leaves ZooKeeper without the topic.
+CreateTopic (a no-op on NODEEXISTS) before DeleteTopic, which leaves ZooKeeper without the topic. Kafka's
+full sync also rewrites every quota entity, SCRAM user and token of the image, changed or not; we plan the
+same writes and mark those ZooKeeper already holds `unchanged`, so logs can tell them from real changes.
 
 Deliberate departures, each where Kafka 3.9 fails or cannot be reached (migration-protocol.md §13):
 config resources other than BROKER/TOPIC are left out (Kafka's snapshot throws on them, its delta submits a
