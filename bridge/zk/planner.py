@@ -109,11 +109,9 @@ UNCHANGED_REWRITES = (
 
 
 def describe(ops: Iterable[ZkOperation]) -> list[str]:
-    """One line per operation for `--dry-run`: the op type, the message Kafka logs for it, and if unchanged."""
-    return [
-        f"{op.op_type}: {op.description}" + (" (unchanged in ZooKeeper, rewritten as Kafka does)" if op.unchanged else "")
-        for op in ops
-    ]
+    """One line per operation for `--dry-run`: op type, Kafka's log message, and whether it is unchanged."""
+    marks = {True: " (unchanged in ZooKeeper, rewritten as Kafka does)", False: ""}
+    return [f"{op.op_type}: {op.description}{marks[op.unchanged]}" for op in ops]
 
 
 def summarize(ops: Sequence[ZkOperation], limit: int = 5) -> str:

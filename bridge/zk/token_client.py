@@ -45,7 +45,8 @@ def write_delegation_token(
             outcome = ctx.fenced_write([*stores, CreateRequest(path, data)], state)
             ctx.notifier.learn_created(outcome.results[:-1])
         if not outcome.results[-1].ok:
-            raise_for_results(f"Could not write delegation token {model.token_id}", failures(outcome.results), where=ctx.where)
+            what = f"Could not write delegation token {model.token_id}"
+            raise_for_results(what, failures(outcome.results), where=ctx.where)
         return outcome.state
 
     return fused([SetDataRequest(path, data)], kafka_path)

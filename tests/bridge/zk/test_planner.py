@@ -797,7 +797,7 @@ def test_snapshot_rewrites_every_token_and_deletes_zk_only_ones() -> None:
 
 
 def _migrated_generated_cluster() -> tuple[MetadataImage, ZkClusterModel]:
-    """A generated cluster (quotas on every kind of entity, SCRAM users, tokens) and the image it migrates to."""
+    """A generated cluster (quotas on every kind of entity, SCRAM users, tokens) and its migrated image."""
     zk = from_tree(generate(ClusterSpec(topics=2, partitions_per_topic=1)).kafka_tree())
     return image_of(list(translate(zk).records())), zk
 
