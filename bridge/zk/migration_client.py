@@ -49,12 +49,12 @@ from bridge.zk.leadership import (
     parse_reply,
 )
 from bridge.zk.notifications import ChangeNotifier, within
-from bridge.zk.operations import PRODUCER_ID_BLOCK_SIZE, WriteProducerId, ZkOperation
+from bridge.zk.operations import WriteProducerId, ZkOperation
 from bridge.zk.planning import PasswordEncoder, Plan, PlanContext, Planner, all_ok
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.zk import paths
 from migrate.zk.kazoo_adapter import ReplyRelay
-from migrate.zk.model import MigrationState, ProducerIdBlock
+from migrate.zk.model import MigrationState
 from migrate.zk.protocol import RUNTIMEINCONSISTENCY
 from migrate.zk.znodes.controller import decode_migration, encode_migration
 from migrate.zk.znodes.singletons import encode_producer_id_block
@@ -64,8 +64,7 @@ log = logging.getLogger(__name__)
 
 def write_producer_id(ctx: PlanContext, op: WriteProducerId, state: MigrationLeadershipState) -> Plan:
     """Kafka's ZkMigrationClient.writeProducerId: the next block after `op`'s id."""
-    block = ProducerIdBlock(-1, op.next_producer_id, op.next_producer_id + PRODUCER_ID_BLOCK_SIZE - 1)
-    request = SetDataRequest(paths.LATEST_PRODUCER_ID_BLOCK, encode_producer_id_block(block))
+    request = SetDataRequest(paths.LATEST_PRODUCER_ID_BLOCK, encode_producer_id_block(op.block()))
     # Kafka ignores this result; a lost block would let a reverted ZK controller reuse producer ids.
     return all_ok(ctx, f"Could not write next producer id {op.next_producer_id}", [request])
 

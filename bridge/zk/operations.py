@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from migrate.kraft.image import AclBinding, DelegationToken, PartitionRegistration, ScramCredential
+from migrate.zk.model import DelegationToken as ZkDelegationToken
+from migrate.zk.model import ProducerIdBlock
 
 # Kafka's op-type strings, used in logs and metrics ({CreateTopic=2, UpdateBrokerConfig=1}).
 OP_TYPES = (
@@ -53,10 +55,14 @@ class ResourcePatternKey:
 
 @dataclass(slots=True)
 class ZkOperation:
-    """Base: `op_type` is one of OP_TYPES; `description` is the log line Kafka would print."""
+    """Base: `op_type` is one of OP_TYPES; `description` is the log line Kafka would print.
+
+    `unchanged`: ZooKeeper already holds what the operation writes; Kafka's full sync writes it regardless.
+    """
 
     op_type: str
     description: str
+    unchanged: bool = field(default=False, kw_only=True)
 
 
 @dataclass(slots=True)
@@ -134,6 +140,10 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 class WriteProducerId(ZkOperation):
     next_producer_id: int = 0
 
+    def block(self) -> ProducerIdBlock:
+        """What ZkMigrationClient.writeProducerId stores: the block that starts at the next id."""
+        return ProducerIdBlock(-1, self.next_producer_id, self.next_producer_id + PRODUCER_ID_BLOCK_SIZE - 1)
+
 
 @dataclass(slots=True)
 class WriteResourceAcls(ZkOperation):
@@ -149,6 +159,22 @@ class DeleteResourceAcls(ZkOperation):
 @dataclass(slots=True)
 class WriteDelegationToken(ZkOperation):
     token: DelegationToken | None = None
+
+    def zk_token(self) -> ZkDelegationToken | None:
+        """The token as its znode holds it (DelegationTokenInfoZNode, version 3); None without a token."""
+        token = self.token
+        if token is None:
+            return None
+        return ZkDelegationToken(
+            token_id=token.token_id,
+            owner=token.owner,
+            token_requester=token.requester,
+            renewers=list(token.renewers),
+            issue_timestamp=token.issue_timestamp,
+            max_timestamp=token.max_timestamp,
+            expiry_timestamp=token.expiration_timestamp,
+            version=3,
+        )
 
 
 @dataclass(slots=True)

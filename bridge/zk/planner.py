@@ -8,7 +8,9 @@ nothing (e.g. a ConfigRecord re-setting the same value), which Kafka still write
 Kafka walks Java hash maps and ZooKeeper child lists, so its order *within* a step is not reproducible; we
 use name order there. The order of the steps, and of the kinds of operation inside a step, is Kafka's, even
 where it hurts: a snapshot whose topic reuses the name of a ZooKeeper topic with another id plans
-CreateTopic (a no-op on NODEEXISTS) before DeleteTopic, which leaves ZooKeeper without the topic.
+CreateTopic (a no-op on NODEEXISTS) before DeleteTopic, which leaves ZooKeeper without the topic. Kafka's
+full sync also rewrites every quota entity, SCRAM user and token of the image, changed or not; we plan the
+same writes and mark those ZooKeeper already holds `unchanged`, so logs can tell them from real changes.
 
 Deliberate departures, each where Kafka 3.9 fails or cannot be reached (migration-protocol.md §13):
 config resources other than BROKER/TOPIC are left out (Kafka's snapshot throws on them, its delta submits a
@@ -63,11 +65,13 @@ from migrate.kraft.wire import uuid_to_text
 from migrate.zk import paths
 from migrate.zk.model import (
     SCRAM_MECHANISMS,
+    ClientQuotaConfig,
     PatternType,
     ResourceType,
     Topic,
     ZkClusterModel,
 )
+from migrate.zk.model import ScramCredential as ZkScramCredential
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -97,17 +101,31 @@ def format_op_counts(counts: dict[str, int]) -> str:
     return "{" + ", ".join(f"{key}={counts[key]}" for key in sorted(counts)) + "}"
 
 
+UNCHANGED_REWRITES = (
+    "Kafka 3.9's full sync rewrites every client quota entity, SCRAM user and delegation token of the log, "
+    "and a dual-written producer-id block, changed or not"
+)
+"""Why a reconciliation writes what ZooKeeper already holds (KRaftMigrationZkWriter.handleSnapshot)."""
+
+
 def describe(ops: Iterable[ZkOperation]) -> list[str]:
-    """One line per operation for `--dry-run`: the op type and the message Kafka logs for it."""
-    return [f"{op.op_type}: {op.description}" for op in ops]
+    """One line per operation for `--dry-run`: op type, Kafka's log message, and whether it is unchanged."""
+    marks = {True: " (unchanged in ZooKeeper, rewritten as Kafka does)", False: ""}
+    return [f"{op.op_type}: {op.description}{marks[op.unchanged]}" for op in ops]
 
 
 def summarize(ops: Sequence[ZkOperation], limit: int = 5) -> str:
-    """The first `limit` operations as Kafka logs them, and how many more: what a log line names."""
-    if not ops:
-        return "nothing"
-    named = "; ".join(op.description for op in ops[:limit])
-    return named if len(ops) <= limit else f"{named}; and {len(ops) - limit} more"
+    """What a log line names: the first `limit` operations that change ZooKeeper, how many more, and how
+    many rewrite what ZooKeeper already holds."""
+    changing = [op for op in ops if not op.unchanged]
+    named = "; ".join(op.description for op in changing[:limit])
+    if len(changing) > limit:
+        named += f"; and {len(changing) - limit} more"
+    unchanged = len(ops) - len(changing)
+    if not unchanged:
+        return named or "nothing"
+    rewrites = f"{unchanged} rewrite{'s' if unchanged > 1 else ''} of what ZooKeeper already holds"
+    return f"{named or 'nothing that differs from ZooKeeper'}; {rewrites} ({UNCHANGED_REWRITES})"
 
 
 # ---------------------------------------------------------------------------------------------- delta
@@ -321,7 +339,10 @@ def plan_reconciliation(image: MetadataImage, zk: ZkClusterModel) -> list[ZkOper
     if image.next_producer_id != -1:
         block = zk.producer_id_block
         if block is None or block.block_end + 1 != image.next_producer_id:
-            ops.append(_write_producer_id(image.next_producer_id))
+            op = _write_producer_id(image.next_producer_id)
+            # A dual-written block ends 999 past the next id, so Kafka rewrites it at every full sync.
+            op.unchanged = block == op.block()
+            ops.append(op)
     _acls_snapshot(image, zk, ops)
     _delegation_tokens_snapshot(image, zk, ops)
     return ops
@@ -537,7 +558,8 @@ def _write_configs_snapshot(resource: ConfigResource, props: dict[str, str], ver
 
 
 def _client_quotas_snapshot(image: MetadataImage, zk: ZkClusterModel, ops: list[ZkOperation]) -> None:
-    # Every image user with quotas or SCRAM and every other image entity is rewritten, changed or not.
+    # Every image user with quotas or SCRAM and every other image entity is rewritten, changed or not
+    # (Kafka adds them all before it reads ZooKeeper); the ones ZooKeeper already holds are marked unchanged.
     changed_entities: set[QuotaEntity] = set()
     users: set[str | None] = {user for user, _mechanism in image.scram}
     for entity in image.client_quotas:
@@ -545,8 +567,10 @@ def _client_quotas_snapshot(image: MetadataImage, zk: ZkClusterModel, ops: list[
             users.add(_user_of(entity))
         else:
             changed_entities.add(entity)
+    in_zk: dict[QuotaEntity, ClientQuotaConfig] = {}
     for cfg in zk.client_quotas.values():
         entity = tuple(sorted(cfg.entity.items()))
+        in_zk[entity] = cfg
         if cfg.quotas and image.client_quotas.get(entity, {}) != cfg.quotas:
             if _is_user_only(entity):
                 users.add(_user_of(entity))
@@ -558,34 +582,42 @@ def _client_quotas_snapshot(image: MetadataImage, zk: ZkClusterModel, ops: list[
         user_name = next(iter(cfg.entity.values()))
         for mechanism, cred in cfg.scram.items():
             kraft = image.scram.get((user_name or "", SCRAM_MECHANISM_IDS[mechanism]))
-            if kraft is None or (kraft.salt, kraft.stored_key, kraft.server_key, kraft.iterations) != (
-                cred.salt,
-                cred.stored_key,
-                cred.server_key,
-                cred.iterations,
-            ):
+            if kraft is None or _scram_fields(kraft) != _scram_fields(cred):
                 users.add(user_name)
     for entity in sorted(changed_entities, key=_entity_sort_key):
-        ops.append(
-            WriteClientQuotas(
-                "UpdateClientQuota",
-                f"Update client quotas for {_entity_text(entity)}",
-                entity=entity,
-                quotas=dict(image.client_quotas.get(entity, {})),
-            )
+        op = WriteClientQuotas(
+            "UpdateClientQuota",
+            f"Update client quotas for {_entity_text(entity)}",
+            entity=entity,
+            quotas=dict(image.client_quotas.get(entity, {})),
         )
+        op.unchanged = _zk_holds(in_zk.get(entity), op)
+        ops.append(op)
     scram = _scram_by_user(image)
     for user in sorted(users, key=_user_sort_key):
         entity = ((USER, user),)
-        ops.append(
-            WriteClientQuotas(
-                "UpdateClientQuota",
-                f"Update client quotas for {_java_text(user)}",
-                entity=entity,
-                quotas=dict(image.client_quotas.get(entity, {})),
-                scram=dict(scram.get(user, {})) if user is not None else {},
-            )
+        op = WriteClientQuotas(
+            "UpdateClientQuota",
+            f"Update client quotas for {_java_text(user)}",
+            entity=entity,
+            quotas=dict(image.client_quotas.get(entity, {})),
+            scram=dict(scram.get(user, {})) if user is not None else {},
         )
+        op.unchanged = _zk_holds(in_zk.get(entity), op)
+        ops.append(op)
+
+
+def _zk_holds(cfg: ClientQuotaConfig | None, op: WriteClientQuotas) -> bool:
+    """Whether the entity's znode already holds the quotas and SCRAM credentials `op` writes."""
+    if cfg is None or cfg.quotas != op.quotas:
+        return False
+    held = {SCRAM_MECHANISM_IDS[mechanism]: _scram_fields(cred) for mechanism, cred in cfg.scram.items()}
+    return held == {mechanism_id: _scram_fields(cred) for mechanism_id, cred in op.scram.items()}
+
+
+def _scram_fields(cred: ScramCredential | ZkScramCredential) -> tuple[bytes, bytes, bytes, int]:
+    """What Kafka's ScramCredential.equals compares: salt, stored key, server key, iterations."""
+    return (cred.salt, cred.stored_key, cred.server_key, cred.iterations)
 
 
 def _acls_snapshot(image: MetadataImage, zk: ZkClusterModel, ops: list[ZkOperation]) -> None:
@@ -620,15 +652,15 @@ def _acls_snapshot(image: MetadataImage, zk: ZkClusterModel, ops: list[ZkOperati
 
 
 def _delegation_tokens_snapshot(image: MetadataImage, zk: ZkClusterModel, ops: list[ZkOperation]) -> None:
-    # Kafka rewrites every token of the image, changed or not.
+    # Kafka rewrites every token of the image, changed or not; the ones ZooKeeper holds are marked unchanged.
     for token_id in sorted(image.delegation_tokens):
-        ops.append(
-            WriteDelegationToken(
-                "UpdateDelegationToken",
-                f"Update DelegationToken for {token_id}",
-                token=image.delegation_tokens[token_id],
-            )
+        op = WriteDelegationToken(
+            "UpdateDelegationToken",
+            f"Update DelegationToken for {token_id}",
+            token=image.delegation_tokens[token_id],
         )
+        op.unchanged = zk.delegation_tokens.get(token_id) == op.zk_token()
+        ops.append(op)
     for token_id in sorted(zk.delegation_tokens):
         if token_id not in image.delegation_tokens:
             ops.append(_delete_token(token_id))

@@ -19,7 +19,6 @@ from bridge.zk.operations import DeleteDelegationToken, WriteDelegationToken
 from bridge.zk.planning import Plan, PlanContext, Planner, failures, fused
 from migrate.errors import InvalidRequestError
 from migrate.zk import paths
-from migrate.zk.model import DelegationToken
 from migrate.zk.protocol import NONODE
 from migrate.zk.znodes.tokens import encode_delegation_token
 
@@ -32,20 +31,10 @@ TOKEN_STORE_PATHS = (paths.DELEGATION_TOKEN, paths.DELEGATION_TOKEN_CHANGES, pat
 def write_delegation_token(
     ctx: PlanContext, op: WriteDelegationToken, state: MigrationLeadershipState
 ) -> Plan:
-    token = op.token
-    if token is None:
+    model = op.zk_token()
+    if model is None:
         raise InvalidRequestError("WriteDelegationToken without a token")
-    model = DelegationToken(
-        token_id=token.token_id,
-        owner=token.owner,
-        token_requester=token.requester,
-        renewers=list(token.renewers),
-        issue_timestamp=token.issue_timestamp,
-        max_timestamp=token.max_timestamp,
-        expiry_timestamp=token.expiration_timestamp,
-        version=3,
-    )
-    path = paths.token_path(token.token_id)
+    path = paths.token_path(model.token_id)
     data = encode_delegation_token(model)
 
     def kafka_path(state: MigrationLeadershipState) -> MigrationLeadershipState:
@@ -56,7 +45,8 @@ def write_delegation_token(
             outcome = ctx.fenced_write([*stores, CreateRequest(path, data)], state)
             ctx.notifier.learn_created(outcome.results[:-1])
         if not outcome.results[-1].ok:
-            raise_for_results(f"Could not write delegation token {token.token_id}", failures(outcome.results), where=ctx.where)
+            what = f"Could not write delegation token {model.token_id}"
+            raise_for_results(what, failures(outcome.results), where=ctx.where)
         return outcome.state
 
     return fused([SetDataRequest(path, data)], kafka_path)

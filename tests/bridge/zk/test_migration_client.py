@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from bench.generate_cluster import ClusterSpec, generate, load_into_zookeeper
 from bridge.zk.leadership import (
     EMPTY_STATE,
     ControllerMovedError,
@@ -46,6 +47,7 @@ from bridge.zk.operations import (
     WriteResourceAcls,
     ZkOperation,
 )
+from bridge.zk.planner import plan_reconciliation
 from migrate.errors import InvalidRequestError
 from migrate.kraft.image import (
     MIGRATING_DIRECTORY,
@@ -54,6 +56,8 @@ from migrate.kraft.image import (
     PartitionRegistration,
     ScramCredential,
 )
+from migrate.kraft.replay import replay_records
+from migrate.translate import translate
 from migrate.zk import paths
 from migrate.zk.cluster import from_tree, to_znodes
 from migrate.zk.embedded import EmbeddedZooKeeper
@@ -814,6 +818,24 @@ def test_bad_quotas_are_refused_before_writing(
     with pytest.raises(InvalidRequestError, match="empty name"):
         client.apply(quotas((("user", ""),), {}), state)
     assert snapshot(kafka_zk) == before
+
+
+def test_a_full_sync_of_a_migrated_cluster_writes_back_what_zookeeper_holds(zk_client: KazooClient) -> None:
+    """Kafka's full sync rewrites every quota entity, SCRAM user and token; what we write reads back equal,
+    so every restart's reconciliation plans them as unchanged rewrites (float text, names, SCRAM, tokens)."""
+    load_into_zookeeper(generate(ClusterSpec(topics=2, partitions_per_topic=1)), zk_client)
+    image = replay_records(translate(model(zk_client)).records())
+    client = ZkMigrationClient(zk_client, clock=lambda: NOW_MS)
+    state = client.get_or_create_migration_state(
+        MigrationLeadershipState(3000, KRAFT_EPOCH, 100, 0, NOW_MS).with_zk_controller(
+            1, version(zk_client, paths.CONTROLLER_EPOCH)
+        )
+    )
+    for _start in range(2):
+        ops = plan_reconciliation(image, model(zk_client))
+        assert len(ops) == 19 and [op.description for op in ops if not op.unchanged] == []
+        state = client.apply_all(ops, state, final_state=state)
+    assert version(zk_client, "/config/users/user-00") == 2  # written twice: Kafka's rewrite is kept
 
 
 # ---------------------------------------------------------------- producer ids, ACLs, tokens

@@ -8,12 +8,14 @@ replaying records and ZooKeeper given as a ZkClusterModel.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import uuid
 from functools import cache
 from typing import Any
 
 import pytest
 
+from bench.generate_cluster import ClusterSpec, generate
 from bridge.zk.operations import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -41,6 +43,7 @@ from bridge.zk.planner import (
     format_op_counts,
     plan_delta,
     plan_reconciliation,
+    summarize,
     zk_partition_registration,
 )
 from migrate.errors import ZnodeFormatError
@@ -793,6 +796,66 @@ def test_snapshot_rewrites_every_token_and_deletes_zk_only_ones() -> None:
     assert isinstance(ops[2], DeleteDelegationToken)
 
 
+def _migrated_generated_cluster() -> tuple[MetadataImage, ZkClusterModel]:
+    """A generated cluster (quotas on every kind of entity, SCRAM users, tokens) and its migrated image."""
+    zk = from_tree(generate(ClusterSpec(topics=2, partitions_per_topic=1)).kafka_tree())
+    return image_of(list(translate(zk).records())), zk
+
+
+def test_full_sync_after_migration_only_rewrites_what_kafka_always_rewrites_and_says_so() -> None:
+    image, zk = _migrated_generated_cluster()
+    ops = plan_reconciliation(image, zk)
+    # KRaftMigrationZkWriter.handleClientQuotasSnapshot / handleDelegationTokenSnapshot: 9 users and 8 other
+    # quota entities, 2 tokens, all rewritten although ZooKeeper holds exactly them.
+    assert count_op_types(ops) == {"UpdateClientQuota": 17, "UpdateDelegationToken": 2}
+    assert [op for op in ops if not op.unchanged] == []
+    assert summarize(ops) == (
+        "nothing that differs from ZooKeeper; 19 rewrites of what ZooKeeper already holds (Kafka 3.9's full "
+        "sync rewrites every client quota entity, SCRAM user and delegation token of the log, and a "
+        "dual-written producer-id block, changed or not)"
+    )
+    assert describe(ops)[-1] == (
+        f"UpdateDelegationToken: Update DelegationToken for {sorted(image.delegation_tokens)[-1]} "
+        "(unchanged in ZooKeeper, rewritten as Kafka does)"
+    )
+
+
+def test_full_sync_after_migration_tells_real_changes_from_kafkas_rewrites() -> None:
+    _migrated, zk = _migrated_generated_cluster()
+    image = image_of(list(translate(zk).records()), quota({"client-id": "app-1"}, "producer_byte_rate", 1.0))
+    # Foreign edits while no controller ran: a user quota, a SCRAM-only user's credential, a SCRAM mechanism
+    # dropped, an IP quota, a token renewed, an entity KRaft does not have.
+    zk.client_quotas["users/user-01"].quotas["producer_byte_rate"] = 1.0
+    user_02 = zk.client_quotas["users/user-02"].scram
+    user_02["SCRAM-SHA-256"] = dataclasses.replace(user_02["SCRAM-SHA-256"], iterations=1)
+    del zk.client_quotas["users/user-06"].scram["SCRAM-SHA-512"]
+    zk.client_quotas["ips/2001%3Adb8%3A%3A1"].quotas["connection_creation_rate"] = 1.0
+    renewed = sorted(zk.delegation_tokens)[0]
+    zk.delegation_tokens[renewed].expiry_timestamp += 1
+    zk.client_quotas["clients/stale"] = ClientQuotaConfig("clients/stale", quotas={"consumer_byte_rate": 1.0})
+    ops = plan_reconciliation(image, zk)
+    changed = [op.description for op in ops if not op.unchanged]
+    assert changed == [
+        "Update client quotas for ClientQuotaEntity(entries={client-id=app-1})",
+        "Update client quotas for ClientQuotaEntity(entries={client-id=stale})",
+        "Update client quotas for ClientQuotaEntity(entries={ip=2001:db8::1})",
+        "Update client quotas for user-01",
+        "Update client quotas for user-02",
+        "Update client quotas for user-06",
+        f"Update DelegationToken for {renewed}",
+    ]
+    assert len(ops) == 19 + 1  # the stale entity is the only write Kafka adds to its 19 rewrites
+    assert summarize(ops).startswith("; ".join(changed[:5]) + "; and 2 more; 13 rewrites of what ZooKeeper")
+
+
+def test_a_dual_written_producer_id_block_is_rewritten_unchanged() -> None:
+    image = image_of(producer_ids(5000))
+    (op,) = plan_reconciliation(image, ZkClusterModel(producer_id_block=ProducerIdBlock(-1, 5000, 5999)))
+    assert op.unchanged
+    (op,) = plan_reconciliation(image, ZkClusterModel(producer_id_block=ProducerIdBlock(1, 3000, 3999)))
+    assert not op.unchanged
+
+
 # ---------------------------------------------------------------------------------------------- the real fixture
 
 
@@ -1326,9 +1389,12 @@ def test_reconciliation_makes_zookeeper_equal_to_the_image(
 ) -> None:
     previous, current = _image_from_state(prev_state), _image_from_state(cur_state)
     in_sync = _zk_in_sync_with(current)
-    assert len(plan_reconciliation(current, in_sync)) == _always_rewritten(current)
+    rewrites = plan_reconciliation(current, in_sync)
+    assert len(rewrites) == _always_rewritten(current)
+    assert all(op.unchanged for op in rewrites)
     zk = _zk_in_sync_with(previous)
     ops = plan_reconciliation(current, zk)
     assert ops == plan_reconciliation(current, copy.deepcopy(_zk_in_sync_with(previous)))
     _apply(ops, zk)
     assert _comparable(zk) == _comparable(in_sync)
+    assert all(op.unchanged for op in plan_reconciliation(current, zk))
