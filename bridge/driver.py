@@ -569,7 +569,8 @@ class MigrationDriver:
         return outcome
 
     async def reconcile(self) -> list[ZkOperation]:
-        """SYNC_KRAFT_TO_ZK: write to ZooKeeper only what differs from the log's image (§7.5)."""
+        """SYNC_KRAFT_TO_ZK: write to ZooKeeper what differs from the log's image, and what Kafka's full sync always
+        rewrites (§7.5)."""
         options = self.zk_options
         loop = asyncio.get_running_loop()
         model: ZkClusterModel = await loop.run_in_executor(

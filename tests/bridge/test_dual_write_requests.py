@@ -28,7 +28,6 @@ from bridge.handlers._common import nested
 from bridge.kafka import protocol
 from bridge.kafka.client import send_envelope_sync, send_request_sync
 from bridge.kafka.protocol import KafkaPrincipal, encode_request
-from bridge.zk.operations import WriteClientQuotas, WriteProducerId
 from bridge.zk.planner import plan_reconciliation
 from cli.status_cmd import status_cmd
 from migrate import jvm
@@ -138,7 +137,7 @@ class Cluster:
         assert _comparable(on_disk) == _comparable(image)
         tree = read_tree(self.zk_connect, acls=False)
         model = from_tree(tree)
-        assert material(plan_reconciliation(image, model), model) == []
+        assert [op for op in plan_reconciliation(image, model) if not op.unchanged] == []
         # /migration follows the log; the claim znodes stay ours.
         assert model.migration is not None
         assert model.migration.kraft_metadata_offset == bridge.log.end_offset - 1
@@ -156,36 +155,6 @@ class Cluster:
         """A rejected (or validate-only) request wrote nothing anywhere."""
         assert self.end_offset == end_offset
         self.check(self.model)
-
-
-def material(ops: list[Any], model: ZkClusterModel) -> list[Any]:
-    """Reconciliation ops that would change ZooKeeper. Kafka's full sync always rewrites user quota/SCRAM
-    entities and, after a dual-written allocation, the producer-id block (its next block never equals the
-    image's next id); those rewrites are left out when they would write what ZooKeeper holds."""
-    out = []
-    for op in ops:
-        if isinstance(op, WriteClientQuotas):
-            zk = model.client_quotas.get(quota_path(op.entity))
-            scram = {
-                SCRAM_NAMES[m]: (c.salt, c.stored_key, c.server_key, c.iterations)
-                for m, c in op.scram.items()
-            }
-            if (
-                zk is not None
-                and zk.quotas == op.quotas
-                and scram
-                == {name: (c.salt, c.stored_key, c.server_key, c.iterations) for name, c in zk.scram.items()}
-            ):
-                continue
-        if isinstance(op, WriteProducerId):
-            block = model.producer_id_block
-            if block is not None and block.block_start == op.next_producer_id:
-                continue
-        out.append(op)
-    return out
-
-
-SCRAM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
 
 def quota_path(entity: tuple[tuple[str, str | None], ...]) -> str:

@@ -26,8 +26,6 @@ from kio.schema.errors import ErrorCode
 
 from bench.generate_cluster import ClusterSpec, generate
 from bridge.kafka.client import KafkaConnection
-from bridge.zk.config_client import SCRAM_MECHANISM_NAMES
-from bridge.zk.operations import WriteClientQuotas, ZkOperation
 from bridge.zk.planner import plan_reconciliation
 from migrate.kraft import records as rec
 from migrate.kraft.image import MetadataImage
@@ -445,28 +443,6 @@ def latest_by_entity(changes: list[Change], kind: str) -> dict[str, int]:
     return out
 
 
-def effective_writes(plan: list[ZkOperation], zk: ZkClusterModel) -> list[ZkOperation]:
-    """`plan` without the quota rewrites that would write what ZooKeeper already holds.
-
-    Kafka's handleSnapshot rewrites every quota entity of the image whether it changed or not, so a
-    reconciliation plan is never empty on a cluster with quotas; those writes change nothing.
-    """
-    held = {tuple(sorted(cfg.entity.items())): cfg for cfg in zk.client_quotas.values()}
-    out = []
-    for op in plan:
-        if isinstance(op, WriteClientQuotas):
-            cfg = held.get(op.entity)
-            scram = {
-                SCRAM_MECHANISM_NAMES[m]: (c.salt, c.stored_key, c.server_key, c.iterations) for m, c in op.scram.items()
-            }
-            if cfg is not None and cfg.quotas == op.quotas and scram == {
-                name: (c.salt, c.stored_key, c.server_key, c.iterations) for name, c in cfg.scram.items()
-            }:
-                continue
-        out.append(op)
-    return out
-
-
 def check_acknowledged_and_converged(readback: Readback, outcomes: Outcomes) -> list[str]:
     """Problems found (empty when all is well): a lost acknowledged change, or ZooKeeper ≠ the log."""
     problems: list[str] = []
@@ -503,7 +479,7 @@ def check_acknowledged_and_converged(readback: Readback, outcomes: Outcomes) -> 
         if quota not in allowed_q:
             problems.append(f"quota {entity}: log holds {quota}, last acknowledged {quota_value(seq)}")
 
-    plan = effective_writes(plan_reconciliation(image, zk), zk)
+    plan = [op for op in plan_reconciliation(image, zk) if not op.unchanged]
     if plan:
         shown = "; ".join(repr(op)[:200] for op in plan[:10])
         problems.append(f"ZooKeeper differs from the log: reconciliation would make {len(plan)} write(s): {shown}")

@@ -431,7 +431,7 @@ class Invariants:
         problems = [("zookeeper", m) for m in zookeeper_partition_mismatches(self.zk_client, self.image)]
         if not problems:
             model = from_tree(read_tree(self.zk_client, acls=False), strict=False)
-            ops = plan_reconciliation(self.image, model)
+            ops = [op for op in plan_reconciliation(self.image, model) if not op.unchanged]
             problems = [("zookeeper", f"a reconciliation would write {line}") for line in describe(ops)]
         return problems, False
 
