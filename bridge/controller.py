@@ -756,7 +756,7 @@ class BridgeController:
             if unregistered:
                 log.warning(
                     "event=zk_brokers_not_registered ids=%s: in /brokers/ids but not registered with this "
-                    "controller as migrating ZooKeeper brokers; restarted without "
+                    "controller as migrating ZooKeeper brokers, or fenced for silence; restarted without "
                     "zookeeper.metadata.migration.enable=true? they get no metadata from this controller",
                     ",".join(map(str, unregistered)),
                 )
@@ -765,11 +765,21 @@ class BridgeController:
 
     def _unregistered_zk_brokers(self, in_zookeeper: Iterable[int], waiting_for: list[int] | None) -> list[int]:
         """Kafka's WAIT_FOR_BROKERS check kept after the wait: ids in /brokers/ids with no migrating ZooKeeper
-        broker registration (empty until past the wait, where `waiting_for` names them)."""
+        broker registration, or whose registration was fenced for silence while the broker runs in ZooKeeper
+        (restarted without the migration flag). Empty until past the wait, where `waiting_for` names them."""
         if waiting_for is not None or self.log is None or self.state.value < DriverState.BECOME_CONTROLLER.value:
             return []
         registered = self.log.image.cluster.brokers
-        return sorted(i for i in in_zookeeper if i not in registered or not registered[i].is_migrating_zk_broker)
+        lifecycle = self.broker_lifecycle
+        heartbeats = lifecycle.cluster.heartbeats if lifecycle is not None else None
+
+        def not_talking(broker_id: int) -> bool:
+            broker = registered.get(broker_id)
+            if broker is None or not broker.is_migrating_zk_broker:
+                return True
+            return broker.fenced and heartbeats is not None and heartbeats.silent(broker_id)
+
+        return sorted(i for i in in_zookeeper if not_talking(i))
 
     async def _wait_for_brokers(self) -> None:
         """WAIT_FOR_BROKERS (KRaftMigrationDriver): every broker under /brokers/ids and every broker named in

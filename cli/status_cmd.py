@@ -136,7 +136,8 @@ def broker_lines(b: BrokersStatus, source: str) -> list[str]:
     if b.unregistered_zk_brokers:
         lines.append(
             f"NOT REGISTERED ({source}): broker(s) {', '.join(map(str, b.unregistered_zk_brokers))} in /brokers/ids "
-            "never registered with the controller (restarted without zookeeper.metadata.migration.enable=true?): "
+            "are not registered with the controller, or were fenced for silence while running in ZooKeeper "
+            "(restarted without zookeeper.metadata.migration.enable=true?): "
             "they get no metadata from it; restart each in migration mode"
         )
     return lines

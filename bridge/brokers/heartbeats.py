@@ -103,6 +103,11 @@ class BrokerHeartbeatManager:
     def state(self, broker_id: int) -> BrokerHeartbeatState | None:
         return self._brokers.get(broker_id)
 
+    def silent(self, broker_id: int) -> bool:
+        """Not heard from within the session timeout (or never since this leadership started)."""
+        broker = self._brokers.get(broker_id)
+        return broker is None or broker.last_contact_ns + self.session_timeout_ns < self.clock()
+
     def fence(self, broker_id: int) -> None:
         """Drop the broker's session (it stays known, with its last offset)."""
         broker = self._brokers.get(broker_id)

@@ -46,7 +46,8 @@ class BrokersStatus(BaseModel):
     `migrating_zk_brokers` is Kafka's MigratingZkBrokerCount; `rehearsal` says ZooKeeper's /brokers/ids
     stand in for registrations (`--rehearsal`); `waiting_for`, while in WAIT_FOR_BROKERS, names the broker
     ids that have not registered as migrating ZooKeeper brokers yet; `unregistered_zk_brokers`, after that
-    wait, names the brokers in /brokers/ids that never registered (restarted without the migration flag?).
+    wait, names the brokers in /brokers/ids not registered or fenced for silence (restarted without the
+    migration flag?).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -60,7 +61,8 @@ class BrokersStatus(BaseModel):
     unregistered_zk_brokers: list[int] = Field(
         default_factory=list,
         description="broker ids in ZooKeeper's /brokers/ids that are not registered with the controller as "
-        "migrating ZooKeeper brokers (Kafka's WAIT_FOR_BROKERS check), once past that wait: a broker restarted "
+        "migrating ZooKeeper brokers (Kafka's WAIT_FOR_BROKERS check), once past that wait, or whose registration "
+        "was fenced for silence while the broker runs in ZooKeeper: a broker restarted "
         "without zookeeper.metadata.migration.enable=true gets no metadata from the controller",
     )
 

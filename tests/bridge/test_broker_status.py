@@ -197,7 +197,7 @@ def test_a_broker_in_zookeeper_that_never_registers_is_flagged_and_stopped_zk_br
         with urllib.request.urlopen(f"{url}/metrics", timeout=10) as reply:
             assert "zk2kraft_unregistered_zk_broker_count 1.0" in reply.read().decode()
         shown = status(zk_connect, url)
-        assert f"NOT REGISTERED ({url}/status): broker(s) 4 in /brokers/ids never registered" in shown
+        assert f"NOT REGISTERED ({url}/status): broker(s) 4 in /brokers/ids are not registered" in shown
 
         zk_client.delete("/brokers/ids/4")
         eventually(lambda: bridge.status().brokers.unregistered_zk_brokers == [], timeout=10)
@@ -209,6 +209,39 @@ def test_a_broker_in_zookeeper_that_never_registers_is_flagged_and_stopped_zk_br
         assert "every broker runs in KRaft mode" not in shown
         assert "phase: dual-write — dual-write; no broker in /brokers/ids, but 3 broker(s) still registered" in shown
         assert json.loads(status(zk_connect, url, "--format", "json"))["phase"] == "dual-write"
+    finally:
+        for broker in brokers:
+            broker.kill()
+        bridge.stop()
+
+
+def test_a_registered_broker_restarted_in_zookeeper_mode_without_the_flag_is_flagged_once_fenced(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str, tmp_path: Path
+) -> None:
+    """Broker 3 registered, then came back in ZooKeeper mode without the migration flag: its znode is back in
+    /brokers/ids but it never heartbeats; once its session expires and it is fenced, it is flagged."""
+    load_tree(zk_client, real_tree)
+    bridge = start_controller(
+        controller_config(
+            zk_connect, tmp_path / "meta", rehearsal=False, broker_session_timeout_ms=SESSION_TIMEOUT_MS
+        )
+    )
+    assert bridge.cluster_id is not None
+    controller = ("127.0.0.1", bridge.listen_port)
+    brokers = [
+        SimulatedZkBroker(i, controller, bridge.cluster_id, zk_connect=zk_connect).start() for i in (1, 2, 3)
+    ]
+    try:
+        assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+        eventually(lambda: bridge.status().brokers.fenced == 0 and bridge.status().brokers.registered == 3, 20)
+        brokers[2].kill()
+        eventually(lambda: "3" not in zk_client.get_children("/brokers/ids"), timeout=10)
+        without_flag = zk_model.BrokerRegistration(
+            broker_id=3, endpoints=[zk_model.BrokerEndpoint("PLAINTEXT", "localhost", 9092, "PLAINTEXT")], timestamp=2
+        )
+        zk_client.create("/brokers/ids/3", encode_broker(without_flag), ephemeral=True)
+        eventually(lambda: bridge.status().brokers.fenced == 1, timeout=10)
+        eventually(lambda: bridge.status().brokers.unregistered_zk_brokers == [3], timeout=10)
     finally:
         for broker in brokers:
             broker.kill()
