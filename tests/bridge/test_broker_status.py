@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
+from bridge.controller import BridgeController
 from bridge.metrics import BridgeMetrics, StatusServer
 from cli.status_cmd import status_cmd
 from migrate.plan.status import (
@@ -41,15 +42,20 @@ def status(zk_connect: str, url: str, *fmt: str) -> str:
     return shown.output
 
 
-def test_status_shows_the_registered_fenced_and_migrating_brokers_and_whom_the_migration_waits_for(
-    zk_client: KazooClient, real_tree: ZTree, zk_connect: str, tmp_path: Path
-) -> None:
+def started_bridge(zk_client: KazooClient, real_tree: ZTree, zk_connect: str, tmp_path: Path) -> BridgeController:
+    """A bridge over the real cluster that waits for its brokers (no rehearsal), with short sessions."""
     load_tree(zk_client, real_tree)
-    bridge = start_controller(
+    return start_controller(
         controller_config(
             zk_connect, tmp_path / "meta", rehearsal=False, broker_session_timeout_ms=SESSION_TIMEOUT_MS
         )
     )
+
+
+def test_status_shows_the_registered_fenced_and_migrating_brokers_and_whom_the_migration_waits_for(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str, tmp_path: Path
+) -> None:
+    bridge = started_bridge(zk_client, real_tree, zk_connect, tmp_path)
     assert bridge.cluster_id is not None
     url = f"http://127.0.0.1:{bridge.metrics_port}"
     controller = ("127.0.0.1", bridge.listen_port)
@@ -171,12 +177,7 @@ def test_a_broker_in_zookeeper_that_never_registers_is_flagged_and_stopped_zk_br
 ) -> None:
     """Broker 4 restarted without the migration flag: in /brokers/ids, never registered. Then every
     ZooKeeper-mode broker stops: /brokers/ids is empty, but they are not KRaft brokers."""
-    load_tree(zk_client, real_tree)
-    bridge = start_controller(
-        controller_config(
-            zk_connect, tmp_path / "meta", rehearsal=False, broker_session_timeout_ms=SESSION_TIMEOUT_MS
-        )
-    )
+    bridge = started_bridge(zk_client, real_tree, zk_connect, tmp_path)
     assert bridge.cluster_id is not None
     url = f"http://127.0.0.1:{bridge.metrics_port}"
     controller = ("127.0.0.1", bridge.listen_port)
@@ -220,12 +221,7 @@ def test_a_registered_broker_restarted_in_zookeeper_mode_without_the_flag_is_fla
 ) -> None:
     """Broker 3 registered, then came back in ZooKeeper mode without the migration flag: its znode is back in
     /brokers/ids but it never heartbeats; once its session expires and it is fenced, it is flagged."""
-    load_tree(zk_client, real_tree)
-    bridge = start_controller(
-        controller_config(
-            zk_connect, tmp_path / "meta", rehearsal=False, broker_session_timeout_ms=SESSION_TIMEOUT_MS
-        )
-    )
+    bridge = started_bridge(zk_client, real_tree, zk_connect, tmp_path)
     assert bridge.cluster_id is not None
     controller = ("127.0.0.1", bridge.listen_port)
     brokers = [
