@@ -277,7 +277,8 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     default=9000,
     show_default=True,
     help="Kafka's broker.session.timeout.ms: a registered broker not heard from this long is fenced and its "
-    "leaderships move (only in dual-write; a restarted bridge judges sessions from its own start). Use the "
+    "leaderships move (once the migration is done and this bridge holds ZooKeeper, also while it reconciles "
+    "ZooKeeper after a restart; a restarted bridge judges sessions from its own start). Use the "
     "value the cluster's controllers would have.",
 )
 @click.option(
@@ -313,7 +314,7 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     default=300,
     show_default=True,
     help="Kafka's leader.imbalance.check.interval.seconds: how often the preferred-leader check above runs "
-    "(the first one this long after the bridge starts; only while dual-writing).",
+    "(the first one this long after the bridge starts; once the migration is done and ZooKeeper is held).",
 )
 @click.option(
     "--unclean-leader-election-interval-ms",
