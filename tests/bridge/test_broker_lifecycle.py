@@ -770,3 +770,24 @@ def test_a_decommissioned_broker_is_unregistered_directly_or_forwarded_and_stops
     assert again.error_code == ErrorCode.none and again.inner_response is not None
     assert again.inner_response.error_code == ErrorCode.broker_id_not_registered
     eventually(lambda: zookeeper_matches_image(zk_client, image(bridge)))
+
+
+def test_registrations_held_together_get_the_offsets_of_their_own_records_as_epochs(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker]
+) -> None:
+    """Two new brokers register while appends are held: each epoch is the offset of its own RegisterBrokerRecord
+    (Kafka's next write offset), never one epoch shared by both."""
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    cluster_id = bridge.cluster_id
+    assert cluster_id is not None
+    controller = ("127.0.0.1", bridge.listen_port)
+    requests = [SimulatedKraftBroker(b, controller, cluster_id).registration_request() for b in (4, 5)]
+    with ThreadPoolExecutor(2) as pool:
+        with appends_held(bridge):
+            answers = [pool.submit(send_request_sync, *controller, request) for request in requests]
+            eventually(lambda: bridge.pipeline.events_waiting == 2)
+        epochs = [int(answer.result(30).broker_epoch) for answer in answers]
+    assert len(set(epochs)) == 2
+    registered = image(bridge).cluster.brokers
+    assert sorted(epochs) == sorted(registered[b].epoch for b in (4, 5))
+    assert all(registered[b].register_record_offset == registered[b].epoch for b in (4, 5))
