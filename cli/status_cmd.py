@@ -55,6 +55,7 @@ def bridge_view(url: str) -> KraftView:
         committed_offset=s.durable_offset,
         driver_state=s.state,
         last_error=s.last_error,
+        failed=s.failed,
         stuck_write=s.stuck_write.line() if s.stuck_write is not None else None,
         brokers=s.brokers,
         broker_channel=s.broker_channel,
@@ -108,6 +109,11 @@ def status_lines(s: Status) -> list[str]:
     if s.write_behind_lag is not None:
         lines.append(f"ZooKeeper write-behind lag: {s.write_behind_lag}")
     for v in s.kraft:
+        if v.failed is not None:
+            lines.append(
+                f"BRIDGE FAILED ({v.source}): {v.failed}; it renounced, serves nothing and exits with code 4: "
+                "restart it (or let its standby take over) once the cause (disk full?) is fixed"
+            )
         if v.stuck_write is not None:
             lines.append(f"ZooKeeper write stuck ({v.source}): {v.stuck_write}")
         if v.last_error is not None:

@@ -154,6 +154,8 @@ class KraftView(BaseModel):
     migrating_zk_brokers: list[int] | None = None
     driver_state: str | None = None
     last_error: str | None = None
+    failed: str | None = None
+    """Why the bridge renounced (its metadata log could not take a change); it is stopping."""
     stuck_write: str | None = None
     """The dual write ZooKeeper refuses: operation, request, error code, attempts."""
     brokers: BrokersStatus | None = None

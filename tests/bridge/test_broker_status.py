@@ -242,3 +242,19 @@ def test_a_registered_broker_restarted_in_zookeeper_mode_without_the_flag_is_fla
         for broker in brokers:
             broker.kill()
         bridge.stop()
+
+
+def test_status_says_a_bridge_that_renounced_failed_and_why(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str
+) -> None:
+    load_tree(zk_client, real_tree)
+    metrics = BridgeMetrics(node_id=3000)
+    metrics.set_state(DriverState.DUAL_WRITE)
+    metrics.set_failed("writing /meta/__cluster_metadata-0 failed: [Errno 28] No space left on device")
+    with StatusServer(metrics, "127.0.0.1", 0) as server:
+        url = server.url
+        shown = status(zk_connect, url)
+    assert (
+        f"BRIDGE FAILED ({url}/status): writing /meta/__cluster_metadata-0 failed: [Errno 28] No space left on "
+        "device; it renounced" in shown
+    )
