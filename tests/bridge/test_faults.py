@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import signal
 import time
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kio.schema.errors import ErrorCode
 
+from bridge.kafka.client import send_request_sync
+from migrate.errors import EXIT_FAILED
 from tests.support.bridge_process import (
     Change,
     ChangeStream,
@@ -23,6 +27,7 @@ from tests.support.bridge_process import (
     read_back,
     seed_small_cluster,
 )
+from tests.support.requests import create_topic
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -81,3 +86,37 @@ def test_sigkill_at_random_points_loses_no_acknowledged_change(
         "acknowledged CreateTopics never-sent (seq 1000000000) is not in the log",
         "acknowledged CreateTopics never-sent (seq 1000000000) is not in ZooKeeper",
     ]
+
+
+def test_a_full_disk_makes_the_bridge_renounce_with_exit_4_and_nothing_unacknowledged_in_zookeeper(
+    zk_client: KazooClient, zk_connect: str, tmp_path: Path
+) -> None:
+    """`ulimit -f` on the running bridge: once its metadata log cannot grow, the change that hit the limit is
+    answered NOT_CONTROLLER and never reaches ZooKeeper, /status says FAILED, and the process exits 4."""
+    seed_small_cluster(zk_client)
+    metadata_dir = tmp_path / "meta"
+    with bridge_process(
+        zk_connect=zk_connect, metadata_dir=metadata_dir, node_id=NODE_ID, log_path=tmp_path / "bridge.log",
+    ) as bridge:  # fmt: skip
+        bridge.start().wait_for_state("DUAL_WRITE")
+        assert bridge.process is not None
+        biggest = max(f.stat().st_size for f in [*metadata_dir.rglob("*.log"), tmp_path / "bridge.log"])
+        limit = biggest + 64 * 1024
+        resource.prlimit(bridge.process.pid, resource.RLIMIT_FSIZE, (limit, limit))
+        created: list[str] = []
+        refused: list[tuple[str, int]] = []
+        for i in range(500):
+            name = f"filler-{i}"
+            answer = send_request_sync("127.0.0.1", bridge.listen_port, create_topic(name, 50))
+            code = int(answer.topics[0].error_code)
+            if code != ErrorCode.none:
+                refused.append((name, code))
+                break
+            created.append(name)
+        assert refused and refused[0][1] == ErrorCode.not_controller, refused
+        assert bridge.wait_exit(60) == EXIT_FAILED, bridge.log_tail()
+        text = bridge.log_text()
+        assert "event=renounced" in text and "File too large" in text
+        topics = set(zk_client.get_children("/brokers/topics"))
+        assert set(created) <= topics  # every acknowledged creation is in ZooKeeper
+        assert refused[0][0] not in topics  # the refused one is not
