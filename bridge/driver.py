@@ -110,6 +110,7 @@ class MetadataLogLike(Protocol):
     @property
     def cluster_id(self) -> str | None: ...
     def append(self, records: Sequence[RecordAndVersion]) -> Any: ...
+    def wait_durable(self, offset: int) -> None: ...
     def close(self) -> None: ...
 
 
@@ -581,7 +582,9 @@ class MigrationDriver:
         self.zk_sync_planned = True
         self.reconciliation_ops = ops
         offset = self.log.image.provenance.last_contained_offset
-        await self.run_zk(self.apply_ops, ops, offset, self.log.leader_epoch, "snapshot")
+        # Queued on the writer thread now (before any later change's dual write), written once the image it
+        # planned from is durable: /migration must never name an offset the log could still lose.
+        await self.run_zk(self._apply_when_durable, ops, offset, self.log.leader_epoch)
         log.info(
             "event=reconciliation ops=%d %s writes: %s",
             len(ops), format_op_counts(count_op_types(ops)), summarize(ops),
@@ -590,6 +593,10 @@ class MigrationDriver:
         return ops
 
     # ------------------------------------------------------------------ writes (on the writer thread)
+
+    def _apply_when_durable(self, ops: Sequence[ZkOperation], offset: int, epoch: int) -> None:
+        self.log.wait_durable(offset)
+        self.apply_ops(ops, offset, epoch, "snapshot")
 
     def prepare_ops(self, ops: Sequence[ZkOperation]) -> PreparedOps | None:
         """Plan `ops` for `apply_ops` ahead of time (writer thread, while the log fsyncs); None: plan then."""

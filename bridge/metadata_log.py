@@ -483,6 +483,14 @@ class MetadataLog:
             future = self._enqueue(_BASE_OFFSET.pack(base) + blob[8:], base, base + count - 1, stamp)
         return AppendResult(base, base + count - 1, future)
 
+    def wait_durable(self, offset: int) -> None:
+        """Any thread but the writer's: block until `offset` is fsynced; raises if the log failed or closed first."""
+        with self.lock:
+            self.lock.wait_for(lambda: self.durable_offset >= offset or self._failure is not None or self._closed)
+            if self.durable_offset < offset:
+                self._check_usable()
+                raise Zk2KraftError(f"the metadata log in {self.partition_dir} closed before offset {offset} was durable")
+
     async def append_and_wait(
         self, records: Sequence[RecordAndVersion], *, now_ms: int | None = None
     ) -> AppendResult:
@@ -529,6 +537,7 @@ class MetadataLog:
                         self._failure = exc
                     items.extend(self._queue)
                     self._queue = []
+                    self.lock.notify_all()
                 error = Zk2KraftError(f"writing the metadata log in {self.partition_dir} failed: {exc}")
                 log.error("%s", error)
                 for item in items:
@@ -537,6 +546,7 @@ class MetadataLog:
             with self.lock:
                 self.durable_offset = items[-1].last_offset
                 self.batches_written += len(items)
+                self.lock.notify_all()
             for item in items:
                 item.future.set_result(None)
 

@@ -7,16 +7,27 @@ runs one write event at a time.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
+from bridge.api import DriverState
 from bridge.controller import BridgeController
+from bridge.driver import MigrationDriver
 from bridge.kafka.client import send_request_sync
-from tests.support.bridge import appends_held, eventually
+from bridge.metadata_log import MetadataLog
+from migrate.zk import paths
+from migrate.zk.load import load_tree
+from migrate.zk.tree import ZTree
+from migrate.zk.znodes.controller import decode_migration
+from tests.support.bridge import appends_held, controller_config, eventually, start_controller
 from tests.support.requests import alter_reassignments, create_topic, list_reassignments
 
 HOST = "127.0.0.1"
@@ -90,3 +101,55 @@ def test_list_partition_reassignments_is_answered_only_once_what_it_read_is_comm
     assert [(t.name, [int(p.partition_index) for p in t.partitions]) for t in answer.topics] == [
         (name, [partition_id])
     ]
+
+
+def test_a_change_taken_while_zookeeper_is_reconciled_is_never_named_in_migration_before_it_is_durable(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a restart, a change taken during SYNC_KRAFT_TO_ZK is in the reconciliation's plan; /migration may
+    name its offset only once the log has it on disk (a crash before would leave ZooKeeper ahead of the log)."""
+    load_tree(zk_client, real_tree)
+    first = start_controller(controller_config(zk_connect, tmp_path / "meta"))
+    assert first.wait_for_state(DriverState.DUAL_WRITE), first.error
+    first.stop()
+    reconcile_may_go, fsync_may_go = threading.Event(), threading.Event()
+    fsync_may_go.set()
+    reconcile, sync = MigrationDriver.reconcile, MetadataLog._sync
+
+    async def slow_reconcile(driver: MigrationDriver) -> Any:
+        if driver.state is DriverState.SYNC_KRAFT_TO_ZK:
+            await asyncio.get_running_loop().run_in_executor(None, reconcile_may_go.wait, 30)
+        return await reconcile(driver)
+
+    def slow_disk(log: MetadataLog) -> None:
+        fsync_may_go.wait(30)
+        sync(log)
+
+    monkeypatch.setattr(MigrationDriver, "reconcile", slow_reconcile)
+    monkeypatch.setattr(MetadataLog, "_sync", slow_disk)
+    second = start_controller(controller_config(zk_connect, tmp_path / "meta"))
+    try:
+        assert second.wait_for_state(DriverState.SYNC_KRAFT_TO_ZK), second.error
+        assert second.log is not None
+        fsync_may_go.clear()
+        with ThreadPoolExecutor(1) as pool:
+            change = pool.submit(send_request_sync, HOST, second.listen_port, create_topic("during-sync"))
+            eventually(lambda: "during-sync" in second.log.image.topics_by_name)  # type: ignore[union-attr]
+            offset = second.log.end_offset - 1
+            reconcile_may_go.set()
+            time.sleep(0.5)  # the reconciliation is planned and queued; it must wait for the fsync
+            assert migration_offset(zk_client) < offset
+            fsync_may_go.set()
+            assert topic_codes(change.result(30)) == [ErrorCode.none]
+        assert second.wait_for_state(DriverState.DUAL_WRITE), second.error
+        assert migration_offset(zk_client) >= offset
+        assert "during-sync" in zk_client.get_children("/brokers/topics")
+    finally:
+        reconcile_may_go.set()
+        fsync_may_go.set()
+        second.stop()
+
+
+def migration_offset(zk_client: KazooClient) -> int:
+    data, stat = zk_client.get(paths.MIGRATION)
+    return decode_migration(paths.MIGRATION, data, zk_version=stat.version).kraft_metadata_offset
