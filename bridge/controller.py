@@ -28,7 +28,7 @@ from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from bridge import broker_lifecycle, metadata_fetch, standby
+from bridge import broker_lifecycle, metadata_fetch, standby, stopping
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext
 from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation
 from bridge.broker_lifecycle import BrokerLifecycle
@@ -111,7 +111,13 @@ READ_ONLY_KEYS = frozenset(
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
 an expired session is set again then)."""
-SHUTDOWN_WRITES_WAIT_S = 60.0
+SHUTDOWN_WRITES_WAIT_S = 10.0
+"""On a stop, how long the dual writes in flight may take; then the stop goes on without them (the log holds
+their changes; the next leader reconciles ZooKeeper)."""
+ZK_CLOSE_WAIT_S = 10.0
+"""On a stop, how long closing the ZooKeeper session may take (it cannot be closed while ZooKeeper is away)."""
+STOP_DEADLINE_S = 30.0
+"""`bridge run` ends this long after a stop began whatever still runs (exit 4, naming the threads)."""
 WAIT_FOR_BROKERS_POLL_S = 0.5
 
 
@@ -314,6 +320,8 @@ class BridgeController:
             self._fail(f"{type(exc).__name__}: {exc}")
             code = EXIT_FAILED
         finally:
+            if install_signals:  # the foreground process: a stop ends in bounded time, whatever hangs
+                stopping.exit_unless_done(STOP_DEADLINE_S, EXIT_FAILED)
             await self._shutdown()
             if self.renounced is not None:
                 code = EXIT_FAILED
@@ -556,9 +564,7 @@ class BridgeController:
             stopper.cancel()
             task.result()
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, FencedOut, Zk2KraftError):
-            await task
+        await stopping.cancelled(task)
 
     async def _watch_fence(self) -> None:
         """In DUAL_WRITE: return (by raising FencedOut) as soon as another controller took ZooKeeper over.
@@ -823,6 +829,9 @@ class BridgeController:
         return EXIT_OK
 
     async def _shutdown(self) -> None:
+        """Stop in bounded time: serve nothing more, give the dual writes in flight SHUTDOWN_WRITES_WAIT_S,
+        then stop the ZooKeeper client (which ends every call still waiting for ZooKeeper) and say what
+        ZooKeeper was left without."""
         loop = asyncio.get_running_loop()
         if self._bound is not None:  # bound, never served: a refusal or failure came before serving
             bound_listener, bound_status = self._bound
@@ -835,20 +844,40 @@ class BridgeController:
                 await self.listener.stop()
         await self._stop_watcher()
         await self.channel.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await self.pipeline.close(SHUTDOWN_WRITES_WAIT_S)
+        await asyncio.gather(*(stopping.cancelled(task) for task in list(self._tasks)))
+        unwritten = await self.pipeline.close(SHUTDOWN_WRITES_WAIT_S)
         if self.brokers is not None:
             self.brokers.stop()
+        session = "closed"
+        if self.kazoo is not None:
+            kazoo, connected = self.kazoo, self.kazoo.connected
+            if not await stopping.within(kazoo.stop, ZK_CLOSE_WAIT_S, "zk-client-stop"):
+                session = f"not closed within {ZK_CLOSE_WAIT_S:.0f} s (the server expires it)"
+            elif not connected:
+                session = "not closed: ZooKeeper unreachable (the server expires it)"
+            with contextlib.suppress(Exception):
+                await loop.run_in_executor(None, kazoo.close)
         with contextlib.suppress(Exception):
             await self._close_log()
         if self.status_server is not None:
             self.status_server.stop()
-        if self.kazoo is not None:
-            kazoo = self.kazoo
-            with contextlib.suppress(Exception):
-                await loop.run_in_executor(None, kazoo.stop)
-                await loop.run_in_executor(None, kazoo.close)
+        self._log_left_behind(unwritten, session)
+
+    def _log_left_behind(self, unwritten: int, session: str) -> None:
+        """One line, when a stop left ZooKeeper behind the log (ZooKeeper unreachable or slow)."""
+        driver, metadata_log = self.driver, self.log
+        missing = ""
+        if driver is not None and metadata_log is not None and driver.writes_to_zookeeper:
+            zk_offset, durable = driver.leadership.kraft_metadata_offset, metadata_log.durable_offset
+            if zk_offset < durable:
+                missing = f"{zk_offset + 1}..{durable}"
+        if not missing and not unwritten:
+            return
+        log.warning(
+            "event=stopped_with_zk_behind missing_offsets=%s unwritten_dual_writes=%d zk_session=%s: ZooKeeper "
+            "lacks these committed changes (their unanswered requests failed); the metadata log holds them and "
+            "the next leader writes them to ZooKeeper as it reconciles", missing or "none", unwritten, session,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ metrics and status
 
@@ -1132,7 +1161,9 @@ class BridgeController:
         if self.zk is not None:
             self.zk.observer = None
         if watcher is not None:
-            await asyncio.get_running_loop().run_in_executor(None, watcher.stop)
+            # Stopping, its thread is hardly waited for: it may be in a call to an unreachable ZooKeeper.
+            join_s = 0.5 if self._stop is not None and self._stop.is_set() else 10.0
+            await asyncio.get_running_loop().run_in_executor(None, watcher.stop, join_s)
         self.pipeline.release_appends()
 
     def _on_foreign_writes(self, batch: ForeignWriteBatch) -> None:
