@@ -114,7 +114,9 @@ an expired session is set again then)."""
 SHUTDOWN_WRITES_WAIT_S = 10.0
 """On a stop, how long the dual writes in flight may take; then the stop goes on without them (the log holds
 their changes; the next leader reconciles ZooKeeper)."""
-ZK_CLOSE_WAIT_S = 10.0
+HAND_BACK_WAIT_S = 10.0
+"""On a stop before DUAL_WRITE, how long handing ZooKeeper back (`MigrationDriver.abandon`) may take."""
+ZK_CLOSE_WAIT_S = 5.0
 """On a stop, how long closing the ZooKeeper session may take (it cannot be closed while ZooKeeper is away)."""
 STOP_DEADLINE_S = 30.0
 """`bridge run` ends this long after a stop began whatever still runs (exit 4, naming the threads)."""
@@ -564,7 +566,7 @@ class BridgeController:
             stopper.cancel()
             task.result()
             return
-        await stopping.cancelled(task)
+        await stopping.cancelled(task, grace=HAND_BACK_WAIT_S)
 
     async def _watch_fence(self) -> None:
         """In DUAL_WRITE: return (by raising FencedOut) as soon as another controller took ZooKeeper over.
@@ -864,20 +866,28 @@ class BridgeController:
         self._log_left_behind(unwritten, session)
 
     def _log_left_behind(self, unwritten: int, session: str) -> None:
-        """One line, when a stop left ZooKeeper behind the log (ZooKeeper unreachable or slow)."""
+        """One line, when a stop could not hand everything to ZooKeeper (unreachable or slow)."""
         driver, metadata_log = self.driver, self.log
-        missing = ""
+        missing, why = "none", []
         if driver is not None and metadata_log is not None and driver.writes_to_zookeeper:
             zk_offset, durable = driver.leadership.kraft_metadata_offset, metadata_log.durable_offset
             if zk_offset < durable:
                 missing = f"{zk_offset + 1}..{durable}"
-        if not missing and not unwritten:
-            return
-        log.warning(
-            "event=stopped_with_zk_behind missing_offsets=%s unwritten_dual_writes=%d zk_session=%s: ZooKeeper "
-            "lacks these committed changes (their unanswered requests failed); the metadata log holds them and "
-            "the next leader writes them to ZooKeeper as it reconciles", missing or "none", unwritten, session,
-        )  # fmt: skip
+                why.append(
+                    "ZooKeeper lacks the committed changes at these offsets (unanswered requests among them "
+                    "failed); the metadata log holds them and the next leader writes them to ZooKeeper as it "
+                    "reconciles"
+                )
+        if driver is not None and driver.state != DriverState.DUAL_WRITE and driver.leadership.holds_zk_controller:
+            why.append(
+                f"{paths.CONTROLLER} and {paths.MIGRATION} were not handed back before DUAL_WRITE: `zk2kraft "
+                f"status` shows who holds them once ZooKeeper answers"
+            )
+        if why or unwritten:
+            log.warning(
+                "event=stopped_with_zk_behind missing_offsets=%s unwritten_dual_writes=%d zk_session=%s: %s",
+                missing, unwritten, session, "; ".join(why) or "ZooKeeper did not answer them in time",
+            )  # fmt: skip
 
     # ------------------------------------------------------------------ metrics and status
 

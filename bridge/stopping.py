@@ -19,9 +19,12 @@ log = logging.getLogger(__name__)
 CANCEL_RETRY_S: Final = 0.1
 
 
-async def cancelled(task: asyncio.Future[Any]) -> None:
-    """Cancel `task` and wait until it has ended; cancelled again while it goes on, since Python 3.11's
-    `asyncio.wait_for` can swallow a cancellation that arrives as its inner call completes."""
+async def cancelled(task: asyncio.Future[Any], grace: float = 0.0) -> None:
+    """Cancel `task` and wait until it has ended. It has `grace` s to finish what cancelling starts (handing
+    something back), then is cancelled again while it goes on, since Python 3.11's `asyncio.wait_for` can
+    swallow a cancellation that arrives as its inner call completes."""
+    task.cancel()
+    await asyncio.wait({task}, timeout=max(grace, CANCEL_RETRY_S))
     while not task.done():
         task.cancel()
         await asyncio.wait({task}, timeout=CANCEL_RETRY_S)
