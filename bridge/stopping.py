@@ -1,7 +1,7 @@
 """Stopping in bounded time: tasks cancelled until they end, blocking stops given a bound, and a last resort.
 
 Kafka's counterpart is the shutdown of its event queues and network threads (`KafkaEventQueue.close`,
-`Shutdownable`), each joined with a bound; a thread may stay in a ZooKeeper call while ZooKeeper is away.
+`ShutdownableThread`), each joined with a bound; a thread may stay in a ZooKeeper call while ZooKeeper is away.
 """
 
 from __future__ import annotations
