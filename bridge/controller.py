@@ -199,6 +199,9 @@ class BridgeController:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
+        # The deadline of a foreground stop; lifted once the ZooKeeper client stopped (no call holds a thread).
+        self._deadline: threading.Timer | None = None
+        self._zk_client_stopped = False
         self._ready = threading.Event()
         self._changed = threading.Condition()
 
@@ -245,8 +248,15 @@ class BridgeController:
         return status
 
     def run(self) -> int:
-        """Run in the foreground until SIGTERM/SIGINT, a lost fence or a refusal; returns the exit code."""
-        return asyncio.run(self._main(install_signals=True))
+        """Run in the foreground until SIGTERM/SIGINT, a lost fence or a refusal; returns the exit code.
+
+        Its stop ends within STOP_DEADLINE_S, through the interpreter's exit too if a thread may still be in
+        a ZooKeeper call."""
+        try:
+            return asyncio.run(self._main(install_signals=True))
+        finally:
+            if self._deadline is not None and self._zk_client_stopped:
+                self._deadline.cancel()
 
     def start(self, timeout: float = 60.0) -> BridgeController:
         """Run on a background thread; returns once the listener and the status server are up."""
@@ -323,7 +333,7 @@ class BridgeController:
             code = EXIT_FAILED
         finally:
             if install_signals:  # the foreground process: a stop ends in bounded time, whatever hangs
-                stopping.exit_unless_done(STOP_DEADLINE_S, EXIT_FAILED)
+                self._deadline = stopping.exit_unless_done(STOP_DEADLINE_S, EXIT_FAILED)
             await self._shutdown()
             if self.renounced is not None:
                 code = EXIT_FAILED
@@ -850,10 +860,11 @@ class BridgeController:
         unwritten = await self.pipeline.close(SHUTDOWN_WRITES_WAIT_S)
         if self.brokers is not None:
             self.brokers.stop()
-        session = "closed"
+        session, self._zk_client_stopped = "closed", True
         if self.kazoo is not None:
             kazoo, connected = self.kazoo, self.kazoo.connected
-            if not await stopping.within(kazoo.stop, ZK_CLOSE_WAIT_S, "zk-client-stop"):
+            self._zk_client_stopped = await stopping.within(kazoo.stop, ZK_CLOSE_WAIT_S, "zk-client-stop")
+            if not self._zk_client_stopped:
                 session = f"not closed within {ZK_CLOSE_WAIT_S:.0f} s (the server expires it)"
             elif not connected:
                 session = "not closed: ZooKeeper unreachable (the server expires it)"
