@@ -889,7 +889,12 @@ class BridgeController:
                     "failed); the metadata log holds them and the next leader writes them to ZooKeeper as it "
                     "reconciles"
                 )
-        if driver is not None and driver.state != DriverState.DUAL_WRITE and driver.leadership.holds_zk_controller:
+        if (
+            driver is not None
+            and driver.fenced_reason is None  # fenced: nothing of ours to hand back
+            and driver.state != DriverState.DUAL_WRITE
+            and driver.leadership.holds_zk_controller
+        ):
             why.append(
                 f"{paths.CONTROLLER} and {paths.MIGRATION} were not handed back before DUAL_WRITE: `zk2kraft "
                 f"status` shows who holds them once ZooKeeper answers"
