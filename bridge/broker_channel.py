@@ -34,6 +34,7 @@ from bridge.kafka.client import AuthenticationFailedError, KafkaConnection, TlsH
 from bridge.kafka.protocol import api_name, describe_api
 from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.metrics import BridgeMetrics, error_name
+from bridge.stopping import cancelled
 from migrate.errors import Zk2KraftError
 from migrate.gcpause import gc_paused
 from migrate.kraft.image import MetadataImage
@@ -51,7 +52,6 @@ RETRY_BACKOFF_JITTER: Final = 0.2
 NETWORK_LOG_EVERY_S: Final = 30.0
 """While a broker stays unreachable, how often its failures are logged again (each is counted)."""
 BUILD_FAILURE_LOG_EVERY: Final = 100
-CANCEL_RETRY_S: Final = 0.1
 
 FailureKind = Literal["network", "tls", "authentication", "settings"]
 """What a failed send met: the network, a refused TLS handshake, a refused SASL login, or an endpoint whose
@@ -68,16 +68,6 @@ def retry_delay(failures: int, base_s: float, max_s: float = RETRY_BACKOFF_MAX_S
         return min(base_s, max_s)
     jitter = random.uniform(1 - RETRY_BACKOFF_JITTER, 1 + RETRY_BACKOFF_JITTER)
     return min(base_s * 2 ** (failures - 1) * jitter, max_s)
-
-
-async def cancelled(task: asyncio.Task[Any]) -> None:
-    """Cancel `task` and wait until it has ended; cancelled again while it goes on, since Python 3.11's
-    `asyncio.wait_for` can swallow a cancellation that arrives as its inner call completes."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=CANCEL_RETRY_S)
-    if not task.cancelled() and task.exception() is not None:
-        log.debug("task %s ended with %r while being stopped", task.get_name(), task.exception())
 
 
 @dataclass(frozen=True, slots=True)

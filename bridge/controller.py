@@ -28,7 +28,7 @@ from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from bridge import broker_lifecycle, metadata_fetch, standby
+from bridge import broker_lifecycle, metadata_fetch, standby, stopping
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext
 from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation
 from bridge.broker_lifecycle import BrokerLifecycle
@@ -120,7 +120,15 @@ COMMITTED_READ_KEYS = frozenset({LIST_PARTITION_REASSIGNMENTS})
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
 an expired session is set again then)."""
-SHUTDOWN_WRITES_WAIT_S = 60.0
+SHUTDOWN_WRITES_WAIT_S = 10.0
+"""On a stop, how long the dual writes in flight may take; then the stop goes on without them (the log holds
+their changes; the next leader reconciles ZooKeeper)."""
+HAND_BACK_WAIT_S = 10.0
+"""On a stop before DUAL_WRITE, how long handing ZooKeeper back (`MigrationDriver.abandon`) may take."""
+ZK_CLOSE_WAIT_S = 5.0
+"""On a stop, how long closing the ZooKeeper session may take (it cannot be closed while ZooKeeper is away)."""
+STOP_DEADLINE_S = 30.0
+"""`bridge run` ends this long after a stop began whatever still runs (exit 4, naming the threads)."""
 WAIT_FOR_BROKERS_POLL_S = 0.5
 
 
@@ -203,6 +211,9 @@ class BridgeController:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
+        # The deadline of a foreground stop; lifted once the ZooKeeper client stopped (no call holds a thread).
+        self._deadline: threading.Timer | None = None
+        self._zk_client_stopped = False
         self._ready = threading.Event()
         self._changed = threading.Condition()
 
@@ -249,8 +260,15 @@ class BridgeController:
         return status
 
     def run(self) -> int:
-        """Run in the foreground until SIGTERM/SIGINT, a lost fence or a refusal; returns the exit code."""
-        return asyncio.run(self._main(install_signals=True))
+        """Run in the foreground until SIGTERM/SIGINT, a lost fence or a refusal; returns the exit code.
+
+        Its stop ends within STOP_DEADLINE_S, through the interpreter's exit too if a thread may still be in
+        a ZooKeeper call."""
+        try:
+            return asyncio.run(self._main(install_signals=True))
+        finally:
+            if self._deadline is not None and self._zk_client_stopped:
+                self._deadline.cancel()
 
     def start(self, timeout: float = 60.0) -> BridgeController:
         """Run on a background thread; returns once the listener and the status server are up."""
@@ -326,6 +344,8 @@ class BridgeController:
             self._fail(f"{type(exc).__name__}: {exc}")
             code = EXIT_FAILED
         finally:
+            if install_signals:  # the foreground process: a stop ends in bounded time, whatever hangs
+                self._deadline = stopping.exit_unless_done(STOP_DEADLINE_S, EXIT_FAILED)
             await self._shutdown()
             if self.renounced is not None:
                 code = EXIT_FAILED
@@ -568,9 +588,7 @@ class BridgeController:
             stopper.cancel()
             task.result()
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, FencedOut, Zk2KraftError):
-            await task
+        await stopping.cancelled(task, grace=HAND_BACK_WAIT_S)
 
     async def _watch_fence(self) -> None:
         """In DUAL_WRITE: return (by raising FencedOut) as soon as another controller took ZooKeeper over.
@@ -880,6 +898,9 @@ class BridgeController:
         return EXIT_OK
 
     async def _shutdown(self) -> None:
+        """Stop in bounded time: serve nothing more, give the dual writes in flight SHUTDOWN_WRITES_WAIT_S,
+        then stop the ZooKeeper client (which ends every call still waiting for ZooKeeper) and say what
+        ZooKeeper was left without."""
         loop = asyncio.get_running_loop()
         if self._bound is not None:  # bound, never served: a refusal or failure came before serving
             bound_listener, bound_status = self._bound
@@ -892,20 +913,54 @@ class BridgeController:
                 await self.listener.stop()
         await self._stop_watcher()
         await self.channel.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await self.pipeline.close(SHUTDOWN_WRITES_WAIT_S)
+        await asyncio.gather(*(stopping.cancelled(task) for task in list(self._tasks)))
+        unwritten = await self.pipeline.close(SHUTDOWN_WRITES_WAIT_S)
         if self.brokers is not None:
             self.brokers.stop()
+        session, self._zk_client_stopped = "closed", True
+        if self.kazoo is not None:
+            kazoo, connected = self.kazoo, self.kazoo.connected
+            self._zk_client_stopped = await stopping.within(kazoo.stop, ZK_CLOSE_WAIT_S, "zk-client-stop")
+            if not self._zk_client_stopped:
+                session = f"not closed within {ZK_CLOSE_WAIT_S:.0f} s (the server expires it)"
+            elif not connected:
+                session = "not closed: ZooKeeper unreachable (the server expires it)"
+            with contextlib.suppress(Exception):
+                await loop.run_in_executor(None, kazoo.close)
         with contextlib.suppress(Exception):
             await self._close_log()
         if self.status_server is not None:
             self.status_server.stop()
-        if self.kazoo is not None:
-            kazoo = self.kazoo
-            with contextlib.suppress(Exception):
-                await loop.run_in_executor(None, kazoo.stop)
-                await loop.run_in_executor(None, kazoo.close)
+        self._log_left_behind(unwritten, session)
+
+    def _log_left_behind(self, unwritten: int, session: str) -> None:
+        """One line, when a stop could not hand everything to ZooKeeper (unreachable or slow)."""
+        driver, metadata_log = self.driver, self.log
+        missing, why = "none", []
+        if driver is not None and metadata_log is not None and driver.writes_to_zookeeper:
+            zk_offset, durable = driver.leadership.kraft_metadata_offset, metadata_log.durable_offset
+            if zk_offset < durable:
+                missing = f"{zk_offset + 1}..{durable}"
+                why.append(
+                    "ZooKeeper lacks the committed changes at these offsets (unanswered requests among them "
+                    "failed); the metadata log holds them and the next leader writes them to ZooKeeper as it "
+                    "reconciles"
+                )
+        if (
+            driver is not None
+            and driver.fenced_reason is None  # fenced: nothing of ours to hand back
+            and driver.state != DriverState.DUAL_WRITE
+            and driver.leadership.holds_zk_controller
+        ):
+            why.append(
+                f"{paths.CONTROLLER} and {paths.MIGRATION} were not handed back before DUAL_WRITE: `zk2kraft "
+                f"status` shows who holds them once ZooKeeper answers"
+            )
+        if why or unwritten:
+            log.warning(
+                "event=stopped_with_zk_behind missing_offsets=%s unwritten_dual_writes=%d zk_session=%s: %s",
+                missing, unwritten, session, "; ".join(why) or "ZooKeeper did not answer them in time",
+            )  # fmt: skip
 
     # ------------------------------------------------------------------ metrics and status
 
@@ -1200,7 +1255,9 @@ class BridgeController:
         if self.zk is not None:
             self.zk.observer = None
         if watcher is not None:
-            await asyncio.get_running_loop().run_in_executor(None, watcher.stop)
+            # Stopping, its thread is hardly waited for: it may be in a call to an unreachable ZooKeeper.
+            join_s = 0.5 if self._stop is not None and self._stop.is_set() else 10.0
+            await asyncio.get_running_loop().run_in_executor(None, watcher.stop, join_s)
         self.pipeline.release_appends()
 
     def _on_foreign_writes(self, batch: ForeignWriteBatch) -> None:

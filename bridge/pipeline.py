@@ -54,6 +54,7 @@ from bridge.driver import FencedOut, MigrationDriver
 from bridge.kafka.protocol import EncodedResponse
 from bridge.metadata_log import AppendResult, MetadataLog
 from bridge.metrics import BridgeMetrics, StuckWrite
+from bridge.stopping import cancelled
 from bridge.zk.image_slice import cut, touched_keys
 from bridge.zk.leadership import MigrationClientError, code_name
 from bridge.zk.migration_client import OneMulti, ZkBatchError
@@ -137,6 +138,7 @@ class DualWritePipeline:
         self._one_in_flight = False
         self._inflight = 0
         self._inflight_cond = threading.Condition()
+        self._closed = False  # `close` gave up on the writes in flight
         self._gate = threading.Lock()
         self._judging = False
         self._judgment: Callable[[], AbstractContextManager[Any]] | None = None
@@ -160,17 +162,25 @@ class DualWritePipeline:
         self.log, self.driver = metadata_log, driver
         metadata_log.on_writing = self._on_log_writing
 
-    async def close(self, timeout: float) -> None:
-        """Stop a repair, let the queued writes finish (up to `timeout` s), then stop the writer thread.
+    async def close(self, timeout: float) -> int:
+        """Stop a repair, let the dual writes in flight finish (up to `timeout` s), then let the writer thread
+        go; returns how many were left unwritten (their requests fail; the log holds their changes).
 
-        The queued writes belong to acknowledged or answered requests; a batch sent as one multi may still
-        need the writer thread when its reply comes.
+        The writer thread is not joined: while ZooKeeper is unreachable it may be in a call that ends only
+        when the ZooKeeper client stops. A batch sent as one multi whose reply comes later is failed then.
         """
-        for task in list(self._tasks):
-            task.cancel()
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.wait_idle, timeout)
-        await loop.run_in_executor(None, self.writer.shutdown, True)
+        await asyncio.gather(*(cancelled(task) for task in list(self._tasks)))
+        await asyncio.get_running_loop().run_in_executor(None, self.wait_idle, timeout)
+        with self._inflight_cond:
+            self._closed = True
+            left = self._inflight
+            self._inflight_cond.notify_all()  # no one waits for writes any more
+        self.writer.shutdown(wait=False, cancel_futures=True)
+        with self._queue_lock:
+            queued, self._queued_writes = self._queued_writes, []
+        if queued:
+            self._abandon_batch(queued)
+        return left
 
     async def queue_revert(self, ops: list[ZkOperation]) -> None:
         """Write `ops` (a revert of foreign writes) after every change appended before it, before any after."""
@@ -192,6 +202,8 @@ class DualWritePipeline:
         return self.driver is not None and self.driver.writes_to_zookeeper and self.failed is None
 
     def _spawn(self, work: Callable[[], Any]) -> None:
+        if self._closed:  # a write failing as the ZooKeeper client stops: the next leader reconciles
+            return
         task = asyncio.ensure_future(work())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -770,9 +782,12 @@ class DualWritePipeline:
             self._on_repaired()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Any thread but the loop's: wait until no dual write is in flight; False if `timeout` ran out."""
+        """Any thread but the loop's: wait until no dual write is in flight; False if `timeout` ran out or
+        the pipeline closed with writes left."""
         with self._inflight_cond:
-            return self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout)
+            return self._inflight_cond.wait_for(lambda: self._inflight == 0 or self._closed, timeout) and (
+                self._inflight == 0
+            )
 
     def _write_done(self) -> None:
         with self._inflight_cond:

@@ -29,7 +29,8 @@ PACKAGE_FLOORS: dict[str, frozenset[str]] = {
 # folder under bridge/ must be placed here, which is the point: docs/architecture.md has the floors.
 BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     # bottom
-    "kafka": frozenset(),
+    "stopping": frozenset(),
+    "kafka": frozenset({"stopping"}),
     "api": frozenset({"kafka"}),
     # middle: pure request logic and the brokers' side
     "brokers": frozenset({"api", "kafka"}),
@@ -41,11 +42,11 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     "metadata_log": frozenset({"api", "metadata_log_recovery"}),
     "metadata_fetch": frozenset({"api", "handlers"}),
     "driver": frozenset({"api", "zk"}),
-    "pipeline": frozenset({"api", "kafka", "metrics", "zk", "metadata_log", "driver"}),
+    "pipeline": frozenset({"api", "kafka", "metrics", "zk", "metadata_log", "driver", "stopping"}),
     "broker_lifecycle": frozenset({"api", "kafka", "brokers", "driver", "metadata_log", "pipeline"}),
-    "broker_channel": frozenset({"kafka", "brokers", "metrics"}),
+    "broker_channel": frozenset({"kafka", "brokers", "metrics", "stopping"}),
     # top: the shim and the controller process
-    "shim": frozenset({"api", "kafka", "handlers", "brokers", "metadata_fetch", "metrics"}),
+    "shim": frozenset({"api", "kafka", "handlers", "brokers", "metadata_fetch", "metrics", "stopping"}),
     "config": frozenset({"kafka"}),
     "standby": frozenset({"metadata_log"}),
     "controller": frozenset(
@@ -60,7 +61,7 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
             "metadata_fetch",
         }
         | {"driver", "pipeline", "brokers", "broker_lifecycle", "broker_channel"}
-        | {"config", "standby"}
+        | {"config", "standby", "stopping"}
     ),
 }
 
@@ -279,6 +280,11 @@ def kazoo_internal_imports(sites: list[ImportSite]) -> list[str]:
     ]
 
 
+# The standard library's public names that start with an underscore: os._exit ends a process without joining
+# its threads (the last resort of a stop that hangs).
+STDLIB_UNDERSCORED = frozenset({"_exit"})
+
+
 def foreign_private_attributes(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
     """`obj._name` where `_name` is defined nowhere in the module: another library's internals (kazoo's)."""
     out = []
@@ -302,7 +308,7 @@ def foreign_private_attributes(root: Path, packages: tuple[str, ...] = PACKAGES)
                     name = node.args[1].value
                 else:
                     continue
-                if name.startswith("_") and not name.startswith("__") and name not in own:
+                if name.startswith("_") and not name.startswith("__") and name not in own | STDLIB_UNDERSCORED:
                     out.append(
                         f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)} is not this module's"
                     )

@@ -45,6 +45,7 @@ from bridge.kafka.protocol import (
 )
 from bridge.kafka.sasl import SaslConfig
 from bridge.kafka.tls import ssl_principal
+from bridge.stopping import cancelled
 from migrate.errors import InvalidRequestError, Zk2KraftError
 
 log = logging.getLogger(__name__)
@@ -182,10 +183,7 @@ class KafkaListener:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        tasks = list(self._connections)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(cancelled(task) for task in list(self._connections)))
         # Only after the connections end: from Python 3.12 on, wait_closed also waits for them.
         if server is not None:
             await server.wait_closed()

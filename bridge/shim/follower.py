@@ -30,6 +30,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 from bridge.handlers.reads import ENDPOINT_CONTROLLERS
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
 from bridge.metadata_fetch import MAX_FETCH_SIZE_BYTES, METADATA_PARTITION, METADATA_TOPIC
+from bridge.stopping import cancelled
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.kraft.batch import iter_kraft_batches
@@ -150,10 +151,8 @@ class MetadataFollower:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        # Python 3.11's wait_for can swallow a cancel that lands as its inner wait ends: cancel until done.
-        while task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=0.1)
+        if task is not None:
+            await cancelled(task)
         await self._drop_connection()
 
     def wake(self) -> None:

@@ -100,9 +100,10 @@ class ZkBrokerRegistry:
         return self
 
     def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-            self.client.remove_listener(self._on_state)
+        """Publish nothing more. Takes no lock: a watch callback may hold it in a ZooKeeper call that only
+        returns once the client is stopped (ZooKeeper unreachable); every callback checks `_stopped` first."""
+        self._stopped = True
+        self.client.remove_listener(self._on_state)
 
     def with_brokers(self, image: MetadataImage) -> MetadataImage:
         """`image` as handlers see it: the ZooKeeper brokers appear registered (see the module docstring)."""

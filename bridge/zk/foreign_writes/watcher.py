@@ -193,13 +193,14 @@ class ForeignWriteWatcher:
             self._put(_RESCAN)
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop judging; waits up to `timeout` s for the thread (it may be in a call to an unreachable ZooKeeper)."""
         if self._thread is None:
             return
         self._stopped.set()
         self.client.remove_listener(self._on_state)
         self._put(_STOP)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout)
         self._thread = None
 
     def __enter__(self) -> ForeignWriteWatcher:
