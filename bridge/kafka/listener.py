@@ -17,6 +17,7 @@ import re
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -147,6 +148,7 @@ class KafkaListener:
         self.backlog = backlog
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._answering = 0  # requests being answered now (read, not yet written back)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -178,11 +180,15 @@ class KafkaListener:
         )
         return self.port
 
-    async def stop(self) -> None:
-        """Stop accepting, close every open connection and wait for their tasks to end."""
+    async def stop(self, answer_within_s: float = 0.0) -> None:
+        """Stop accepting, let requests being answered finish for up to `answer_within_s`, then close every
+        open connection and wait for their tasks to end."""
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        deadline = time.monotonic() + answer_within_s
+        while self._answering and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         await asyncio.gather(*(cancelled(task) for task in list(self._connections)))
         # Only after the connections end: from Python 3.12 on, wait_closed also waits for them.
         if server is not None:
@@ -228,9 +234,13 @@ class KafkaListener:
                     payload = await read_frame(reader, self.max_request_bytes, source)
                 if payload is None:
                     break
-                response = await self._answer(peer, payload, source, principal, local)
-                if response is not None:
-                    await write_frame(writer, response)
+                self._answering += 1
+                try:
+                    response = await self._answer(peer, payload, source, principal, local)
+                    if response is not None:
+                        await write_frame(writer, response)
+                finally:
+                    self._answering -= 1
         except Zk2KraftError as exc:
             # Decode errors already start with `source`; say it once.
             log.warning("closing %s: %s", source, str(exc).removeprefix(source).lstrip(": "))
