@@ -262,7 +262,9 @@ class DualWritePipeline:
                 self._enqueue_write(item)
         self.metrics.set_offsets(log_end_offset=last)
         try:
-            if items:
+            if len(items) == 1:  # the usual change: one batch
+                await items[0].done
+            elif items:
                 await asyncio.gather(*(item.done for item in items))
             else:  # before ZooKeeper is written (registrations while waiting for brokers): durable is enough
                 await asyncio.gather(*(asyncio.wrap_future(future) for future in durable))
