@@ -223,7 +223,7 @@ class BrokerLifecycle:
         if register_offset is None or self.cluster.check_broker_epoch(image, broker_id, request.broker_epoch):
             return False  # answered with its error
         current, following = self.cluster.heartbeats.calculate_next_state(
-            request, register_offset, lambda: self.replication.has_leaderships(image, broker_id)
+            request, register_offset, lambda: self.replication.has_leaderships(image, broker_id), quiet=True
         )
         if current is not following:
             return True

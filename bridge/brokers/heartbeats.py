@@ -217,16 +217,20 @@ class BrokerHeartbeatManager:
         request: HeartbeatRequest,
         register_broker_record_offset: int,
         has_leaderships: Callable[[], bool],
+        *,
+        quiet: bool = False,
     ) -> tuple[BrokerControlState, BrokerControlState]:
-        """BrokerHeartbeatManager.calculateNextBrokerState: (current state, next state)."""
+        """BrokerHeartbeatManager.calculateNextBrokerState: (current state, next state); `quiet` for a look
+        ahead that logs nothing (the decision is logged when it is taken)."""
+        info = (lambda *_args: None) if quiet else log.info
         broker_id = request.broker_id
         current = self.current_state(broker_id)
         if current is BrokerControlState.FENCED:
             if request.want_shut_down:
-                log.info("Fenced broker %d has requested and been granted an immediate shutdown.", broker_id)
+                info("Fenced broker %d has requested and been granted an immediate shutdown.", broker_id)
                 return current, BrokerControlState.SHUTDOWN_NOW
             if not request.want_fence and request.current_metadata_offset >= register_broker_record_offset:
-                log.info(
+                info(
                     "Broker %d is unfenced: it has caught up with the offset %d of its registration.",
                     broker_id,
                     register_broker_record_offset,
@@ -237,11 +241,11 @@ class BrokerHeartbeatManager:
             if request.want_fence:
                 if request.want_shut_down:
                     return current, BrokerControlState.SHUTDOWN_NOW
-                log.info("Unfenced broker %d has requested and been granted fencing.", broker_id)
+                info("Unfenced broker %d has requested and been granted fencing.", broker_id)
                 return current, BrokerControlState.FENCED
             if request.want_shut_down:
                 if has_leaderships():
-                    log.info("Broker %d has requested and been granted a controlled shutdown.", broker_id)
+                    info("Broker %d has requested and been granted a controlled shutdown.", broker_id)
                     return current, BrokerControlState.CONTROLLED_SHUTDOWN
                 return current, BrokerControlState.SHUTDOWN_NOW
             return current, BrokerControlState.UNFENCED
@@ -250,7 +254,7 @@ class BrokerHeartbeatManager:
             return current, BrokerControlState.CONTROLLED_SHUTDOWN
         broker = self._state_or_raise(broker_id)
         if broker.controlled_shutdown_offset <= self.lowest_active_offset():
-            log.info(
+            info(
                 "Broker %d may shut down: every active broker has passed its shutdown records.", broker_id
             )
             return current, BrokerControlState.SHUTDOWN_NOW
