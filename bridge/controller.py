@@ -117,8 +117,8 @@ READ_ONLY_KEYS = frozenset(
 COMMITTED_READ_KEYS = frozenset({LIST_PARTITION_REASSIGNMENTS})
 """Reads Kafka answers at the last committed offset: answered once what they read is durable."""
 
-RENOUNCE_ANSWER_S = 2.0
-"""How long a renouncing controller lets requests already failed NOT_CONTROLLER be written back."""
+LEADERSHIP_LOST_ANSWER_S = 2.0
+"""How long a controller that renounced or was fenced lets the requests it fails NOT_CONTROLLER be answered."""
 FENCE_RECHECK_S = 5.0
 """In DUAL_WRITE, how often the leadership znodes are read again besides their watches (a watch lost with
 an expired session is set again then)."""
@@ -911,8 +911,9 @@ class BridgeController:
             if bound_status is not None:
                 bound_status.stop()
         if self.listener is not None:
-            # A renouncing controller answers what it failed NOT_CONTROLLER (brokers retry elsewhere at once).
-            grace = RENOUNCE_ANSWER_S if self.renounced is not None else 0.0
+            # A controller that renounced or was fenced answers what it failed NOT_CONTROLLER (Kafka fails its
+            # pending events so), and brokers retry elsewhere at once instead of after a dropped connection.
+            grace = LEADERSHIP_LOST_ANSWER_S if self.renounced is not None or self.fenced else 0.0
             with contextlib.suppress(Exception):
                 await self.listener.stop(answer_within_s=grace)
         await self._stop_watcher()

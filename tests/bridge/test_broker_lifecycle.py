@@ -18,7 +18,9 @@ import pytest
 from kazoo.client import KazooClient
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.api_versions.v4 import request as api_versions_v4
+from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i64
 
 from bridge import pipeline
 from bridge.api import DriverState
@@ -791,3 +793,26 @@ def test_registrations_held_together_get_the_offsets_of_their_own_records_as_epo
     registered = image(bridge).cluster.brokers
     assert sorted(epochs) == sorted(registered[b].epoch for b in (4, 5))
     assert all(registered[b].register_record_offset == registered[b].epoch for b in (4, 5))
+
+
+def test_a_heartbeat_whose_change_meets_a_fenced_controller_is_answered_not_controller(
+    bridge: BridgeController, brokers: dict[int, SimulatedZkBroker], zk_client: KazooClient
+) -> None:
+    """Broker 2's controlled-shutdown heartbeat waits behind held appends while another controller takes
+    ZooKeeper over: it is answered NOT_CONTROLLER (the broker looks for the new controller at once), never
+    UNKNOWN_SERVER_ERROR or a dropped connection."""
+    eventually(lambda: all_unfenced(bridge), timeout=20)
+    eventually(lambda: not any(b.view.is_fenced for b in brokers.values()), timeout=20)
+    shutdown = heartbeat_v1.BrokerHeartbeatRequest(
+        broker_id=i32(2), broker_epoch=i64(brokers[2].view.broker_epoch),
+        current_metadata_offset=i64(brokers[2].applied_offset()), want_fence=False, want_shut_down=True,
+    )  # fmt: skip
+    with ThreadPoolExecutor(1) as pool:
+        with appends_held(bridge):
+            answer = pool.submit(send_request_sync, "127.0.0.1", bridge.listen_port, shutdown)
+            eventually(lambda: bridge.pipeline.events_waiting == 1)
+            data, _stat = zk_client.get(paths.CONTROLLER_EPOCH)
+            zk_client.set(paths.CONTROLLER_EPOCH, str(int(data) + 1).encode())  # another controller's claim
+            eventually(lambda: bridge.fenced)
+        assert answer.result(30).error_code == ErrorCode.not_controller
+    assert not image(bridge).cluster.brokers[2].in_controlled_shutdown
