@@ -20,14 +20,13 @@ from kio.static.primitive import i32Timedelta
 # ClusterControlManager.isActive lives with the brokers; handlers keep importing it from here.
 from bridge.brokers.cluster import ClusterControl
 from bridge.brokers.partition_change import is_active as is_active
+from bridge.brokers.replication import MAX_RECORDS_PER_USER_OP as MAX_RECORDS_PER_USER_OP
 from migrate.kraft.image import MetadataImage
 
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka's Uuid.METADATA_TOPIC_ID (Uuid(0, 1)): never handed out as a topic id.
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
-# QuorumController.MAX_RECORDS_PER_USER_OP: a user operation producing more records fails as a whole.
-MAX_RECORDS_PER_USER_OP = 10_000
 
 
 @functools.cache
