@@ -73,6 +73,14 @@ def _listener_name(_ctx: click.Context, _param: click.Parameter, value: str) -> 
     return value
 
 
+def _controller_listener_names(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    for name in value.split(","):
+        problem = listener_name_problem(name)
+        if problem is not None:
+            raise click.BadParameter(f"the name {name!r} {problem}", param_hint="--controller-listener-names")
+    return value
+
+
 def inter_broker_options(func: Any) -> Any:
     """--inter-broker-*: how the channel reaches the brokers' inter-broker listener (Kafka's client side of it)."""
     options = [
@@ -325,6 +333,14 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     "with an unclean election (a replica outside the ISR becomes leader, losing what it lacks), only for "
     "topics with unclean.leader.election.enable=true (topic or broker config).",
 )
+@click.option(
+    "--controller-listener-names",
+    default="CONTROLLER",
+    show_default=True,
+    callback=_controller_listener_names,
+    help="Kafka's controller.listener.names, as the brokers' configs give it (comma-separated): DescribeQuorum "
+    "names this voter's endpoint after the first, as a Kafka controller with a static voter set does.",
+)
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -350,6 +366,7 @@ def run_cmd(
     auto_leader_rebalance_enable: bool,
     leader_imbalance_check_interval_seconds: int,
     unclean_leader_election_interval_ms: int,
+    controller_listener_names: str,
     no_fsync: bool,
     verbose: bool,
     **security: Any,
@@ -434,6 +451,7 @@ def run_cmd(
             auto_leader_rebalance_enable=auto_leader_rebalance_enable,
             leader_imbalance_check_interval_s=leader_imbalance_check_interval_seconds,
             unclean_leader_election_interval_ms=unclean_leader_election_interval_ms,
+            controller_listener_names=controller_listener_names,
         )
     )
     controller = BridgeController(config)

@@ -233,6 +233,16 @@ def test_leader_balancing_and_unclean_retries_are_options_with_kafkas_names_and_
         assert setting in shown
 
 
+def test_controller_listener_names_as_the_brokers_give_them_name_the_voter_and_a_bad_name_is_refused(
+    tmp_path: Path, told: list[BridgeConfig]
+) -> None:
+    assert run(tmp_path).exit_code == 0
+    assert told[0].controller_listener_name == "CONTROLLER"
+    assert run(tmp_path, "--controller-listener-names", "QUORUM,SECOND").exit_code == 0
+    assert told[1].controller_listener_name == "QUORUM"
+    refused(run(tmp_path, "--controller-listener-names", "QUORUM,BAD NAME"), tmp_path, "--controller-listener-names")
+
+
 def test_help_lists_every_state_what_brokers_need_and_the_default_status_port() -> None:
     shown = " ".join(CliRunner().invoke(cli, ["bridge", "run", "--help"], terminal_width=200).output.split())
     states = [
