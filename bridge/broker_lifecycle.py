@@ -40,7 +40,7 @@ from bridge.driver import FencedOut, MigrationDriver
 from bridge.kafka.protocol import response_class
 from bridge.metadata_log import MetadataLog
 from bridge.pipeline import Change, ControllerFailed, DualWritePipeline
-from migrate.errors import Zk2KraftError
+from migrate.errors import Zk2KraftError, error_text
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState
 
@@ -133,6 +133,7 @@ class BrokerLifecycle:
             and driver is not None
             and driver.fenced_reason is None
             and driver.state not in (DriverState.UNINITIALIZED, DriverState.INACTIVE)
+            and self.pipeline.failed is None
         )
 
     async def register(self, body: Any, version: int) -> Any:
@@ -196,7 +197,7 @@ class BrokerLifecycle:
                 should_shut_down=reply.should_shut_down,
             )  # fmt: skip
             after: Callable[[int], None] | None = None
-            if result.in_controlled_shutdown and result.records:
+            if result.in_controlled_shutdown:  # processBatchEndOffset, also at the highest pending offset
 
                 def after(last: int) -> None:
                     self.cluster.heartbeats.maybe_update_controlled_shutdown_offset(request.broker_id, last)
@@ -206,9 +207,16 @@ class BrokerLifecycle:
         assert self.log is not None
         image = self.log.image
         if not self._changes_state(image, request, offline):
-            # Nothing to append: answered now, never behind held appends or a pending write (KAFKA-15441).
+            # Nothing to append: answered without waiting for held appends or a ZooKeeper write (KAFKA-15441),
+            # once what it read is committed (Kafka defers it to the highest pending offset).
             value, change = generate(image)
             if not change.records:
+                if change.on_appended is not None:
+                    change.on_appended(self.log.end_offset - 1)
+                try:
+                    await self.pipeline.committed()
+                except ControllerFailed:
+                    return answer(ErrorCode.not_controller)
                 return value
         else:
             # The session stays alive while the change waits for its turn (processExpiredBrokerHeartbeat).
@@ -398,9 +406,10 @@ class BrokerLifecycle:
         def appended(last: int) -> None:
             if after is not None:
                 after(last)
-            self.on_change()
+            if records:
+                self.on_change()
 
-        return Change(records, atomic=False, on_appended=appended)
+        return Change(records, atomic=False, on_appended=appended if records or after is not None else None)
 
     async def _event(
         self, generate: Callable[[MetadataImage], tuple[T, Change]], what: str
@@ -411,6 +420,9 @@ class BrokerLifecycle:
         except (FencedOut, ControllerFailed) as exc:
             log.warning("%s not committed: %s", what, exc)
             return ErrorCode.not_controller
-        except Exception:
+        except Exception as exc:
+            # Its generation may have moved the in-memory broker state: renounce, as Kafka does on a
+            # non-API exception in a write event.
             log.exception("%s: committing its records failed", what)
-            return ErrorCode.unknown_server_error
+            self.pipeline.renounce(f"{what} failed unexpectedly: {error_text(exc)}")
+            return ErrorCode.not_controller

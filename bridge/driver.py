@@ -33,7 +33,7 @@ from bridge.zk.leadership import (
 from bridge.zk.migration_client import OneMulti, PreparedOps, ZkBatchError, ZkMigrationClient
 from bridge.zk.operations import ZkOperation
 from bridge.zk.planner import count_op_types, describe, format_op_counts, plan_reconciliation, summarize
-from migrate.errors import InvalidRequestError, Zk2KraftError
+from migrate.errors import InvalidRequestError, Zk2KraftError, error_text
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.activation import bootstrap_records, bootstrap_transaction
 from migrate.kraft.image import MetadataImage
@@ -282,6 +282,8 @@ class MigrationDriver:
         self.migration: MigrationOutcome | None = None
         self.reconciliation_ops: list[ZkOperation] = []
         self.zk_sync_planned = False
+        self.zk_sync_failed: str | None = None
+        """Why SYNC_KRAFT_TO_ZK's writes failed: ZooKeeper misses changes no later dual write may paper over."""
         """SYNC_KRAFT_TO_ZK planned its writes: later changes go to ZooKeeper through the pipeline."""
         self.migration_before: bytes | None = None
         """`/migration` as it was before this driver read (or created) it; None: absent."""
@@ -595,8 +597,13 @@ class MigrationDriver:
     # ------------------------------------------------------------------ writes (on the writer thread)
 
     def _apply_when_durable(self, ops: Sequence[ZkOperation], offset: int, epoch: int) -> None:
-        self.log.wait_durable(offset)
-        self.apply_ops(ops, offset, epoch, "snapshot")
+        try:
+            self.log.wait_durable(offset)
+            self.apply_ops(ops, offset, epoch, "snapshot")
+        except BaseException as exc:
+            # The dual writes queued behind it must not record offsets over a partial reconciliation.
+            self.zk_sync_failed = error_text(exc)
+            raise
 
     def prepare_ops(self, ops: Sequence[ZkOperation]) -> PreparedOps | None:
         """Plan `ops` for `apply_ops` ahead of time (writer thread, while the log fsyncs); None: plan then."""

@@ -222,9 +222,13 @@ class DualWritePipeline:
         assert metadata_log is not None and driver is not None and self._appends_open is not None
         self.events_waiting += 1
         try:
-            while not self._appends_open.is_set():  # a repair of ZooKeeper is under way
-                await self._appends_open.wait()
-            await self._enter_append()
+            while True:
+                while not self._appends_open.is_set():  # a repair of ZooKeeper is under way
+                    await self._appends_open.wait()
+                await self._enter_append()
+                if self._appends_open.is_set():  # no repair began while a judgment held the append
+                    break
+                self._gate.release()
         finally:
             self.events_waiting -= 1
         items: list[_QueuedWrite] = []
@@ -234,9 +238,13 @@ class DualWritePipeline:
             self._check_writable(driver)
             value, change = generate(metadata_log.image)
             if not change.records:
-                return value, None
+                if change.on_appended is not None:  # Kafka's processBatchEndOffset with the highest pending offset
+                    self._replay_hooks([], metadata_log.end_offset - 1, metadata_log, change.on_appended)
+                nothing_appended = True
+            else:
+                nothing_appended = False
             to_zookeeper = driver.writes_to_zookeeper
-            for chunk in change.chunks():
+            for chunk in change.chunks() if not nothing_appended else []:
                 appended, before, after = self._append(metadata_log, chunk, to_zookeeper, first=not durable)
                 durable.append(appended.durable)
                 last = int(appended.last_offset)
@@ -260,6 +268,11 @@ class DualWritePipeline:
             # between), also the batches before a later one failed: they are answered and counted down.
             for item in items:
                 self._enqueue_write(item)
+        if nothing_appended:
+            # Answered once what it read is committed, as Kafka defers an event without records to the highest
+            # pending offset (a second CreateTopics never reports a topic the log could still lose).
+            await self.committed()
+            return value, None
         self.metrics.set_offsets(log_end_offset=last)
         try:
             if len(items) == 1:  # the usual change: one batch
@@ -311,11 +324,11 @@ class DualWritePipeline:
         except InvalidRequestError:
             if first:  # refused before anything was replayed: the request fails, the log is fine
                 raise
-            self._fail_commits(f"a later batch of one change was refused by {metadata_log.partition_dir}")
+            self.renounce(f"a later batch of one change was refused by {metadata_log.partition_dir}")
             raise ControllerFailed(self.failed or "") from None
         except Exception as exc:
             # Replayed in part, or the log failed before: the image is no longer the log's (Kafka renounces).
-            self._fail_commits(f"appending to {metadata_log.partition_dir} failed: {error_text(exc)}")
+            self.renounce(f"appending to {metadata_log.partition_dir} failed: {error_text(exc)}")
             raise ControllerFailed(self.failed or "") from exc
         appended.durable.add_done_callback(self._on_durable)
         self.last_appended = appended
@@ -339,7 +352,7 @@ class DualWritePipeline:
                     hook(records, offset)
         except Exception as exc:
             log.exception("following the append at offset %d in memory failed", offset)
-            self._fail_commits(
+            self.renounce(
                 f"following the append at offset {offset} of {metadata_log.partition_dir} in memory failed: "
                 f"{error_text(exc)}"
             )
@@ -349,9 +362,9 @@ class DualWritePipeline:
         """Log writer thread: a write or fsync that failed is fatal to this controller."""
         error = durable.exception()
         if error is not None and self.log is not None:
-            self._fail_commits(f"writing {self.log.partition_dir} failed: {error_text(error)}")
+            self.renounce(f"writing {self.log.partition_dir} failed: {error_text(error)}")
 
-    def _fail_commits(self, reason: str) -> None:
+    def renounce(self, reason: str) -> None:
         """Any thread: the log takes no more appends; stop committing and tell the controller (once)."""
         with self._queue_lock:
             if self.failed is not None:
@@ -388,7 +401,13 @@ class DualWritePipeline:
             schedule = ready and not self._drain_scheduled and not self._one_in_flight
             self._drain_scheduled |= schedule
         if schedule:
-            self.writer.submit(self._drain_writes)
+            try:
+                self.writer.submit(self._drain_writes)
+            except RuntimeError:  # closed: the writes left are the next leader's to reconcile
+                with self._queue_lock:
+                    self._queued_writes.remove(item)
+                    self._drain_scheduled = False
+                self._abandon_batch([item])
         elif not ready and item.appended is not None:
             # A write that fails never starts its fsync: the writer thread must hear of the batch anyway.
             item.appended.durable.add_done_callback(lambda _durable: self._on_log_writing())
@@ -464,6 +483,9 @@ class DualWritePipeline:
         except BaseException as exc:  # a defect: answer every request with it rather than leave them hanging
             log.exception("dual write of %d batch(es) failed unexpectedly", len(batch))
             errors = [exc] * len(batch)
+            if any(item.appended is not None for item in batch):
+                # Committed changes ZooKeeper may lack: no later offset is recorded until a repair lands.
+                self._zk_write_failed(f"dual write failed unexpectedly: {error_text(exc)}")
         finally:
             if not sent:
                 for _ in batch:
@@ -491,6 +513,7 @@ class DualWritePipeline:
             one_multi
             and last is not None
             and self.zk_out_of_sync is None
+            and driver.zk_sync_failed is None
             and all(item.appended is not None for item in batch)
         ):
             # Built and encoded ready to send before the fsync returns.
@@ -513,7 +536,7 @@ class DualWritePipeline:
         state = driver.leadership
         # A batch of reverts only leaves the offset; while ZooKeeper misses an earlier change, no offset is
         # recorded until the repair.
-        record_offset = bool(commits) and self.zk_out_of_sync is None
+        record_offset = bool(commits) and self.zk_out_of_sync is None and driver.zk_sync_failed is None
         offset, epoch = state.kraft_metadata_offset, state.kraft_metadata_epoch
         if commits:
             offset, epoch = commits[-1].last_offset, written[-1].epoch

@@ -577,6 +577,10 @@ def test_a_fence_larger_than_one_batch_is_appended_in_chunks_and_lands_whole(
     assert len(changed) > 10, "broker 1 is in many ISRs of the real cluster"
     brokers[1].kill()
     eventually(lambda: image(bridge).cluster.brokers[1].fenced, timeout=SESSION_TIMEOUT_MS / 1000 + 10)
+    metadata_log = bridge.log
+    assert metadata_log is not None
+    end = metadata_log.end_offset - 1
+    eventually(lambda: metadata_log.durable_offset >= end)  # the image has the fence as soon as it is appended
     batches: dict[int, list[str]] = {}
     for entry in iter_log_dir(tmp_path / "meta", start_offset=fence_start):
         batches.setdefault(entry.batch_position, []).append(type(entry.record).__name__)
