@@ -287,6 +287,42 @@ def test_a_change_the_log_failed_to_write_is_refused_and_the_controller_renounce
     assert zookeeper_state(zk_connect) == before
 
 
+def test_a_dual_write_that_fails_unexpectedly_is_repaired_and_records_no_later_offset_meanwhile(
+    bridge: BridgeController, zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A defect in the writer thread (here: building the ZooKeeper multi) fails that request, and ZooKeeper is
+    reconciled with the log: /migration never names an offset past a change ZooKeeper lacks."""
+    assert bridge.driver is not None
+    driver = bridge.driver
+    built = driver.prepare_ops
+    failures = 0
+
+    def defect_once(ops: Any) -> Any:
+        nonlocal failures
+        if failures == 0:
+            failures += 1
+            raise RuntimeError("a writer defect")
+        return built(ops)
+
+    monkeypatch.setattr(driver, "prepare_ops", defect_once)
+    port = bridge.listen_port
+    refused = send_request_sync(
+        "127.0.0.1", port, incremental(TOPIC, "current_stock", ("retention.ms", SET, "2468"))
+    )
+    assert failures == 1
+    assert [r.error_code for r in refused.responses] == [ErrorCode.unknown_server_error]
+    assert bridge.zk_out_of_sync is not None or bridge.pipeline._repairing  # a repair, not a silent gap
+    later = send_request_sync("127.0.0.1", port, incremental(TOPIC, "current_stock", ("cleanup.policy", SET, "compact")))
+    assert [r.error_code for r in later.responses] == [ErrorCode.none]
+    assert bridge.log is not None
+    log_end = bridge.log.end_offset - 1
+    # The repair writes the first change to ZooKeeper; only then does /migration name the log's end.
+    eventually(lambda: bridge.status().zk_metadata_offset == log_end and bridge.zk_out_of_sync is None, 30)
+    znodes = assert_log_image_and_zookeeper_agree(bridge, zk_connect)
+    config = json.loads(znodes["/config/topics/current_stock"] or b"{}")["config"]
+    assert (config["retention.ms"], config["cleanup.policy"]) == ("2468", "compact")
+
+
 def test_a_change_whose_dual_write_cannot_be_planned_is_refused_and_zookeeper_is_repaired(
     bridge: BridgeController, zk_connect: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
