@@ -237,31 +237,30 @@ class DualWritePipeline:
         try:
             self._check_writable(driver)
             value, change = generate(metadata_log.image)
-            if not change.records:
-                if change.on_appended is not None:  # Kafka's processBatchEndOffset with the highest pending offset
+            nothing_appended = not change.records
+            if nothing_appended:
+                if change.on_appended is not None:  # Kafka's processBatchEndOffset at the highest pending offset
                     self._replay_hooks([], metadata_log.end_offset - 1, metadata_log, change.on_appended)
-                nothing_appended = True
             else:
-                nothing_appended = False
-            to_zookeeper = driver.writes_to_zookeeper
-            for chunk in change.chunks() if not nothing_appended else []:
-                appended, before, after = self._append(metadata_log, chunk, to_zookeeper, first=not durable)
-                durable.append(appended.durable)
-                last = int(appended.last_offset)
-                if to_zookeeper:
-                    with self._inflight_cond:
-                        self._inflight += 1
-                    items.append(
-                        _QueuedWrite(
-                            appended, [], metadata_log.leader_epoch, self._new_future(),
-                            change.encoded, (before, after),
-                            None if self.on_published is None
-                            else PublishedBatch(chunk, before, after, last, metadata_log.image),
-                        )
-                    )  # fmt: skip
-                self._replay_hooks(chunk, int(appended.base_offset), metadata_log)
-            if change.on_appended is not None:
-                self._replay_hooks(chunk, last, metadata_log, change.on_appended)
+                to_zookeeper = driver.writes_to_zookeeper
+                for chunk in change.chunks():
+                    appended, before, after = self._append(metadata_log, chunk, to_zookeeper, first=not durable)
+                    durable.append(appended.durable)
+                    last = int(appended.last_offset)
+                    if to_zookeeper:
+                        with self._inflight_cond:
+                            self._inflight += 1
+                        items.append(
+                            _QueuedWrite(
+                                appended, [], metadata_log.leader_epoch, self._new_future(),
+                                change.encoded, (before, after),
+                                None if self.on_published is None
+                                else PublishedBatch(chunk, before, after, last, metadata_log.image),
+                            )
+                        )  # fmt: skip
+                    self._replay_hooks(chunk, int(appended.base_offset), metadata_log)
+                if change.on_appended is not None:
+                    self._replay_hooks(change.records, last, metadata_log, change.on_appended)
         finally:
             self._gate.release()
             # Queued in log order (appends and this queue only move on the event loop, with no await

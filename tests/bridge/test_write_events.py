@@ -23,6 +23,7 @@ from bridge.controller import BridgeController
 from bridge.driver import MigrationDriver
 from bridge.kafka.client import send_request_sync
 from bridge.metadata_log import MetadataLog
+from bridge.pipeline import Change
 from migrate.zk import paths
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
@@ -153,3 +154,16 @@ def test_a_change_taken_while_zookeeper_is_reconciled_is_never_named_in_migratio
 def migration_offset(zk_client: KazooClient) -> int:
     data, stat = zk_client.get(paths.MIGRATION)
     return decode_migration(paths.MIGRATION, data, zk_version=stat.version).kraft_metadata_offset
+
+
+def test_an_event_that_appends_nothing_still_runs_its_hook_at_the_highest_pending_offset(
+    bridge: BridgeController,
+) -> None:
+    """Kafka's processBatchEndOffset for an event without records: the hook hears the log's last offset, and
+    nothing is appended."""
+    assert bridge.log is not None and bridge._loop is not None
+    end = bridge.log.end_offset
+    heard: list[int] = []
+    event = bridge.pipeline.write(lambda _image: ("answer", Change([], on_appended=heard.append)))
+    value, last = asyncio.run_coroutine_threadsafe(event, bridge._loop).result(30)
+    assert (value, last, heard, bridge.log.end_offset) == ("answer", None, [end - 1], end)
