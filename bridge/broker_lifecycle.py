@@ -211,9 +211,8 @@ class BrokerLifecycle:
             # once what it read is committed (Kafka defers it to the highest pending offset).
             value, change = generate(image)
             if not change.records:
-                if change.on_appended is not None:
-                    change.on_appended(self.log.end_offset - 1)
                 try:
+                    self.pipeline.appended_nothing(change)
                     await self.pipeline.committed()
                 except ControllerFailed:
                     return answer(ErrorCode.not_controller)

@@ -325,8 +325,6 @@ class BridgeController:
         code = EXIT_FAILED
         try:
             code = await self._serve()
-            if self.renounced is not None:
-                code = EXIT_FAILED
         except standby.Stopped:
             code = EXIT_OK
         except MigrationMismatchError as exc:

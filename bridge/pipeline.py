@@ -5,7 +5,7 @@ KRaftMigrationZkWriter on each metadata delta), fused here with the controller's
 
 Threads, and what each runs here:
 
-- **The event loop** (the controller's): `commit` (cut the image slices, append, queue the batch),
+- **The event loop** (the controller's): `write` (one write event: compute, cut the image slices, append, queue the batch),
   `queue_revert`, the judging of a one-multi reply (`_one_answered`) and its bookkeeping (`_one_landed`),
   the repair (`_repair_zookeeper`), and encoding the responses ahead while ZooKeeper works.
 - **The log writer** (`MetadataLog`'s thread): `_on_log_writing` as each fsync starts (it wakes the
@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from kazoo.exceptions import KazooException
@@ -102,8 +103,8 @@ class Change:
 class DualWritePipeline:
     """Commits of the controller: appended, made durable, written to ZooKeeper, then answered, in log order.
 
-    Public surface: `start`, `attach` (the log and driver of the current leadership), `commit`,
-    `queue_revert`, `hold_appends` / `judged_by` / `release_appends` (the foreign-write watcher's hold),
+    Public surface: `start`, `attach` (the log and driver of the current leadership), `write` (one write
+    event), `appended_nothing` and `committed` (for answers without records), `renounce`, `queue_revert`, `hold_appends` / `judged_by` / `release_appends` (the foreign-write watcher's hold),
     `wait_idle`, `close`, and `writer` (the ZooKeeper writer thread, for the driver).
     """
 
@@ -239,8 +240,7 @@ class DualWritePipeline:
             value, change = generate(metadata_log.image)
             nothing_appended = not change.records
             if nothing_appended:
-                if change.on_appended is not None:  # Kafka's processBatchEndOffset at the highest pending offset
-                    self._replay_hooks([], metadata_log.end_offset - 1, metadata_log, change.on_appended)
+                self.appended_nothing(change)
             else:
                 to_zookeeper = driver.writes_to_zookeeper
                 for chunk in change.chunks():
@@ -258,9 +258,10 @@ class DualWritePipeline:
                                 else PublishedBatch(chunk, before, after, last, metadata_log.image),
                             )
                         )  # fmt: skip
-                    self._replay_hooks(chunk, int(appended.base_offset), metadata_log)
+                    base = int(appended.base_offset)
+                    self._follow_in_memory(partial(self._run_appended_hooks, chunk, base), base, metadata_log)
                 if change.on_appended is not None:
-                    self._replay_hooks(change.records, last, metadata_log, change.on_appended)
+                    self._follow_in_memory(partial(change.on_appended, last), last, metadata_log)
         finally:
             self._gate.release()
             # Queued in log order (appends and this queue only move on the event loop, with no await
@@ -299,12 +300,6 @@ class DualWritePipeline:
         except Exception as exc:
             raise ControllerFailed(self.failed or error_text(exc)) from exc
 
-    async def commit(self, records: list[RecordAndVersion], encoded: EncodedResponse | None = None) -> int:
-        """Append `records` (computed by the caller in the same step, with no await since) and write them through."""
-        _none, last = await self.write(lambda _image: (None, Change(records, encoded=encoded)))
-        assert last is not None
-        return last
-
     def _check_writable(self, driver: MigrationDriver) -> None:
         """Refuse a write event of a controller that failed, was fenced, or does not hold the migration yet."""
         if self.failed is not None:
@@ -334,21 +329,23 @@ class DualWritePipeline:
         after = cut(metadata_log.image, keys) if keys is not None else metadata_log.image
         return appended, before, after
 
-    def _replay_hooks(
-        self,
-        records: list[RecordAndVersion],
-        offset: int,
-        metadata_log: MetadataLog,
-        only: Callable[[int], None] | None = None,
-    ) -> None:
-        """Follow an append in memory (`on_appended` hooks with the base offset, or `only` with the last one);
-        a failure leaves memory behind the log, which is fatal as a replay failure is in Kafka."""
+    def appended_nothing(self, change: Change) -> None:
+        """Event loop: a change without records still runs its hook, at the highest pending offset (Kafka's
+        processBatchEndOffset for an event that appended nothing)."""
+        metadata_log = self.log
+        if change.on_appended is not None and metadata_log is not None:
+            last = metadata_log.end_offset - 1
+            self._follow_in_memory(partial(change.on_appended, last), last, metadata_log)
+
+    def _run_appended_hooks(self, records: list[RecordAndVersion], base_offset: int) -> None:
+        for hook in self.on_appended:
+            hook(records, base_offset)
+
+    def _follow_in_memory(self, follow: Callable[[], None], offset: int, metadata_log: MetadataLog) -> None:
+        """Run `follow`, which keeps memory beside the log at `offset`; a failure leaves memory behind the log,
+        which is fatal as a replay failure is in Kafka."""
         try:
-            if only is not None:
-                only(offset)
-            else:
-                for hook in self.on_appended:
-                    hook(records, offset)
+            follow()
         except Exception as exc:
             log.exception("following the append at offset %d in memory failed", offset)
             self.renounce(
