@@ -6,6 +6,7 @@ Against a real ZooKeeper seeded with the real Kafka 3.5 cluster's tree (brokers 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -489,69 +490,80 @@ def patient_zk(tmp_path: Path, real_tree: ZTree) -> Iterator[EmbeddedZooKeeper]:
         server.close()
 
 
-def test_heartbeats_are_answered_while_a_dual_writes_zookeeper_answer_is_held(
+@contextlib.contextmanager
+def unfenced_behind_a_reply_cutter(
     patient_zk: EmbeddedZooKeeper, tmp_path: Path
-) -> None:
-    """KAFKA-15441: heartbeats that change nothing never wait behind a dual write whose ZooKeeper answer is
-    late; for longer than a session timeout every broker keeps being answered and nobody is fenced, and the
-    write lands once ZooKeeper answers."""
+) -> Iterator[tuple[ZkReplyCutter, BridgeController, dict[int, SimulatedZkBroker]]]:
+    """A bridge reaching ZooKeeper through a reply cutter, in DUAL_WRITE with brokers 1-3 unfenced."""
     cutter = ZkReplyCutter(patient_zk.port)
     controller = start_bridge(cutter.connect_string, tmp_path)
-    zk_connect = patient_zk.connect_string
-    started = {broker_id: start_broker(controller, broker_id, zk_connect) for broker_id in BROKER_IDS}
-    answers: list[object] = []
-    sender: threading.Thread | None = None
+    started = {b: start_broker(controller, b, patient_zk.connect_string) for b in BROKER_IDS}
     try:
         assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
         eventually(lambda: all_unfenced(controller) and not any(b.view.is_fenced for b in started.values()), 30)
-        topic = sorted(image(controller).topics_by_name)[0]
-        seq = 4242
-        cutter.arm(containing=set_data_op_bytes(paths.MIGRATION), hold=True)
-
-        def change() -> None:
-            request = build_request(Change(kind="config", entity=topic, seq=seq, client=0))
-            answers.append(send_request_sync("127.0.0.1", controller.listen_port, request, timeout=120))
-
-        sender = threading.Thread(target=change, daemon=True)
-        sender.start()
-        eventually(lambda: cutter.cuts == 1, timeout=30)  # the change's multi reached ZooKeeper; its answer is held
-        held_at = time.monotonic()
-        before = {b: broker.view.heartbeats_answered for b, broker in started.items()}
-        errors = {b: len(broker.view.errors) for b, broker in started.items()}
-
-        def counted() -> dict[int, int]:
-            return {b: broker.view.heartbeats_answered - before[b] for b, broker in started.items()}
-
-        def answered_through_a_session() -> bool:
-            # Several heartbeats each, and longer than a session timeout: heartbeats stuck behind the held
-            # write would have let the sessions expire by now.
-            return time.monotonic() - held_at > 2 * SESSION_TIMEOUT_MS / 1000 and min(counted().values()) >= 5
-
-        eventually(lambda: answered_through_a_session() or bool(answers), timeout=60)
-        assert answers == [], f"the hold ended before the heartbeats were answered: {counted()} answered"
-        assert sender.is_alive()
-        assert all_unfenced(controller)
-        assert {b: len(broker.view.errors) for b, broker in started.items()} == errors
-        assert not any(broker.view.is_fenced for broker in started.values())
-
-        cutter.release()
-        sender.join(60)
-        assert len(answers) == 1 and response_codes(answers[0]) == [ErrorCode.none], answers
-        reader = KazooClient(hosts=zk_connect)
-        reader.start(timeout=15)
-        try:
-            data, _ = reader.get(f"/config/topics/{topic}")
-        finally:
-            reader.stop()
-            reader.close()
-        assert json.loads(data)["config"][CONFIG_KEY] == config_value(seq)
-        assert all_unfenced(controller)
+        yield cutter, controller, started
     finally:
         cutter.release()
         for broker in started.values():
             broker.kill()
         controller.stop()
         cutter.close()
+
+
+def test_heartbeats_are_answered_while_a_dual_writes_zookeeper_answer_is_held(
+    patient_zk: EmbeddedZooKeeper, tmp_path: Path
+) -> None:
+    """KAFKA-15441: heartbeats that change nothing never wait behind a dual write whose ZooKeeper answer is
+    late; for longer than a session timeout every broker keeps being answered and nobody is fenced, and the
+    write lands once ZooKeeper answers."""
+    zk_connect = patient_zk.connect_string
+    answers: list[object] = []
+    sender: threading.Thread | None = None
+    try:
+        with unfenced_behind_a_reply_cutter(patient_zk, tmp_path) as (cutter, controller, started):
+            topic = sorted(image(controller).topics_by_name)[0]
+            seq = 4242
+            cutter.arm(containing=set_data_op_bytes(paths.MIGRATION), hold=True)
+
+            def change() -> None:
+                request = build_request(Change(kind="config", entity=topic, seq=seq, client=0))
+                answers.append(send_request_sync("127.0.0.1", controller.listen_port, request, timeout=120))
+
+            sender = threading.Thread(target=change, daemon=True)
+            sender.start()
+            eventually(lambda: cutter.cuts == 1, timeout=30)  # the change's multi reached ZooKeeper; its answer is held
+            held_at = time.monotonic()
+            before = {b: broker.view.heartbeats_answered for b, broker in started.items()}
+            errors = {b: len(broker.view.errors) for b, broker in started.items()}
+
+            def counted() -> dict[int, int]:
+                return {b: broker.view.heartbeats_answered - before[b] for b, broker in started.items()}
+
+            def answered_through_a_session() -> bool:
+                # Several heartbeats each, and longer than a session timeout: heartbeats stuck behind the held
+                # write would have let the sessions expire by now.
+                return time.monotonic() - held_at > 2 * SESSION_TIMEOUT_MS / 1000 and min(counted().values()) >= 5
+
+            eventually(lambda: answered_through_a_session() or bool(answers), timeout=60)
+            assert answers == [], f"the hold ended before the heartbeats were answered: {counted()} answered"
+            assert sender.is_alive()
+            assert all_unfenced(controller)
+            assert {b: len(broker.view.errors) for b, broker in started.items()} == errors
+            assert not any(broker.view.is_fenced for broker in started.values())
+
+            cutter.release()
+            sender.join(60)
+            assert len(answers) == 1 and response_codes(answers[0]) == [ErrorCode.none], answers
+            reader = KazooClient(hosts=zk_connect)
+            reader.start(timeout=15)
+            try:
+                data, _ = reader.get(f"/config/topics/{topic}")
+            finally:
+                reader.stop()
+                reader.close()
+            assert json.loads(data)["config"][CONFIG_KEY] == config_value(seq)
+            assert all_unfenced(controller)
+    finally:
         if sender is not None:
             sender.join(10)
 
@@ -691,24 +703,12 @@ def test_status_counts_a_fence_once_it_is_in_the_log_while_zookeeper_has_not_ans
     patient_zk: EmbeddedZooKeeper, tmp_path: Path
 ) -> None:
     """`/status` counts brokers from the log: a fence committed while ZooKeeper holds its answer shows at once."""
-    cutter = ZkReplyCutter(patient_zk.port)
-    controller = start_bridge(cutter.connect_string, tmp_path)
-    zk_connect = patient_zk.connect_string
-    started = {broker_id: start_broker(controller, broker_id, zk_connect) for broker_id in BROKER_IDS}
-    try:
-        assert controller.wait_for_state(DriverState.DUAL_WRITE), controller.error
-        eventually(lambda: all_unfenced(controller) and not any(b.view.is_fenced for b in started.values()), 30)
+    with unfenced_behind_a_reply_cutter(patient_zk, tmp_path) as (cutter, controller, started):
         cutter.arm(containing=set_data_op_bytes(paths.MIGRATION), hold=True)
         started[3].kill()
         eventually(lambda: cutter.cuts == 1, timeout=30)  # the fence's dual write reached ZooKeeper, unanswered
         eventually(lambda: controller.status().brokers.fenced == 1, timeout=5)
         assert cutter.cuts == 1 and image(controller).cluster.brokers[3].fenced
-    finally:
-        cutter.release()
-        for broker in started.values():
-            broker.kill()
-        controller.stop()
-        cutter.close()
 
 
 def test_after_a_restart_brokers_are_fenced_and_elections_served_while_zookeeper_is_being_reconciled(

@@ -101,16 +101,25 @@ def test_status_shows_the_registered_fenced_and_migrating_brokers_and_whom_the_m
         bridge.stop()
 
 
+def dual_writing_metrics() -> BridgeMetrics:
+    metrics = BridgeMetrics(node_id=3000)
+    metrics.set_state(DriverState.DUAL_WRITE)
+    return metrics
+
+
+def status_of(metrics: BridgeMetrics, zk_client: KazooClient, real_tree: ZTree, zk_connect: str) -> tuple[str, str]:
+    """`zk2kraft status` of the real cluster's ZooKeeper beside a bridge reporting `metrics`: its URL, the output."""
+    load_tree(zk_client, real_tree)
+    with StatusServer(metrics, "127.0.0.1", 0) as server:
+        return server.url, status(zk_connect, server.url)
+
+
 def test_in_a_rehearsal_status_says_zookeeper_stands_in_for_registrations(
     zk_client: KazooClient, real_tree: ZTree, zk_connect: str
 ) -> None:
-    load_tree(zk_client, real_tree)
-    metrics = BridgeMetrics(node_id=3000)
-    metrics.set_state(DriverState.DUAL_WRITE)
+    metrics = dual_writing_metrics()
     metrics.set_brokers(BrokersStatus(registered=3, migrating_zk_brokers=3, rehearsal=True))
-    with StatusServer(metrics, "127.0.0.1", 0) as server:
-        url = server.url
-        shown = status(zk_connect, url)
+    url, shown = status_of(metrics, zk_client, real_tree, zk_connect)
     assert (
         f"brokers ({url}/status): rehearsal, ZooKeeper's /brokers/ids stand in for 3 registrations"
         in shown
@@ -247,13 +256,9 @@ def test_a_registered_broker_restarted_in_zookeeper_mode_without_the_flag_is_fla
 def test_status_says_a_bridge_that_renounced_failed_and_why(
     zk_client: KazooClient, real_tree: ZTree, zk_connect: str
 ) -> None:
-    load_tree(zk_client, real_tree)
-    metrics = BridgeMetrics(node_id=3000)
-    metrics.set_state(DriverState.DUAL_WRITE)
+    metrics = dual_writing_metrics()
     metrics.set_failed("writing /meta/__cluster_metadata-0 failed: [Errno 28] No space left on device")
-    with StatusServer(metrics, "127.0.0.1", 0) as server:
-        url = server.url
-        shown = status(zk_connect, url)
+    url, shown = status_of(metrics, zk_client, real_tree, zk_connect)
     assert (
         f"BRIDGE FAILED ({url}/status): writing /meta/__cluster_metadata-0 failed: [Errno 28] No space left on "
         "device; it renounced" in shown
