@@ -195,15 +195,14 @@ class RaftNode:
         sender = _sender(neutral)
         response = self._answer(sender, neutral)
         if isinstance(neutral, m.FetchRequest) and _parkable(neutral, response):
-            assert isinstance(response, m.FetchResponse)
-            first_hwm = response.high_watermark
+            first_hwm = _high_watermark(response)
             deadline = self._clock() + neutral.max_wait_ms
             while not self._stopping and (left := deadline - self._clock()) > 0:
                 async with self._moved:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._moved.wait(), timeout=left / 1000)
                 response = self._answer(sender, neutral)
-                if not _parkable(neutral, response) or response.high_watermark != first_hwm:
+                if not _parkable(neutral, response) or _high_watermark(response) != first_hwm:
                     break
         return self.codec.encode_response(response, api_key, version)
 
@@ -263,6 +262,10 @@ def _sender(request: m.RaftRequest) -> int:
     if isinstance(request, m.BeginQuorumEpochRequest | m.EndQuorumEpochRequest):
         return request.leader_id
     return request.replica_id
+
+
+def _high_watermark(response: m.RaftResponse) -> int:
+    return response.high_watermark if isinstance(response, m.FetchResponse) else -1
 
 
 def _parkable(request: m.FetchRequest, response: m.RaftResponse) -> bool:
