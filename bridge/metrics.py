@@ -60,10 +60,14 @@ class StuckWrite(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     operation: str = Field(description="Kafka's op type and log line of the operation that did not land")
-    request: str | None = Field(None, description="the failing ZooKeeper request, e.g. 'Create /kafka-acl/Topic/x'")
+    request: str | None = Field(
+        None, description="the failing ZooKeeper request, e.g. 'Create /kafka-acl/Topic/x'"
+    )
     znode: str | None = Field(None, description="the znode of the failing request")
     error_code: str | None = Field(None, description="ZooKeeper's error code name, e.g. NONODE, NOAUTH")
-    first_offset: int = Field(-1, description="first log offset ZooKeeper lacks (-1: only reverts of foreign writes)")
+    first_offset: int = Field(
+        -1, description="first log offset ZooKeeper lacks (-1: only reverts of foreign writes)"
+    )
     last_offset: int = Field(-1, description="last log offset of the write that failed")
     since_ms: int = Field(description="wall-clock time of the first failure (ms since the epoch)")
     attempts: int = Field(1, description="failed attempts so far (the dual write, then each repair)")
@@ -80,6 +84,33 @@ class StuckWrite(BaseModel):
             else "reverts of foreign writes are not in ZooKeeper"
         )
         return f"{self.operation} failed ({what}); {lacks}; {self.attempts} attempt(s){retry}"
+
+
+class RaftVoterStatus(BaseModel):
+    """One voter as the leader sees it (DescribeQuorum's ReplicaState)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    log_end_offset: int = Field(-1, description="the voter's log end offset as last fetched (-1 unknown)")
+    last_fetch_ms_ago: int | None = Field(None, description="milliseconds since its last Fetch; null: never")
+    caught_up: bool = Field(
+        False, description="it fetched up to the leader's log end within the fetch timeout"
+    )
+
+
+class RaftStatus(BaseModel):
+    """This replica's place in the Raft quorum (Kafka's QuorumState and LeaderState)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str = Field(description="leader, follower, candidate, unattached, voted or resigned")
+    leader_id: int | None = Field(None, description="the leader this replica knows of; null when none")
+    epoch: int = Field(0, description="the current Raft epoch")
+    high_watermark: int = Field(-1, description="the highest committed end offset this replica knows")
+    voters: list[RaftVoterStatus] = Field(
+        default_factory=list, description="every voter's progress; filled on the leader only"
+    )
 
 
 class BridgeStatus(BaseModel):
@@ -109,6 +140,7 @@ class BridgeStatus(BaseModel):
         None, description="the dual write ZooKeeper refuses, while it does; null once ZooKeeper has caught up"
     )
     brokers: BrokersStatus = BrokersStatus()
+    raft: RaftStatus | None = Field(None, description="the Raft quorum as this replica sees it")
     broker_channel: BrokerChannelStatus = Field(
         default_factory=BrokerChannelStatus,
         description="LeaderAndIsr, UpdateMetadata and StopReplica sent to ZooKeeper-mode brokers, per broker",
@@ -141,6 +173,7 @@ class BridgeMetrics:
         self._stuck_write: StuckWrite | None = None
         self._lag = 0
         self._brokers = BrokersStatus()
+        self._raft: RaftStatus | None = None
         r = self.registry
 
         self.info = Gauge(
@@ -192,6 +225,38 @@ class BridgeMetrics:
         )
         self.leader_epoch = Gauge(
             f"{PREFIX}_leader_epoch", "KRaft controller epoch this node leads with (-1 when not)", registry=r
+        )
+        # Kafka's raft-metrics group (current-leader, current-epoch, high-watermark, commit-latency-*,
+        # election-latency-*, fetch-records-rate), Prometheus-named.
+        self.raft_current_leader = Gauge(
+            f"{PREFIX}_raft_current_leader",
+            "Kafka's current-leader: the known leader's id, -1 if none",
+            registry=r,
+        )
+        self.raft_current_epoch = Gauge(
+            f"{PREFIX}_raft_current_epoch", "Kafka's current-epoch: the current Raft epoch", registry=r
+        )
+        self.raft_high_watermark = Gauge(
+            f"{PREFIX}_raft_high_watermark",
+            "Kafka's high-watermark: the committed end offset known",
+            registry=r,
+        )
+        self.raft_commit_latency_ms = Histogram(
+            f"{PREFIX}_raft_commit_latency_ms",
+            "Kafka's commit-latency: milliseconds from a leader's append to its commit by a majority",
+            buckets=_ZK_WRITE_MS_BUCKETS,
+            registry=r,
+        )
+        self.raft_election_latency_ms = Histogram(
+            f"{PREFIX}_raft_election_latency_ms",
+            "Kafka's election-latency: milliseconds from becoming candidate to becoming leader",
+            buckets=_ZK_WRITE_MS_BUCKETS,
+            registry=r,
+        )
+        self.raft_fetch_records = Counter(
+            f"{PREFIX}_raft_fetch_records",
+            "Records fetched from the leader (Kafka's fetch-records-rate is its rate)",
+            registry=r,
         )
         self.requests = Counter(
             f"{PREFIX}_requests",
@@ -411,7 +476,9 @@ class BridgeMetrics:
         self.broker_requests_sent.labels(broker=str(broker_id), api=api).inc()
         self.broker_last_sent.labels(broker=str(broker_id)).set(at_s)
 
-    def observe_broker_answer(self, broker_id: int, api: str, at_s: float, error_codes: Iterable[int]) -> None:
+    def observe_broker_answer(
+        self, broker_id: int, api: str, at_s: float, error_codes: Iterable[int]
+    ) -> None:
         """A broker answered a controller-to-broker request; `error_codes`: the codes it carried (none: ok)."""
         broker = str(broker_id)
         self.broker_requests_acknowledged.labels(broker=broker, api=api).inc()
@@ -430,6 +497,13 @@ class BridgeMetrics:
 
     def observe_broker_full_sync(self, broker_id: int) -> None:
         self.broker_full_syncs.labels(broker=str(broker_id)).inc()
+
+    def set_raft(self, raft: RaftStatus) -> None:
+        with self._lock:
+            self._raft = raft
+        self.raft_current_leader.set(-1 if raft.leader_id is None else raft.leader_id)
+        self.raft_current_epoch.set(raft.epoch)
+        self.raft_high_watermark.set(raft.high_watermark)
 
     def set_last_error(self, message: str | None) -> None:
         with self._lock:
@@ -482,6 +556,7 @@ class BridgeMetrics:
                 last_error=self._last_error,
                 stuck_write=self._stuck_write,
                 brokers=self._brokers,
+                raft=self._raft,
             )
 
     def exposition(self) -> bytes:
