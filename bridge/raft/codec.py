@@ -82,6 +82,11 @@ _RESPONSE_KEYS: Final[Mapping[type, int]] = {
 _RECONFIGURATION_VERBS: Final = {ADD_RAFT_VOTER_KEY: "adding", REMOVE_RAFT_VOTER_KEY: "removing"}
 
 
+def request_api_key(request: m.RaftRequest) -> int:
+    """The api key `request` travels as."""
+    return _REQUEST_KEYS[type(request)]
+
+
 def supported_versions() -> dict[int, tuple[int, int]]:
     """The (min, max) version of each Raft api key this codec speaks, as a Kafka 3.9 controller's ApiVersions."""
     return dict(_SUPPORTED)

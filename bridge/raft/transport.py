@@ -14,14 +14,15 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from kio.schema.api_versions.v3 import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from bridge.kafka.client import CLIENT_SOFTWARE, CLIENT_VERSION, KafkaConnection
+from bridge.raft import codec
 from bridge.raft import messages as m
 from bridge.raft.client import Outbound, RaftClient, RaftInvariantError
 from migrate.errors import Zk2KraftError
@@ -31,28 +32,6 @@ log = logging.getLogger(__name__)
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-class RaftCodec(Protocol):
-    """What the transport needs from `bridge.raft.codec`."""
-
-    def encode_request(self, request: m.RaftRequest, version: int) -> Any:
-        """The kio request entity of `version`."""
-
-    def decode_response(self, response: Any) -> m.RaftResponse:
-        """The neutral answer in a kio response."""
-
-    def decode_request(self, api_key: int, version: int, request: Any) -> m.RaftRequest:
-        """The neutral request in a kio request (raise to have the caller answer Kafka's refusal)."""
-
-    def encode_response(self, response: m.RaftResponse, api_key: int, version: int) -> Any:
-        """The kio response entity of `version`."""
-
-    def api_key(self, request: m.RaftRequest) -> int:
-        """The api key `request` travels as."""
-
-    def supported(self) -> Mapping[int, tuple[int, int]]:
-        """The versions this side speaks, per api key."""
 
 
 @dataclass(slots=True)
@@ -68,13 +47,13 @@ class RaftNode:
     def __init__(
         self,
         core: RaftClient,
-        codec: RaftCodec,
         *,
+        listener_name: str,
         ssl_context: ssl.SSLContext | None = None,
         clock: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.core = core
-        self.codec = codec
+        self.listener_name = listener_name
         self._ssl = ssl_context
         self._clock = clock
         self._peers = {
@@ -156,17 +135,16 @@ class RaftNode:
                 client_id=f"raft-client-{self.core.node_id}",
             )  # fmt: skip
             peer.versions = await self._api_versions(peer.connection, timeout)
-        key = self.codec.api_key(request)
+        key = codec.request_api_key(request)
         version = self._version(peer, key)
+        entity = codec.request_to_kio(request, version, voters=self.core.voters, listener=self.listener_name)
         try:
-            answer = await peer.connection.send(
-                self.codec.encode_request(request, version), api_version=version, timeout=timeout
-            )
+            answer = await peer.connection.send(entity, api_version=version, timeout=timeout)
         except BaseException:
             connection, peer.connection = peer.connection, None
             connection.abort()
             raise
-        return self.codec.decode_response(answer)
+        return codec.response_from_kio(answer)
 
     async def _api_versions(self, connection: KafkaConnection, timeout: float) -> dict[int, tuple[int, int]]:
         reply = await connection.send(
@@ -178,7 +156,7 @@ class RaftNode:
         return {int(api.api_key): (int(api.min_version), int(api.max_version)) for api in reply.api_keys}
 
     def _version(self, peer: _Peer, key: int) -> int:
-        low, high = self.codec.supported()[key]
+        low, high = codec.supported_versions()[key]
         theirs = (peer.versions or {}).get(key)
         if theirs is None or theirs[1] < low or theirs[0] > high:
             raise Zk2KraftError(
@@ -189,9 +167,13 @@ class RaftNode:
 
     # ------------------------------------------------------------------------------ serving
 
-    async def handle(self, api_key: int, version: int, request: Any) -> Any:
-        """Answer one Raft request from another voter or an observer, parking an empty Fetch."""
-        neutral = self.codec.decode_request(api_key, version, request)
+    async def handle(self, request: Any) -> Any:
+        """Answer one kio Raft request from another voter or an observer, parking an empty Fetch."""
+        version = int(request.__version__)
+        try:
+            neutral = codec.request_from_kio(request)
+        except codec.RaftRequestRefused as refused:
+            return refused.response(leader_id=self.core.leader_id, voters=self.core.voters)
         sender = _sender(neutral)
         response = self._answer(sender, neutral)
         if isinstance(neutral, m.FetchRequest) and _parkable(neutral, response):
@@ -204,7 +186,7 @@ class RaftNode:
                 response = self._answer(sender, neutral)
                 if not _parkable(neutral, response) or _high_watermark(response) != first_hwm:
                     break
-        return self.codec.encode_response(response, api_key, version)
+        return codec.response_to_kio(response, version, voters=self.core.voters)
 
     def _answer(self, sender: int, request: m.RaftRequest) -> m.RaftResponse:
         try:
