@@ -278,7 +278,7 @@ class SimLog:
 
 
 def encode_snapshot(counter: int, epoch: int) -> bytes:
-    records = [(None, COUNTER.pack(counter))] + [(None, SNAPSHOT_FILLER)] * 8
+    records = [(None, COUNTER.pack(counter))] + [(None, SNAPSHOT_FILLER)] * 40
     return encode_kraft_batch(0, epoch, 0, records, False)
 
 
@@ -354,15 +354,19 @@ class SimSettings:
     poll_jitter_ms: int = 5
     append_every_ms: tuple[int, int] = (20, 60)
     snapshot_every: int = 20
+    backlog: int = 60
+    """The leader appends no more while this many offsets wait for commit."""
     check_majority: bool = True
     check_epochs: bool = True
-    raft: RaftConfig = RaftConfig(fetch_max_bytes=256)
+    raft: RaftConfig = field(default_factory=lambda: RaftConfig(fetch_max_bytes=1024))
 
 
 class RaftSimulation:
     """A seeded cluster of `RaftClient`s on a simulated clock and network; see the module docstring."""
 
-    def __init__(self, seed: int, settings: SimSettings = SimSettings(), wire: WireHook = identity_wire) -> None:
+    def __init__(
+        self, seed: int, settings: SimSettings = SimSettings(), wire: WireHook = identity_wire
+    ) -> None:
         self.seed = seed
         self.settings = settings
         self.wire = wire
@@ -455,7 +459,8 @@ class RaftSimulation:
         node = self.nodes[node_id]
         self._guard(node, lambda: node.client.shutdown(self.now) if node.client else None)
         self._record(f"shutdown {node_id}")
-        self._schedule_poll(node, self.now)
+        if node.client is not None:
+            self._schedule_poll(node, max(self.now, node.client.next_deadline(self.now)))
 
     def partition(self, node_id: int) -> None:
         """Drop all traffic to and from `node_id`."""
@@ -634,10 +639,12 @@ class RaftSimulation:
         if (message.dst, message.src) in self.blocked:
             return
         message.settled = True
-        self._record(f"answer {message.dst}->{message.src} {type(response).__name__} {response.partition_error}")
+        self._record(
+            f"answer {message.dst}->{message.src} {type(response).__name__} {response.partition_error}"
+        )
         self._guard(node, lambda: client.handle_response(self.now, message.dst, message.request, response))
         self._after(node)
-        self._schedule_poll(node, self.now)
+        self._schedule_poll(node, max(self.now, client.next_deadline(self.now)))
 
     def _on_timeout(self, message: _Message) -> None:
         node = self.nodes[message.src]
@@ -646,7 +653,7 @@ class RaftSimulation:
             return
         message.settled = True
         self._guard(node, lambda: client.handle_response(self.now, message.dst, message.request, None))
-        self._schedule_poll(node, self.now)
+        self._schedule_poll(node, max(self.now, client.next_deadline(self.now)))
 
     def _park_key(self, node: SimNode) -> tuple[int, int, int, str]:
         client = node.client
@@ -678,7 +685,11 @@ class RaftSimulation:
         for node in self.alive():
             client = node.client
             assert client is not None
-            if client.role is not Role.LEADER:
+            # ReplicatedCounter.increment: only a leader whose epoch committed, with a bounded backlog.
+            if (
+                not client.leader_ready()
+                or node.log.end_offset() - client.high_watermark > self.settings.backlog
+            ):
                 continue
             start = node.log.counter_before(node.log.end_offset())
             values = [start + 1 + i for i in range(self.rng.randint(1, 3))]
@@ -763,7 +774,9 @@ class RaftSimulation:
                 self.committed[o] = entry
             elif known != entry:
                 raise SimulationViolation(
-                    self._explain(f"node {node.node_id}: committed offset {o} is {entry} here but {known} before")
+                    self._explain(
+                        f"node {node.node_id}: committed offset {o} is {entry} here but {known} before"
+                    )
                 )
         node.checked_to = hwm
         self.committed_end = max(self.committed_end, hwm)
@@ -799,10 +812,14 @@ class RaftSimulation:
                 if settings.check_epochs and node.node_id not in self.lost_disk:
                     before = self.persisted_epochs.get(node.node_id, -1)
                     if persisted.epoch < before:
-                        raise SimulationViolation(self._explain(f"node {node.node_id}: persisted epoch went back"))
+                        raise SimulationViolation(
+                            self._explain(f"node {node.node_id}: persisted epoch went back")
+                        )
                     self.persisted_epochs[node.node_id] = persisted.epoch
             if node.log.start > 0 and node.log.earliest_snapshot_id() is None:
-                raise SimulationViolation(self._explain(f"node {node.node_id}: log starts past 0 without snapshot"))
+                raise SimulationViolation(
+                    self._explain(f"node {node.node_id}: log starts past 0 without snapshot")
+                )
             client = node.client
             if client is None:
                 continue
@@ -812,7 +829,9 @@ class RaftSimulation:
                 self.max_elected_epoch = max(self.max_elected_epoch, client.epoch)
             if settings.check_epochs and persisted is not None and persisted.epoch != client.epoch:
                 raise SimulationViolation(
-                    self._explain(f"node {node.node_id}: epoch {client.epoch} but persisted {persisted.epoch}")
+                    self._explain(
+                        f"node {node.node_id}: epoch {client.epoch} but persisted {persisted.epoch}"
+                    )
                 )
             if client.high_watermark < node.last_hwm:
                 raise SimulationViolation(
@@ -825,7 +844,9 @@ class RaftSimulation:
             self._check_leader(leader)
         if settings.check_majority and self.committed_end > 0:
             holding = sum(
-                1 for n in self.nodes.values() if n.is_voter and n.log.flushed_end_offset() >= self.committed_end
+                1
+                for n in self.nodes.values()
+                if n.is_voter and n.log.flushed_end_offset() >= self.committed_end
             )
             if holding < len(self.voters) // 2 + 1:
                 raise SimulationViolation(
@@ -852,7 +873,9 @@ class RaftSimulation:
             known = self.committed.get(o)
             if known is not None and known != log.entry(o):
                 raise SimulationViolation(
-                    self._explain(f"leader {leader.node_id} holds {log.entry(o)} at committed offset {o} ({known})")
+                    self._explain(
+                        f"leader {leader.node_id} holds {log.entry(o)} at committed offset {o} ({known})"
+                    )
                 )
 
     # -------------------------------------------------------------- summaries
