@@ -218,8 +218,12 @@ class RaftClient:
             self._on_role_change(self)
 
     def _become_unattached(self, now_ms: int, epoch: int) -> None:
+        # QuorumState.transitionToUnattached: an unattached or candidate voter keeps the election time it
+        # has left, else a stream of hopeless candidates bumping the epoch would keep it from ever standing.
+        keeps_timer = self._deadline > 0 and self.role in (Role.UNATTACHED, Role.VOTED, Role.CANDIDATE)
+        remaining = self._deadline if keeps_timer else now_ms + self._random_election_timeout()
         self._set(Role.UNATTACHED, epoch, NO_ID, NO_ID)
-        self._deadline = now_ms + self._random_election_timeout() if self.is_voter else 0
+        self._deadline = remaining if self.is_voter else 0
 
     def _become_follower(self, now_ms: int, epoch: int, leader_id: int) -> None:
         self._set(Role.FOLLOWER, epoch, leader_id, NO_ID)
