@@ -210,7 +210,7 @@ class RaftClient:
         self.role, self.epoch, self.leader_id, self.voted_id = role, epoch, leader_id, voted_id
         self.leading = None
         self._candidacy = None
-        self._download = None
+        self._abandon_download()
         self._inflight.clear()
         self._retry_at.clear()
         self._acknowledged = set()
@@ -779,6 +779,9 @@ class RaftClient:
             self.log.truncate_to(offset)
             return
         if response.snapshot_id is not None:
+            # A fresh download (Kafka creates a new snapshot writer): bytes of an abandoned one must not stay.
+            self._abandon_download()
+            self.log.discard_partial_snapshot(response.snapshot_id)
             self._download = _SnapshotDownload(response.snapshot_id)
             return
         if response.records:
@@ -791,13 +794,18 @@ class RaftClient:
         if response.high_watermark >= 0:
             self._commit(min(response.high_watermark, self.log.flushed_end_offset()))
 
+    def _abandon_download(self) -> None:
+        """FollowerState.close: a snapshot download that will not be finished leaves no partial bytes."""
+        if self._download is not None:
+            self.log.discard_partial_snapshot(self._download.snapshot_id)
+            self._download = None
+
     def _on_fetch_snapshot_response(self, now_ms: int, response: m.FetchSnapshotResponse) -> None:
         download = self._download
         if self.role is not Role.FOLLOWER or download is None:
             return
         if response.partition_error == m.SNAPSHOT_NOT_FOUND:
-            self.log.discard_partial_snapshot(download.snapshot_id)
-            self._download = None
+            self._abandon_download()
             return
         if response.partition_error != m.NONE or response.snapshot_id != download.snapshot_id:
             return
