@@ -139,6 +139,8 @@ class RaftClient:
         """BeginQuorumEpoch (leader) or EndQuorumEpoch (resigned) acknowledgements of this epoch."""
         self._successors: tuple[int, ...] = ()
         self._shutting_down = False
+        self._poll_due = True
+        """A transition or a response happened since the last poll: requests may be due at once."""
         self.elections_won = 0
 
     # ------------------------------------------------------------------------------ queries
@@ -164,6 +166,8 @@ class RaftClient:
 
     def next_deadline(self, now_ms: int) -> int:
         """When `poll` next has something to do (the caller may also poll earlier)."""
+        if self._poll_due:
+            return now_ms
         due = [self._deadline] if self._deadline else []
         due.extend(at for at in self._retry_at.values() if at > now_ms)
         if self.leading is not None:
@@ -211,6 +215,7 @@ class RaftClient:
         self.leading = None
         self._candidacy = None
         self._abandon_download()
+        self._poll_due = True
         self._inflight.clear()
         self._retry_at.clear()
         self._acknowledged = set()
@@ -318,6 +323,7 @@ class RaftClient:
 
     def poll(self, now_ms: int) -> list[Outbound]:
         """Run what the timers say is due; return the requests to send now."""
+        self._poll_due = False
         if self.role is Role.LEADER:
             return self._poll_leader(now_ms)
         if self.role is Role.CANDIDATE:
@@ -702,6 +708,7 @@ class RaftClient:
         if self._inflight.get(source) is not request:
             return  # A request of an earlier state: Kafka drops responses it no longer waits for.
         del self._inflight[source]
+        self._poll_due = True
         if response is None:
             self._retry_at[source] = now_ms + self.config.retry_backoff_ms
             return
