@@ -10,6 +10,7 @@ delay, loss, reordering, partitions, kills and restarts. The leader keeps append
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import heapq
 import random
@@ -674,7 +675,7 @@ class RaftSimulation:
                 still.append((sender, incarnation, request, deadline))
                 continue
             message = self._parked_messages.pop(id(request))
-            response = self._guard(node, lambda r=request, s=sender: client.handle_request(self.now, s, r))
+            response = self._guard(node, functools.partial(client.handle_request, self.now, sender, request))
             self._respond(message, response)
         node.parked = still
         node.parked_key = self._park_key(node)
@@ -693,7 +694,7 @@ class RaftSimulation:
                 continue
             start = node.log.counter_before(node.log.end_offset())
             values = [start + 1 + i for i in range(self.rng.randint(1, 3))]
-            self._guard(node, lambda c=client, v=values: c.append(v, self.now))
+            self._guard(node, functools.partial(client.append, values, self.now))
             self.appended += len(values)
             self._record(f"append {node.node_id} {values}")
             self._after(node)
