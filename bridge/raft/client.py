@@ -139,6 +139,8 @@ class RaftClient:
         """BeginQuorumEpoch (leader) or EndQuorumEpoch (resigned) acknowledgements of this epoch."""
         self._successors: tuple[int, ...] = ()
         self._shutting_down = False
+        self._poll_due = True
+        """A transition or a response happened since the last poll: requests may be due at once."""
         self.elections_won = 0
 
     # ------------------------------------------------------------------------------ queries
@@ -164,6 +166,8 @@ class RaftClient:
 
     def next_deadline(self, now_ms: int) -> int:
         """When `poll` next has something to do (the caller may also poll earlier)."""
+        if self._poll_due:
+            return now_ms
         due = [self._deadline] if self._deadline else []
         due.extend(at for at in self._retry_at.values() if at > now_ms)
         if self.leading is not None:
@@ -210,7 +214,8 @@ class RaftClient:
         self.role, self.epoch, self.leader_id, self.voted_id = role, epoch, leader_id, voted_id
         self.leading = None
         self._candidacy = None
-        self._download = None
+        self._abandon_download()
+        self._poll_due = True
         self._inflight.clear()
         self._retry_at.clear()
         self._acknowledged = set()
@@ -218,8 +223,12 @@ class RaftClient:
             self._on_role_change(self)
 
     def _become_unattached(self, now_ms: int, epoch: int) -> None:
+        # QuorumState.transitionToUnattached: an unattached or candidate voter keeps the election time it
+        # has left, else a stream of hopeless candidates bumping the epoch would keep it from ever standing.
+        keeps_timer = self._deadline > 0 and self.role in (Role.UNATTACHED, Role.VOTED, Role.CANDIDATE)
+        remaining = self._deadline if keeps_timer else now_ms + self._random_election_timeout()
         self._set(Role.UNATTACHED, epoch, NO_ID, NO_ID)
-        self._deadline = now_ms + self._random_election_timeout() if self.is_voter else 0
+        self._deadline = remaining if self.is_voter else 0
 
     def _become_follower(self, now_ms: int, epoch: int, leader_id: int) -> None:
         self._set(Role.FOLLOWER, epoch, leader_id, NO_ID)
@@ -314,6 +323,7 @@ class RaftClient:
 
     def poll(self, now_ms: int) -> list[Outbound]:
         """Run what the timers say is due; return the requests to send now."""
+        self._poll_due = False
         if self.role is Role.LEADER:
             return self._poll_leader(now_ms)
         if self.role is Role.CANDIDATE:
@@ -698,6 +708,7 @@ class RaftClient:
         if self._inflight.get(source) is not request:
             return  # A request of an earlier state: Kafka drops responses it no longer waits for.
         del self._inflight[source]
+        self._poll_due = True
         if response is None:
             self._retry_at[source] = now_ms + self.config.retry_backoff_ms
             return
@@ -775,6 +786,9 @@ class RaftClient:
             self.log.truncate_to(offset)
             return
         if response.snapshot_id is not None:
+            # A fresh download (Kafka creates a new snapshot writer): bytes of an abandoned one must not stay.
+            self._abandon_download()
+            self.log.discard_partial_snapshot(response.snapshot_id)
             self._download = _SnapshotDownload(response.snapshot_id)
             return
         if response.records:
@@ -787,13 +801,18 @@ class RaftClient:
         if response.high_watermark >= 0:
             self._commit(min(response.high_watermark, self.log.flushed_end_offset()))
 
+    def _abandon_download(self) -> None:
+        """FollowerState.close: a snapshot download that will not be finished leaves no partial bytes."""
+        if self._download is not None:
+            self.log.discard_partial_snapshot(self._download.snapshot_id)
+            self._download = None
+
     def _on_fetch_snapshot_response(self, now_ms: int, response: m.FetchSnapshotResponse) -> None:
         download = self._download
         if self.role is not Role.FOLLOWER or download is None:
             return
         if response.partition_error == m.SNAPSHOT_NOT_FOUND:
-            self.log.discard_partial_snapshot(download.snapshot_id)
-            self._download = None
+            self._abandon_download()
             return
         if response.partition_error != m.NONE or response.snapshot_id != download.snapshot_id:
             return
