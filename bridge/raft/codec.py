@@ -87,6 +87,11 @@ def request_api_key(request: m.RaftRequest) -> int:
     return _REQUEST_KEYS[type(request)]
 
 
+def response_api_key(response: m.RaftResponse) -> int:
+    """The api key `response` answers."""
+    return _RESPONSE_KEYS[type(response)]
+
+
 def supported_versions() -> dict[int, tuple[int, int]]:
     """The (min, max) version of each Raft api key this codec speaks, as a Kafka 3.9 controller's ApiVersions."""
     return dict(_SUPPORTED)

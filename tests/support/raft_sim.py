@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bridge.kafka import protocol
+from bridge.raft import codec
 from bridge.raft import messages as m
 from bridge.raft.client import Outbound, RaftClient, RaftConfig
 from bridge.raft.messages import OffsetAndEpoch
@@ -32,11 +34,34 @@ SNAPSHOT_FILLER = b"s" * 48
 """Padding records that make a snapshot span several FetchSnapshot chunks."""
 
 WireHook = Callable[[Any], Any]
-"""What the network does to each request and response on the way (identity, or encode + decode)."""
+"""What the network does to each request and response on the way (`kafka_wire`: Kafka's bytes and back)."""
 
 
-def identity_wire(message: Any) -> Any:
-    return message
+SIM_LISTENER = "CONTROLLER"
+_SIM_ENDPOINTS: dict[int, m.Endpoint] = {}
+
+
+def kafka_wire(message: Any) -> Any:
+    """Every request and response as Kafka 3.9's bytes at the highest version both speak, and back."""
+    if isinstance(
+        message,
+        m.VoteRequest
+        | m.BeginQuorumEpochRequest
+        | m.EndQuorumEpochRequest
+        | m.FetchRequest
+        | m.FetchSnapshotRequest,
+    ):
+        key = codec.request_api_key(message)
+        version = codec.supported_versions()[key][1]
+        entity = codec.request_to_kio(message, version, voters=_SIM_ENDPOINTS, listener=SIM_LISTENER)
+        payload = protocol.encode_request(entity, 7, "raft-sim", version)
+        return codec.decode_request_payload(payload, "simulated request")[3]
+    key = codec.response_api_key(message)
+    version = codec.supported_versions()[key][1]
+    entity = codec.response_to_kio(message, version, voters=_SIM_ENDPOINTS)
+    return codec.decode_response_payload(
+        protocol.encode_response(7, entity), key, version, "simulated response"
+    )[1]
 
 
 class SimulationViolation(AssertionError):
@@ -365,9 +390,7 @@ class SimSettings:
 class RaftSimulation:
     """A seeded cluster of `RaftClient`s on a simulated clock and network; see the module docstring."""
 
-    def __init__(
-        self, seed: int, settings: SimSettings = SimSettings(), wire: WireHook = identity_wire
-    ) -> None:
+    def __init__(self, seed: int, settings: SimSettings = SimSettings(), wire: WireHook = kafka_wire) -> None:
         self.seed = seed
         self.settings = settings
         self.wire = wire
