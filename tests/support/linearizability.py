@@ -54,8 +54,10 @@ class Operation:
 
     def __post_init__(self) -> None:
         if self.ret < self.call:
-            raise ValueError(f"operation {self.kind}({self.input!r}) of client {self.client!r} returns "
-                             f"at {self.ret} before its call at {self.call}")
+            raise ValueError(
+                f"operation {self.kind}({self.input!r}) of client {self.client!r} returns "
+                f"at {self.ret} before its call at {self.call}"
+            )
 
     @property
     def output_known(self) -> bool:
@@ -232,8 +234,13 @@ def check(history: Sequence[Operation], model: SequentialModel[State]) -> Result
     failures.sort(key=lambda f: len(f.ops))  # stable: ties keep the partition order
     origin = min((op.call for op in history), default=0.0)
     explanation = _explain(model, failures[0], len(failures), len(parts), origin)
-    return Result(ok=False, checked_ops=len(kept), partitions=len(parts), failures=tuple(failures),
-                  explanation=explanation)
+    return Result(
+        ok=False,
+        checked_ops=len(kept),
+        partitions=len(parts),
+        failures=tuple(failures),
+        explanation=explanation,
+    )
 
 
 def _constrains(op: Operation, model: SequentialModel[State]) -> bool:
@@ -242,12 +249,15 @@ def _constrains(op: Operation, model: SequentialModel[State]) -> bool:
     return not (op.outcome is Outcome.UNKNOWN and model.read_only(op))
 
 
-def _check_part(model: SequentialModel[State], key: Hashable, ops: list[Operation]) -> PartitionFailure | None:
+def _check_part(
+    model: SequentialModel[State], key: Hashable, ops: list[Operation]
+) -> PartitionFailure | None:
     count = len(ops)
     # Nodes 1..2*count are the calls and returns in time order (a call before a return at the same instant,
     # so operations that merely touch count as concurrent); node 0 is the head; -1 ends the list.
     events = sorted(
-        [(op.call, 0, i) for i, op in enumerate(ops)] + [(op.effective_return, 1, i) for i, op in enumerate(ops)]
+        [(op.call, 0, i) for i, op in enumerate(ops)]
+        + [(op.effective_return, 1, i) for i, op in enumerate(ops)]
     )
     node_op = [-1] * (2 * count + 1)
     is_call = [False] * (2 * count + 1)
@@ -323,15 +333,18 @@ def _candidates(following: list[int], is_call: list[bool], node_op: list[int]) -
     return found
 
 
-def _explain(model: SequentialModel[State], failure: PartitionFailure, failing: int, parts: int,
-             origin: float) -> str:
+def _explain(
+    model: SequentialModel[State], failure: PartitionFailure, failing: int, parts: int, origin: float
+) -> str:
     numbers = {id(op): n for n, op in enumerate(failure.ops)}
 
     def line(op: Operation) -> str:
         end = f"{(op.ret - origin) * 1000:.3f} ms" if op.outcome is Outcome.OK else "?"
         outcome = "" if op.outcome is Outcome.OK else f" ({op.outcome.value})"
-        return (f"  #{numbers[id(op)]:<3} client {op.client!r:<6} [{(op.call - origin) * 1000:.3f} ms, "
-                f"{end}]  {model.describe(op)}{outcome}")
+        return (
+            f"  #{numbers[id(op)]:<3} client {op.client!r:<6} [{(op.call - origin) * 1000:.3f} ms, "
+            f"{end}]  {model.describe(op)}{outcome}"
+        )
 
     lines = [
         f"not linearizable ({model.name}): part {failure.key!r}, {len(failure.ops)} operations "
@@ -372,12 +385,13 @@ class PendingOperation:
         self._finish(None, Outcome.UNKNOWN)
 
     def _finish(self, output: Hashable, outcome: Outcome) -> None:
-        now = self._recorder.clock()
+        returned = math.inf if outcome is Outcome.UNKNOWN else self._recorder.clock()
         with self._recorder.lock:
             if self.finished is not None:
                 raise RuntimeError(f"{self.kind}({self.input!r}) of client {self.client!r} finished twice")
-            self.finished = Operation(self.client, self.kind, self.input, output, self.call,
-                                      now if outcome is not Outcome.UNKNOWN else math.inf, outcome)
+            self.finished = Operation(
+                self.client, self.kind, self.input, output, self.call, returned, outcome
+            )
 
 
 class HistoryRecorder:
