@@ -411,7 +411,7 @@ class HistoryRecorder:
 
     @contextmanager
     def record(self, client: Hashable, kind: str, input: Hashable = None) -> Iterator[PendingOperation]:
-        """`with recorder.record(c, kind, input) as op: op.ok(answer)`; left unfinished (an exception), unknown.
+        """`with recorder.record(c, kind, input) as op: op.ok(answer)`; one left unfinished (an exception) is unknown.
 
         An error that proves the request touched nothing is for the body to mark with `op.failed()`.
         """
@@ -423,7 +423,7 @@ class HistoryRecorder:
                 pending.unknown()
 
     def history(self) -> list[Operation]:
-        """Every operation begun so far, in call order; one still unfinished counts as unknown."""
+        """Every operation begun so far, in the order they began; one still unfinished counts as unknown."""
         with self.lock:
             return [
                 p.finished or Operation(p.client, p.kind, p.input, None, p.call, math.inf, Outcome.UNKNOWN)
