@@ -28,7 +28,7 @@ from kio.schema.envelope.v0 import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from bridge import broker_lifecycle, metadata_fetch, standby, stopping
+from bridge import broker_lifecycle, standby, stopping
 from bridge.api import ControllerHandler, ControllerResult, DriverState, HandlerContext
 from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation
 from bridge.broker_lifecycle import BrokerLifecycle
@@ -74,10 +74,11 @@ from bridge.kafka.protocol import (
     encode_response,
     unwrap_response,
 )
-from bridge.metadata_log import MetadataLog
-from bridge.metadata_log_recovery import preview
 from bridge.metrics import BridgeMetrics, BridgeStatus, BrokersStatus, StatusServer
 from bridge.pipeline import Change, ControllerFailed, DualWritePipeline, PublishedBatch
+from bridge.raft import fetch_server
+from bridge.raft.metadata_log import MetadataLog
+from bridge.raft.recovery import preview
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteBatch, ForeignWriteMode, ForeignWriteWatcher
 from bridge.zk.leadership import MigrationLeadershipState
@@ -107,11 +108,11 @@ log = logging.getLogger(__name__)
 ENVELOPE_KEY = 58
 # Kafka's ApiKeys with `forwardable` that a ZooKeeper-mode broker sends us in an EnvelopeRequest.
 FORWARDABLE = frozenset(
-    {19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 64, metadata_fetch.DESCRIBE_QUORUM_KEY}
+    {19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 64, fetch_server.DESCRIBE_QUORUM_KEY}
 )
 
 READ_ONLY_KEYS = frozenset(
-    {*metadata_fetch.REPLICATION_KEYS, metadata_fetch.DESCRIBE_QUORUM_KEY, LIST_PARTITION_REASSIGNMENTS}
+    {*fetch_server.REPLICATION_KEYS, fetch_server.DESCRIBE_QUORUM_KEY, LIST_PARTITION_REASSIGNMENTS}
 )
 """Requests that only read (Kafka's appendReadEvent): answered at once, not as write events."""
 COMMITTED_READ_KEYS = frozenset({LIST_PARTITION_REASSIGNMENTS})
@@ -157,7 +158,7 @@ class BridgeController:
             self.supported: dict[int, tuple[int, int]] = dict(supported or loaded_supported)
             # Fetch/FetchSnapshot/DescribeQuorum of __cluster_metadata, served from the live log while this
             # controller leads it; the voter is named with the address this controller listens on.
-            metadata_fetch.register(
+            fetch_server.register(
                 self.handlers, self.supported, self._leading_log, self._voter_endpoint,
                 self.config.controller_listener_name,
             )  # fmt: skip
@@ -1159,7 +1160,7 @@ class BridgeController:
     ) -> Any:
         # The Raft leader serves its log to followers whenever it leads (brokers catch up while it waits for
         # them); every other request waits for DUAL_WRITE.
-        replication = api_key in metadata_fetch.REPLICATION_KEYS and self._leads_log()
+        replication = api_key in fetch_server.REPLICATION_KEYS and self._leads_log()
         if not (replication or self._serving()):
             return error_response(api_key, api_version, body, ErrorCode.not_controller)
         handler = self.handlers[api_key]

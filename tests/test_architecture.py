@@ -38,17 +38,16 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     # middle: ZooKeeper, the log, the state machine, the pipeline
     "metrics": frozenset({"api", "kafka"}),
     "zk": frozenset({"api", "metrics"}),
-    "metadata_log_recovery": frozenset({"api"}),
-    "metadata_log": frozenset({"api", "metadata_log_recovery"}),
-    "metadata_fetch": frozenset({"api", "handlers"}),
+    # the Raft wing: the metadata log, its recovery and its Fetch serving
+    "raft": frozenset({"api", "handlers"}),
     "driver": frozenset({"api", "zk"}),
-    "pipeline": frozenset({"api", "kafka", "metrics", "zk", "metadata_log", "driver", "stopping"}),
-    "broker_lifecycle": frozenset({"api", "kafka", "brokers", "driver", "metadata_log", "pipeline"}),
+    "pipeline": frozenset({"api", "kafka", "metrics", "zk", "raft", "driver", "stopping"}),
+    "broker_lifecycle": frozenset({"api", "kafka", "brokers", "driver", "raft", "pipeline"}),
     "broker_channel": frozenset({"kafka", "brokers", "metrics", "stopping"}),
     # top: the shim and the controller process
-    "shim": frozenset({"api", "kafka", "handlers", "brokers", "metadata_fetch", "metrics", "stopping"}),
+    "shim": frozenset({"api", "kafka", "handlers", "brokers", "raft", "metrics", "stopping"}),
     "config": frozenset({"kafka"}),
-    "standby": frozenset({"metadata_log"}),
+    "standby": frozenset({"raft"}),
     "controller": frozenset(
         {
             "api",
@@ -56,9 +55,7 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
             "handlers",
             "metrics",
             "zk",
-            "metadata_log",
-            "metadata_log_recovery",
-            "metadata_fetch",
+            "raft",
         }
         | {"driver", "pipeline", "brokers", "broker_lifecycle", "broker_channel"}
         | {"config", "standby", "stopping"}
