@@ -69,7 +69,7 @@ from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
 from bridge.kafka.client import KafkaConnection
 from bridge.kafka.protocol import decode_response, encode_request, frame
-from bridge.metadata_log import MetadataLog
+from bridge.raft.metadata_log import MetadataLog
 from bridge.zk.multi_codec import encode_multi
 from migrate.errors import Zk2KraftError
 from migrate.kraft import records as rec

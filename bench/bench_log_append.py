@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bridge.metadata_log import MetadataLog
+from bridge.raft.metadata_log import MetadataLog
 from migrate.kraft import records as rec
 
 

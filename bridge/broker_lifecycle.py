@@ -38,8 +38,8 @@ from bridge.brokers.heartbeats import MAX_OFFSET, BrokerControlState, HeartbeatR
 from bridge.brokers.replication import AssignmentResult, ReplicationControl
 from bridge.driver import FencedOut, MigrationDriver
 from bridge.kafka.protocol import response_class
-from bridge.metadata_log import MetadataLog
 from bridge.pipeline import Change, ControllerFailed, DualWritePipeline
+from bridge.raft.metadata_log import MetadataLog
 from migrate.errors import Zk2KraftError, error_text
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.migration_state import ZkMigrationState

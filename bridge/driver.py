@@ -99,7 +99,7 @@ class AppendResultLike(Protocol):
 
 
 class MetadataLogLike(Protocol):
-    """What the driver needs from bridge.metadata_log.MetadataLog."""
+    """What the driver needs from bridge.raft.metadata_log.MetadataLog."""
 
     @property
     def image(self) -> MetadataImage: ...

@@ -53,8 +53,8 @@ from kazoo.exceptions import KazooException
 from bridge.api import RecordAndVersion
 from bridge.driver import FencedOut, MigrationDriver
 from bridge.kafka.protocol import EncodedResponse
-from bridge.metadata_log import AppendResult, MetadataLog
 from bridge.metrics import BridgeMetrics, StuckWrite
+from bridge.raft.metadata_log import AppendResult, MetadataLog
 from bridge.stopping import cancelled
 from bridge.zk.image_slice import cut, touched_keys
 from bridge.zk.leadership import MigrationClientError, code_name

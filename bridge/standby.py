@@ -18,7 +18,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from bridge.metadata_log import LOCK_FILE
+from bridge.raft.metadata_log import LOCK_FILE
 from migrate.errors import Zk2KraftError
 from migrate.zk import paths
 from migrate.zk.znodes.controller import decode_controller

@@ -29,7 +29,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from bridge.handlers.reads import ENDPOINT_CONTROLLERS
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
-from bridge.metadata_fetch import MAX_FETCH_SIZE_BYTES, METADATA_PARTITION, METADATA_TOPIC
+from bridge.raft.fetch_server import MAX_FETCH_SIZE_BYTES, METADATA_PARTITION, METADATA_TOPIC
 from bridge.stopping import cancelled
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import records as rec

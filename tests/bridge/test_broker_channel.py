@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32, i64
+from kio.static.primitive import i32
 
 from bench import bench_propagation
 from bridge import broker_channel
 from bridge.api import DriverState
-from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation, _Event
+from bridge.broker_channel import BrokerChannel, Propagation, _Event
 from bridge.brokers import propagation
 from bridge.brokers.propagation import BrokerAddress, BrokerRequest, PropagationContext, PublishedDelta
 from bridge.controller import BridgeController
@@ -39,35 +39,22 @@ from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import NODE_ID, controller_config
 from tests.support.bridge import eventually as bridge_eventually
+from tests.support.broker_channel import (
+    SUPPORTED,
+    broker_status,
+    eventually,
+    leader_and_isr,
+    ok_response,
+    send,
+    settings,
+    stop_replica,
+    update_metadata,
+)
 from tests.support.brokers import Controller, registration, running
 from tests.support.requests import SET, TOPIC, create_topic, incremental
 
 HOST = "127.0.0.1"
-SUPPORTED = {4: (7, 7), 5: (4, 4), 6: (8, 8)}
 CTX = PropagationContext(controller_id=3000, zk_controller_epoch=7, inter_broker_listener="PLAINTEXT")
-
-
-def update_metadata(broker_id: int, marker: int, *, full: bool = False) -> BrokerRequest:
-    """An UpdateMetadata whose broker epoch tells requests apart."""
-    body = lm.UpdateMetadataRequestV8(
-        controller_id=i32(3000), is_kraft_controller=True, controller_epoch=i32(7), broker_epoch=i64(marker)
-    )
-    return BrokerRequest(broker_id, body, full)
-
-
-def leader_and_isr(broker_id: int, marker: int, *, full: bool = False) -> BrokerRequest:
-    body = lm.LeaderAndIsrRequestV7(
-        controller_id=i32(3000), is_kraft_controller=True, controller_epoch=i32(7), broker_epoch=i64(marker)
-    )
-    return BrokerRequest(broker_id, body, full)
-
-
-def stop_replica(broker_id: int, marker: int) -> BrokerRequest:
-    body = lm.StopReplicaRequestV4(
-        controller_id=i32(3000), is_kraft_controller=True, controller_epoch=i32(7), broker_epoch=i64(marker)
-    )
-    return BrokerRequest(broker_id, body)
-
 
 Answer = Callable[[Any], Awaitable[Any]]
 
@@ -142,24 +129,6 @@ class StandIn:
         return ok_response(request.api_key)
 
 
-def ok_response(api_key: int, error: ErrorCode = ErrorCode.none) -> Any:
-    return {
-        4: lm.LeaderAndIsrResponseV7(error_code=error),
-        5: lm.StopReplicaResponseV4(error_code=error),
-        6: lm.UpdateMetadataResponseV8(error_code=error),
-    }[api_key]
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
-def settings(**overrides: Any) -> ChannelSettings:
-    return ChannelSettings(**{"client_id": "3000", "retry_backoff_s": 0.1, **overrides})
-
-
 @contextlib.asynccontextmanager
 async def channel_to(*stand_ins: StandIn, **overrides: Any) -> AsyncIterator[BrokerChannel]:
     for stand_in in stand_ins:
@@ -172,14 +141,6 @@ async def channel_to(*stand_ins: StandIn, **overrides: Any) -> AsyncIterator[Bro
         await channel.close()
         for stand_in in stand_ins:
             await stand_in.stop()
-
-
-def send(channel: BrokerChannel, requests: Iterable[BrokerRequest]) -> None:
-    channel.enqueue(channel.encode(requests))
-
-
-def broker_status(channel: BrokerChannel, broker_id: int) -> Any:
-    return next(b for b in channel.snapshot().brokers if b.broker_id == broker_id)
 
 
 def test_requests_reach_a_broker_in_order_one_at_a_time() -> None:

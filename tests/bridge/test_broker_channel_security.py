@@ -32,7 +32,9 @@ from bridge.metrics import BridgeMetrics
 from migrate.errors import Zk2KraftError
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
-from tests.bridge.test_broker_channel import (
+from tests.support.bridge import controller_config, start_controller
+from tests.support.bridge import eventually as bridge_eventually
+from tests.support.broker_channel import (
     SUPPORTED,
     broker_status,
     eventually,
@@ -42,8 +44,6 @@ from tests.bridge.test_broker_channel import (
     settings,
     update_metadata,
 )
-from tests.support.bridge import controller_config, start_controller
-from tests.support.bridge import eventually as bridge_eventually
 from tests.support.listener import PASSWORDS, sasl_config
 from tests.support.pki import Pki, needs_openssl, new_pki, server_context
 from tests.support.zk_broker import SimulatedZkBroker

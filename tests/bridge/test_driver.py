@@ -25,7 +25,7 @@ from bridge.config import EXIT_REFUSED, BridgeConfig
 from bridge.controller import BridgeController
 from bridge.driver import MetadataLogLike
 from bridge.kafka.client import send_request_sync
-from bridge.metadata_log import MetadataLog
+from bridge.raft.metadata_log import MetadataLog
 from bridge.zk.migration_client import ZkMigrationClient
 from cli.main import cli
 from migrate.errors import EXIT_FENCED, EXIT_OK

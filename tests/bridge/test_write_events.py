@@ -22,8 +22,8 @@ from bridge.api import DriverState
 from bridge.controller import BridgeController
 from bridge.driver import MigrationDriver
 from bridge.kafka.client import send_request_sync
-from bridge.metadata_log import MetadataLog
 from bridge.pipeline import Change
+from bridge.raft.metadata_log import MetadataLog
 from migrate.zk import paths
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree

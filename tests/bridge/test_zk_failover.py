@@ -219,7 +219,7 @@ def test_a_shutdown_while_zookeeper_holds_a_dual_writes_answer_ends_cleanly(
     """Stopped while the one multi of a change waits for an answer that never comes, the controller gives up
     on it after its wait for in-flight writes, fails the request, stops, and logs no defect; restarted, it
     converges ZooKeeper to the log."""
-    import bridge.controller as controller_module
+    import bridge.controller.process as controller_module
 
     seq = 4242  # the change sent while ZooKeeper holds its answer
     monkeypatch.setattr(controller_module, "SHUTDOWN_WRITES_WAIT_S", 0.5)

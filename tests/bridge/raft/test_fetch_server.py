@@ -1,4 +1,4 @@
-"""bridge.metadata_fetch and bridge.shim.follower: a controller's log served over real TCP with Fetch/FetchSnapshot
+"""bridge.raft.fetch_server and bridge.shim.follower: a controller's log served over real TCP with Fetch/FetchSnapshot
 as Kafka 3.9's KafkaRaftClient serves it, and followed into an image equal to the controller's."""
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from kio.schema.fetch.v17 import request as fetch_v17
 from kio.schema.fetch_snapshot.v1 import request as snapshot_v1
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
-from bridge import metadata_fetch
 from bridge.api import ControllerHandler, HandlerContext
 from bridge.handlers import reads
 from bridge.kafka.client import send_request
 from bridge.kafka.listener import KafkaListener, RequestContext
-from bridge.metadata_log import MetadataLog
+from bridge.raft import fetch_server
+from bridge.raft.metadata_log import MetadataLog
 from bridge.shim.follower import MetadataFollower
 from migrate.kraft import records as rec
 from migrate.kraft.batch import iter_kraft_batches
@@ -94,7 +94,7 @@ class Served:
 
 
 async def serving(metadata_log: MetadataLog) -> Served:
-    handlers = metadata_fetch.fetch_handlers(lambda: metadata_log)
+    handlers = fetch_server.fetch_handlers(lambda: metadata_log)
 
     async def describe_cluster(ctx: RequestContext, body: Any) -> Any:
         # Followers learn the cluster id from the controller endpoint first, as from the bridge.
@@ -106,7 +106,7 @@ async def serving(metadata_log: MetadataLog) -> Served:
 
     listener = KafkaListener(
         handlers={**adapt(handlers, metadata_log.node_id), reads.DESCRIBE_CLUSTER: describe_cluster},
-        supported={**metadata_fetch.SUPPORTED, reads.DESCRIBE_CLUSTER: (0, 1)},
+        supported={**fetch_server.SUPPORTED, reads.DESCRIBE_CLUSTER: (0, 1)},
     )
     await listener.start()
     return Served(metadata_log, listener)
@@ -451,7 +451,7 @@ async def test_follower_times_out_when_no_controller_answers() -> None:
 def test_handlers_register_into_controller_tables() -> None:
     handlers: dict[int, Any] = {}
     supported: dict[int, tuple[int, int]] = {}
-    metadata_fetch.register(handlers, supported, lambda: None)
+    fetch_server.register(handlers, supported, lambda: None)
     assert set(handlers) == {1, 55, 59} and supported == {1: (4, 17), 55: (0, 2), 59: (0, 1)}
 
 

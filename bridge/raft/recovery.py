@@ -3,7 +3,7 @@
 `recover_segments` is Kafka's log recovery limited to the tail (a torn or corrupt last batch is truncated,
 earlier damage is an error naming file and offset); `load_log` replays the newest snapshot and the segments
 after it; `preview` reads a directory as `MetadataLog.open` would without changing a byte (refusals are
-judged on it). The live log that appends, elects and rolls is `bridge.metadata_log`. Kafka's counterparts:
+judged on it). The live log that appends, elects and rolls is `bridge.raft.metadata_log`. Kafka's counterparts:
 `UnifiedLog`'s recovery (`LogLoader`) and `KafkaRaftClient`'s start-up read of its log and snapshots.
 """
 

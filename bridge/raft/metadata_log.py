@@ -1,7 +1,7 @@
 """The bridge controller's durable KRaft metadata log: format, recovery, leader election, group commit.
 
 `MetadataLog.open` formats an empty `metadata.log.dir` as a fresh single-node Kafka 3.9 controller would,
-or recovers and loads an existing one (`bridge.metadata_log_recovery`: a torn or corrupt last batch is
+or recovers and loads an existing one (`bridge.raft.recovery`: a torn or corrupt last batch is
 truncated as Kafka's log recovery does, then the newest snapshot and the segments after it are replayed),
 and then becomes leader in a new epoch: it
 persists the election, appends Kafka's LeaderChangeMessage control batch and the controller's activation
@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 
 from bridge.api import RecordAndVersion
-from bridge.metadata_log_recovery import (
+from bridge.raft.recovery import (
     LoadedLog,
     RecoveredSegments,
     check_meta,

@@ -82,7 +82,7 @@ _LOG_OVERHEAD = 12
 
 
 class MetadataLogSource(Protocol):
-    """What serving needs from bridge.metadata_log.MetadataLog (which has all of it)."""
+    """What serving needs from bridge.raft.metadata_log.MetadataLog (which has all of it)."""
 
     partition_dir: Path
     cluster_id: str

@@ -1,4 +1,4 @@
-"""bridge.metadata_log: format, recovery, election, group commit and crash safety on real files."""
+"""bridge.raft.metadata_log: format, recovery, election, group commit and crash safety on real files."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from bridge.metadata_log import LOCK_FILE, AppendResult, MetadataLog, encode_data_batch
+from bridge.raft.metadata_log import LOCK_FILE, AppendResult, MetadataLog, encode_data_batch
 from migrate.errors import CorruptDataError, InvalidRequestError, UnsupportedVersionError, Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.kraft.activation import ABORT_REASON, encode_leader_change_batch
@@ -302,7 +302,7 @@ def test_every_torn_tail_is_truncated_to_the_previous_batch(
         shutil.copytree(base, root)
         os.truncate(root / PDIR / segment_name, cut)
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="bridge.metadata_log"):
+        with caplog.at_level(logging.WARNING, logger="bridge.raft.metadata_log"):
             log = MetadataLog.open(root, node_id=NODE)
         log.close()
         assert log.end_offset == last_base + 1  # the new leader change sits where the torn batch was
@@ -331,7 +331,7 @@ def test_a_bad_crc_or_zero_fill_at_the_end_is_truncated(
             data += bytes(4096)
         segment.write_bytes(bytes(data))
         with (
-            caplog.at_level(logging.WARNING, logger="bridge.metadata_log"),
+            caplog.at_level(logging.WARNING, logger="bridge.raft.metadata_log"),
             MetadataLog.open(root, node_id=NODE) as log,
         ):
             # A corrupt last batch is dropped; zero fill after intact batches loses nothing.
@@ -551,7 +551,7 @@ def test_without_fsync_appends_are_written_but_not_synced(tmp_path: Path) -> Non
 
 CHILD = """
 import sys, threading
-from bridge.metadata_log import MetadataLog
+from bridge.raft.metadata_log import MetadataLog
 from migrate.kraft import records as rec
 
 log = MetadataLog.open(sys.argv[1], node_id=3000, cluster_id="esQVtsr4Sh6LSPhdkKjbNw", segment_bytes=32768)
