@@ -30,11 +30,13 @@ def leader_change_message(
 ) -> rec.LeaderChangeMessage:
     """The LeaderChangeMessage a leader appends first in its epoch (LeaderState, kraft.version 0): the voters
     at the epoch's start and those that granted the election (both just the leader when not given)."""
+    voter_ids = voters if voters is not None else [leader_id]
+    granting_ids = granting if granting is not None else [leader_id]
     return rec.LeaderChangeMessage(
         version=0,
         leader_id=leader_id,
-        voters=[rec.LeaderChangeMessage.Voter(voter_id=v) for v in (voters if voters is not None else [leader_id])],
-        granting_voters=[rec.LeaderChangeMessage.Voter(voter_id=v) for v in (granting if granting is not None else [leader_id])],
+        voters=[rec.LeaderChangeMessage.Voter(voter_id=v) for v in voter_ids],
+        granting_voters=[rec.LeaderChangeMessage.Voter(voter_id=v) for v in granting_ids],
     )
 
 
