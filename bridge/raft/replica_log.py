@@ -287,6 +287,9 @@ class CommittedMetadataLog(MetadataLog):
         self._check_usable()
         self.lock.wait_for(lambda: self.flushed_offset >= self.end_offset - 1 or self._failure is not None)
         self._check_usable()
+
+    def _close_active_segment(self) -> None:
+        """Caller holds `lock`, writer idle: the active segment is about to be rewritten."""
         if self._segment_fd >= 0:
             os.close(self._segment_fd)
             self._segment_fd = -1
@@ -301,15 +304,16 @@ class CommittedMetadataLog(MetadataLog):
                     f"{self.committed_offset + 1} (committed records are never removed)"
                 )
             self._quiesce()
+            segments = list_segments(self.partition_dir)
+            keep = [s for s in segments if s.base_offset <= offset] or segments[:1]
+            cut_at, new_end = _cut_position(keep[-1].path, keep[-1].base_offset, offset)
+            if new_end <= self.committed_offset:
+                raise Zk2KraftError(
+                    f"{keep[-1].path}: offset {offset} is inside a batch starting at {new_end}, below the high "
+                    f"watermark {self.committed_offset + 1}; refusing to truncate"
+                )
             try:
-                segments = list_segments(self.partition_dir)
-                keep = [s for s in segments if s.base_offset <= offset] or segments[:1]
-                cut_at, new_end = _cut_position(keep[-1].path, keep[-1].base_offset, offset)
-                if new_end <= self.committed_offset:
-                    raise Zk2KraftError(
-                        f"{keep[-1].path}: offset {offset} is inside a batch starting at {new_end}, below the high "
-                        f"watermark {self.committed_offset + 1}; refusing to truncate"
-                    )
+                self._close_active_segment()
                 for segment in segments[len(keep) :]:
                     for path in (segment.path, *index_paths(self.partition_dir, segment.base_offset)):
                         path.unlink(missing_ok=True)
@@ -344,6 +348,7 @@ class CommittedMetadataLog(MetadataLog):
         with self.lock:
             self._quiesce()
             try:
+                self._close_active_segment()
                 for segment in list_segments(self.partition_dir):
                     for path in (segment.path, *index_paths(self.partition_dir, segment.base_offset)):
                         path.unlink(missing_ok=True)

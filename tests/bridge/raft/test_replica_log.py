@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from bridge.raft.client import RaftClient
 from bridge.raft.log import end_offset_for_epoch
-from bridge.raft.messages import OffsetAndEpoch
+from bridge.raft.messages import Endpoint, OffsetAndEpoch
+from bridge.raft.quorum import FileElectionStore, Role
 from bridge.raft.replica_log import ReplicaLog
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import records as rec
@@ -326,3 +329,53 @@ def test_durability_on_a_follower_needs_both_the_fsync_and_the_high_watermark(
     follower.update_high_watermark(leader.end_offset())
     assert follower.metadata_log.durable_offset == leader.end_offset() - 1
     assert "a" in config_names(follower)
+
+
+# ---------------------------------------------------------------------------------------------- with the core
+
+
+def test_three_replica_logs_driven_by_the_raft_core_hold_one_log(tmp_path: Path) -> None:
+    endpoints = {voter: Endpoint("localhost", 9000 + voter) for voter in VOTERS}
+    logs = {voter: open_replica(tmp_path / str(voter), voter) for voter in VOTERS}
+    try:
+        cores = {
+            voter: RaftClient(
+                node_id=voter,
+                voters=endpoints,
+                cluster_id=CLUSTER,
+                log=log,
+                store=FileElectionStore(log.partition_dir / QUORUM_STATE, CLUSTER, tuple(VOTERS)),
+                rng=random.Random(voter),
+            )
+            for voter, log in logs.items()
+        }
+        now = 0
+
+        def run(steps: int) -> None:
+            nonlocal now
+            for _ in range(steps):
+                now += 50
+                for voter, core in cores.items():
+                    for out in core.poll(now):
+                        answer = cores[out.destination].handle_request(now, voter, out.request)
+                        core.handle_response(now, out.destination, out.request, answer)
+
+        for core in cores.values():
+            core.start(now)
+        run(100)
+        leader = next(core for core in cores.values() if core.role is Role.LEADER)
+        leader_log = logs[leader.node_id]
+        run(20)
+        leader.append(leader_log.activation_records(), now)
+        for i in range(5):
+            leader.append([config(f"q{i}")], now)
+        run(40)
+        assert {core.high_watermark for core in cores.values()} == {leader_log.end_offset()}
+        for voter, log in logs.items():
+            assert image_of(log) == image_of(leader_log)
+            assert files(tmp_path / str(voter), ".log") == files(tmp_path / str(leader.node_id), ".log")
+            assert log.metadata_log.durable_offset == leader_log.end_offset() - 1
+        assert "q4" in config_names(logs[VOTERS[0]])
+    finally:
+        for log in logs.values():
+            log.close()
