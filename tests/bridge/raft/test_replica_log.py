@@ -205,6 +205,23 @@ def test_truncation_below_the_high_watermark_is_refused(replicas: tuple[ReplicaL
     assert "b-2" in config_names(follower)
 
 
+def test_a_truncation_refused_inside_a_committed_batch_leaves_the_log_usable(
+    replicas: tuple[ReplicaLog, ReplicaLog],
+) -> None:
+    leader, follower = replicas
+    activated_leader(leader, ["a"])
+    replicate(leader, follower)
+    last_batch = leader.end_offset() - 2  # the two records of config "a"
+    follower.update_high_watermark(last_batch + 1)
+    with pytest.raises(Zk2KraftError, match="inside a batch"):
+        follower.truncate_to(last_batch + 1)
+    leader.append_as_leader([config("b")], 1)
+    leader.flush()
+    replicate(leader, follower)
+    commit(leader, follower)
+    assert image_of(follower) == image_of(leader)
+
+
 # ---------------------------------------------------------------------------------------------- snapshots
 
 
