@@ -33,6 +33,7 @@ from bridge.api import RecordAndVersion
 from bridge.raft.recovery import (
     LoadedLog,
     RecoveredSegments,
+    SegmentScan,
     check_meta,
     index_paths,
     is_unformatted,
@@ -247,8 +248,15 @@ class MetadataLog:
         self._closing = False
         self._closed = False
         self._failure: BaseException | None = None
-        # Writer-thread state: the active segment.
-        active = recovered.active
+        self._segment_fd = -1
+        self._open_active_segment(recovered.active, end_offset)
+        self._writer = threading.Thread(
+            target=self._run_writer, name=f"metadata-log-writer-{node_id}", daemon=True
+        )
+        self._writer.start()
+
+    def _open_active_segment(self, active: SegmentScan | None, end_offset: int) -> None:
+        """Writer-thread state: append to `active` (recovered), or to a new segment at `end_offset`."""
         if active is None:
             base = end_offset
             path = self.partition_dir / segment_file_name(base)
@@ -268,10 +276,6 @@ class MetadataLog:
             for batch in active.batches:
                 self._builder.add_batch(batch.base_offset, batch.last_offset, batch.max_timestamp, batch.size)
             self._segment_size = active.valid_bytes
-        self._writer = threading.Thread(
-            target=self._run_writer, name=f"metadata-log-writer-{node_id}", daemon=True
-        )
-        self._writer.start()
 
     # ------------------------------------------------------------------------------ opening
 
@@ -287,8 +291,11 @@ class MetadataLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         zk_migration_enabled: bool = True,
         now_ms: int | None = None,
+        replica: bool = False,
     ) -> MetadataLog:
-        """Format or recover `directory` (the controller's metadata.log.dir), then lead it in a new epoch."""
+        """Format or recover `directory` (the controller's metadata.log.dir), then lead it in a new epoch.
+
+        With `replica` it does not elect itself: a Raft core (`bridge.raft.replica_log`) decides epochs."""
         if not 0 <= node_id <= _INT32_MAX:
             raise InvalidRequestError(f"node id {node_id} is not a non-negative int32")
         if segment_bytes < 2 * HEADER_SIZE:
@@ -307,6 +314,7 @@ class MetadataLog:
                 segment_bytes,
                 zk_migration_enabled,
                 now_ms,
+                replica,
             )
         except BaseException:
             os.close(lock_fd)
@@ -324,6 +332,7 @@ class MetadataLog:
         segment_bytes: int,
         zk_migration_enabled: bool,
         now_ms: int | None,
+        replica: bool = False,
     ) -> MetadataLog:
         requested = mvs.coerce(metadata_version) if metadata_version is not None else None
         if is_unformatted(root):
@@ -341,7 +350,8 @@ class MetadataLog:
         pdir.mkdir(exist_ok=True)
         _remove_stale_temp_files(root, pdir)
         _check_partition_metadata(pdir)
-        quorum = read_quorum(pdir, node_id)
+        # A replica's quorum-state (several voters) is the Raft core's (bridge.raft.quorum.FileElectionStore).
+        quorum = None if replica else read_quorum(pdir, node_id)
         recovered = recover_segments(pdir)
         loaded, end_offset = load_log(pdir, recovered)
         image = loaded.replayer.image
@@ -352,8 +362,10 @@ class MetadataLog:
                 image.metadata_version.name,
                 requested.name,
             )
-        activation = _activation_records(
-            root, loaded, requested or mvs.LATEST_PRODUCTION, zk_migration_enabled
+        activation = (
+            []
+            if replica
+            else _activation_records(root, loaded, requested or mvs.LATEST_PRODUCTION, zk_migration_enabled)
         )
         metadata_log = cls(
             root,
@@ -367,11 +379,17 @@ class MetadataLog:
             lock_fd=lock_fd,
         )
         try:
-            metadata_log._become_leader(quorum, recovered, loaded, activation, now_ms)
+            if replica:
+                metadata_log._replica_opened(loaded, recovered)
+            else:
+                metadata_log._become_leader(quorum, recovered, loaded, activation, now_ms)
         except BaseException:
             metadata_log._shutdown(write_indexes=False)
             raise
         return metadata_log
+
+    def _replica_opened(self, loaded: LoadedLog, recovered: RecoveredSegments) -> None:
+        """Replica mode, once open: no election here (the Raft core elects; subclasses keep what they need)."""
 
     def _become_leader(
         self,
@@ -543,12 +561,16 @@ class MetadataLog:
                 for item in items:
                     item.future.set_exception(error)
                 continue  # appends are refused from now on; close() still stops the thread
-            with self.lock:
-                self.durable_offset = items[-1].last_offset
-                self.batches_written += len(items)
-                self.lock.notify_all()
-            for item in items:
-                item.future.set_result(None)
+            self._on_synced(items)
+
+    def _on_synced(self, items: list[_Pending]) -> None:
+        """Writer thread, after the fsync covering `items`: they are durable."""
+        with self.lock:
+            self.durable_offset = items[-1].last_offset
+            self.batches_written += len(items)
+            self.lock.notify_all()
+        for item in items:
+            item.future.set_result(None)
 
     def _write(self, items: list[_Pending]) -> None:
         """Group commit: one write per segment touched, then one fsync."""

@@ -25,19 +25,31 @@ ABORT_REASON = "Controller failover"
 Records = list[tuple[Any, int]]
 
 
-def leader_change_message(leader_id: int) -> rec.LeaderChangeMessage:
-    """The LeaderChangeMessage a single-voter leader appends first in its epoch (LeaderState, kraft.version 0)."""
+def leader_change_message(
+    leader_id: int, voters: Sequence[int] | None = None, granting: Sequence[int] | None = None
+) -> rec.LeaderChangeMessage:
+    """The LeaderChangeMessage a leader appends first in its epoch (LeaderState, kraft.version 0): the voters
+    at the epoch's start and those that granted the election (both just the leader when not given)."""
+    voter_ids = voters if voters is not None else [leader_id]
+    granting_ids = granting if granting is not None else [leader_id]
     return rec.LeaderChangeMessage(
         version=0,
         leader_id=leader_id,
-        voters=[rec.LeaderChangeMessage.Voter(voter_id=leader_id)],
-        granting_voters=[rec.LeaderChangeMessage.Voter(voter_id=leader_id)],
+        voters=[rec.LeaderChangeMessage.Voter(voter_id=v) for v in voter_ids],
+        granting_voters=[rec.LeaderChangeMessage.Voter(voter_id=v) for v in granting_ids],
     )
 
 
-def encode_leader_change_batch(offset: int, leader_epoch: int, timestamp_ms: int, leader_id: int) -> bytes:
-    """The control batch holding `leader_change_message(leader_id)` at `offset`."""
-    key, value = encode_control_record(leader_change_message(leader_id))
+def encode_leader_change_batch(
+    offset: int,
+    leader_epoch: int,
+    timestamp_ms: int,
+    leader_id: int,
+    voters: Sequence[int] | None = None,
+    granting: Sequence[int] | None = None,
+) -> bytes:
+    """The control batch holding `leader_change_message(leader_id, voters, granting)` at `offset`."""
+    key, value = encode_control_record(leader_change_message(leader_id, voters, granting))
     return encode_kraft_batch(offset, leader_epoch, timestamp_ms, [(key, value)], True)
 
 

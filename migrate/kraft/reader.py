@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.gcpause import gc_paused
 from migrate.kraft import records as rec
-from migrate.kraft.batch import TornTail, check_batch_file, iter_kraft_batches
+from migrate.kraft.batch import BatchHeader, KraftEntry, TornTail, check_batch_file, iter_kraft_batches
 from migrate.kraft.framing import decode_control_record, decode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
@@ -171,37 +171,46 @@ def _iter_file(
             continue
         if stop_offset is not None and base >= stop_offset:
             return
-        epoch = header.partition_leader_epoch
-        timestamp = header.base_timestamp
-        control = header.is_control
-        for offset_delta, key, value in entries:
-            offset = base + offset_delta
-            if offset < start_offset:
-                continue
-            if stop_offset is not None and offset >= stop_offset:
+        for entry in decode_batch_entries(source, pos, header, entries, start_offset):
+            if stop_offset is not None and entry.offset >= stop_offset:
                 return
-            record: Any
-            try:
-                if control:
-                    record, version = decode_control_record(key, value)
-                else:
-                    if key is not None:
-                        raise CorruptDataError(
-                            source, pos, f"data record at offset {offset} has a key; KRaft forbids it"
-                        )
-                    if value is None:
-                        raise CorruptDataError(source, pos, f"data record at offset {offset} has no value")
-                    record, version = decode_metadata_record(value)
-            except CorruptDataError as exc:
-                if exc.source == source:
-                    raise
-                raise CorruptDataError(
-                    source, pos, f"record at offset {offset} (byte {exc.offset} of its value): {exc.problem}"
-                ) from None
-            yield LogEntry(offset, epoch, timestamp, pos, control, record, version)
+            yield entry
     if read is not None:
         read.valid_bytes = batches.position
         read.torn_tail = batches.torn_tail
+
+
+def decode_batch_entries(
+    source: str, pos: int, header: BatchHeader, entries: Sequence[KraftEntry], start_offset: int = 0
+) -> Iterator[LogEntry]:
+    """The decoded records (control or metadata) of one batch `iter_kraft_batches` yielded, from `start_offset`."""
+    base = header.base_offset
+    epoch = header.partition_leader_epoch
+    timestamp = header.base_timestamp
+    control = header.is_control
+    for offset_delta, key, value in entries:
+        offset = base + offset_delta
+        if offset < start_offset:
+            continue
+        record: Any
+        try:
+            if control:
+                record, version = decode_control_record(key, value)
+            else:
+                if key is not None:
+                    raise CorruptDataError(
+                        source, pos, f"data record at offset {offset} has a key; KRaft forbids it"
+                    )
+                if value is None:
+                    raise CorruptDataError(source, pos, f"data record at offset {offset} has no value")
+                record, version = decode_metadata_record(value)
+        except CorruptDataError as exc:
+            if exc.source == source:
+                raise
+            raise CorruptDataError(
+                source, pos, f"record at offset {offset} (byte {exc.offset} of its value): {exc.problem}"
+            ) from None
+        yield LogEntry(offset, epoch, timestamp, pos, control, record, version)
 
 
 def iter_segment(

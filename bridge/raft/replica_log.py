@@ -1,0 +1,752 @@
+"""The Raft core's replicated log on disk: Kafka's KafkaMetadataLog over the bridge's metadata log.
+
+`ReplicaLog.open` formats or recovers a `metadata.log.dir` as `MetadataLog.open` does (same files, same
+recovery, snapshot and segments loaded into the image) but does not elect itself: the Raft core decides
+epochs, keeps `quorum-state` (`bridge.raft.quorum.FileElectionStore`) and starts each of its epochs with
+`append_leader_change`. A leader's appends replay into the image at once, as before; a follower's fetched
+batches are written as they came and replayed only once the high watermark passes them (Kafka's standby
+controllers apply committed data only). A truncation that removes records the image holds rebuilds the
+image from the directory.
+
+Durable means committed. `metadata_log` (what the pipeline, the driver and the brokers' Fetch use) is a
+`MetadataLog` whose `durable_offset`, durability futures and `wait_durable` move only once a record is both
+fsynced here and below the high watermark; a truncated append's future fails. `on_flushed`, set by the
+owner, is called on the log's writer thread after each fsync (the transport wakes its node from it). Once
+this replica leads and the high watermark has passed its LeaderChangeMessage, the controller appends
+`activation_records()` (bootstrap records on an empty log, an abort of an open transaction).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import mmap
+import os
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bridge.api import RecordAndVersion
+from bridge.metadata_fetch import MAX_FETCH_SIZE_BYTES, MetadataLogReader
+from bridge.metadata_log import (
+    DEFAULT_SEGMENT_BYTES,
+    AppendResult,
+    MetadataLog,
+    _activation_records,
+    _Pending,
+)
+from bridge.metadata_log_recovery import (
+    LoadedLog,
+    RecoveredSegments,
+    index_paths,
+    load_log,
+    recover_segments,
+)
+from bridge.raft.messages import OffsetAndEpoch
+from migrate.atomic import fsync_directory
+from migrate.errors import CorruptDataError, Zk2KraftError
+from migrate.kraft import metadata_version as mvs
+from migrate.kraft.activation import encode_leader_change_batch
+from migrate.kraft.batch import iter_kraft_batches, peek_header
+from migrate.kraft.logdir import (
+    LEADER_EPOCH_CHECKPOINT,
+    EpochEntry,
+    SnapshotId,
+    list_segments,
+    list_snapshots,
+    read_leader_epoch_checkpoint,
+    snapshot_file_name,
+    write_leader_epoch_checkpoint,
+)
+from migrate.kraft.metadata_version import MetadataVersion
+from migrate.kraft.reader import LogEntry, decode_batch_entries, read_snapshot_image
+
+__all__ = ["CommittedMetadataLog", "ReplicaLog"]
+
+log = logging.getLogger(__name__)
+
+PARTIAL_SUFFIX = ".checkpoint.part"
+"""Snapshots.PARTIAL_SUFFIX: a snapshot being downloaded (`<id>-<random>.checkpoint.part`)."""
+DELETED_SUFFIX = ".checkpoint.deleted"
+"""Snapshots.DELETE_SUFFIX: a snapshot marked for deletion."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _resolve(items: Sequence[_Pending], error: BaseException | None = None) -> None:
+    for item in items:
+        if item.future.done():
+            continue
+        if error is None:
+            item.future.set_result(None)
+        else:
+            item.future.set_exception(error)
+
+
+@dataclass(slots=True)
+class _FetchedBatch:
+    """A batch appended as follower, decoded, waiting for the high watermark to be replayed."""
+
+    base_offset: int
+    last_offset: int
+    entries: list[LogEntry]
+
+
+@dataclass(slots=True)
+class _FlushedView:
+    """What MetadataLogReader reads through: the fsynced log (a leader serves its followers that)."""
+
+    partition_dir: Path
+    cluster_id: str
+    node_id: int
+    lock: threading.Condition
+    leader_epoch: int = -1
+    durable_offset: int = -1
+    end_offset: int = 0
+
+
+class CommittedMetadataLog(MetadataLog):
+    """A MetadataLog opened in replica mode: durable once fsynced and committed; the image follows commits.
+
+    Built by `ReplicaLog.open`; the pipeline and the driver use it as they use a MetadataLog.
+    """
+
+    flushed_offset: int
+    """The last offset the writer thread has fsynced."""
+    committed_offset: int
+    """The last offset below the high watermark."""
+    leading: bool
+    """Whether appends are taken (this replica leads `leader_epoch`)."""
+    on_flushed: Callable[[], None] | None
+    applied_end: int
+    """The image holds every record below this offset."""
+    data_records: int
+    opened: RecoveredSegments | None
+
+    def _replica_opened(self, loaded: LoadedLog, recovered: RecoveredSegments) -> None:
+        """Start state of a replica: everything on disk is in the image; committed is what a snapshot holds."""
+        self.flushed_offset = self.end_offset - 1
+        self.committed_offset = loaded.snapshot.end_offset - 1 if loaded.snapshot is not None else -1
+        self.durable_offset = min(self.flushed_offset, self.committed_offset)
+        self.leading = False
+        self.on_flushed = None
+        self.applied_end = self.end_offset
+        self.data_records = loaded.data_records
+        self.opened = recovered
+        self._awaiting: deque[_Pending] = deque()
+        self._unapplied: deque[_FetchedBatch] = deque()
+        self._resolver = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"metadata-log-commit-{self.node_id}"
+        )
+        for entry in self.partition_dir.iterdir():
+            if entry.name.endswith((PARTIAL_SUFFIX, DELETED_SUFFIX)):
+                log.info("removing %s, left by an interrupted snapshot download or deletion", entry)
+                entry.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------------------ durability
+
+    def _on_synced(self, items: list[_Pending]) -> None:
+        with self.lock:
+            self.flushed_offset = items[-1].last_offset
+            self.batches_written += len(items)
+            self._awaiting.extend(items)
+            self._release_durable()
+        callback = self.on_flushed
+        if callback is not None:
+            try:
+                callback()
+            except Exception:  # the owner's failure is not the log's
+                log.exception("the metadata log's on_flushed callback failed")
+
+    def commit(self, high_watermark: int) -> None:
+        """Everything below `high_watermark` is committed: replay it, then let its durability futures go."""
+        self.apply_up_to(high_watermark)
+        with self.lock:
+            if high_watermark - 1 > self.committed_offset:
+                self.committed_offset = high_watermark - 1
+                self._release_durable()
+
+    def _release_durable(self) -> None:
+        """Caller holds `lock`: move `durable_offset` and resolve (in order, on one thread) what it passed."""
+        self.durable_offset = min(self.flushed_offset, self.committed_offset)
+        ready: list[_Pending] = []
+        while self._awaiting and self._awaiting[0].last_offset <= self.durable_offset:
+            ready.append(self._awaiting.popleft())
+        if ready:
+            self._resolver.submit(_resolve, ready)
+        self.lock.notify_all()
+
+    def wait_flushed(self) -> None:
+        """Block until everything appended so far is fsynced (raises if the log failed or closed first)."""
+        with self.lock:
+            target = self.end_offset - 1
+            self.lock.wait_for(
+                lambda: self.flushed_offset >= target or self._failure is not None or self._closed
+            )
+            if self.flushed_offset < target:
+                self._check_usable()
+                raise Zk2KraftError(f"the metadata log in {self.partition_dir} closed before it was flushed")
+
+    # ------------------------------------------------------------------------------ appending
+
+    def append(self, records: Sequence[RecordAndVersion], *, now_ms: int | None = None) -> AppendResult:
+        """Append as the leader of `leader_epoch`, after the records before it are in the image."""
+        if not self.leading:
+            raise Zk2KraftError(
+                f"the metadata log in {self.partition_dir} is not leading: appends go to the Raft leader"
+            )
+        self.apply_up_to(self.end_offset)
+        result = super().append(records, now_ms=now_ms)
+        with self.lock:
+            self.applied_end = max(self.applied_end, result.last_offset + 1)
+            self.data_records += len(records)
+        return result
+
+    def lead(
+        self, epoch: int, voters: Sequence[int], granting: Sequence[int], now_ms: int | None = None
+    ) -> int:
+        """Start leading `epoch` with its LeaderChangeMessage (the image takes the whole log first)."""
+        self.apply_up_to(self.end_offset)
+        stamp = _now_ms() if now_ms is None else now_ms
+        with self.lock:
+            self._check_usable()
+            offset = self.end_offset
+            self._replayer.advance(offset, epoch=epoch, timestamp_ms=stamp)
+            data = encode_leader_change_batch(offset, epoch, stamp, self.node_id, voters, granting)
+            self._enqueue(data, offset, offset, stamp)
+            self.applied_end = offset + 1
+            self.leader_epoch = epoch
+            self.leading = True
+        return offset
+
+    def append_fetched(self, data: bytes, batches: Sequence[tuple[int, int, _FetchedBatch, int]]) -> None:
+        """Queue fetched batches as they are: (position in `data`, size, batch, max timestamp) each."""
+        with self.lock:
+            self._check_usable()
+            self.leading = False
+            for position, size, batch, max_timestamp in batches:
+                if batch.base_offset != self.end_offset:
+                    raise CorruptDataError(
+                        "fetched records",
+                        position,
+                        f"batch at offset {batch.base_offset} is not at the log end",
+                    )
+                self._enqueue(
+                    data[position : position + size], batch.base_offset, batch.last_offset, max_timestamp
+                )
+                self._unapplied.append(batch)
+
+    def apply_up_to(self, end: int) -> None:
+        """Replay the fetched batches that end below `end` into the image."""
+        with self.lock:
+            replayer = self._replayer
+            while self._unapplied and self._unapplied[0].last_offset < end:
+                batch = self._unapplied[0]
+                try:
+                    for entry in batch.entries:
+                        if entry.is_control:
+                            replayer.advance(
+                                entry.offset, epoch=entry.leader_epoch, timestamp_ms=entry.timestamp_ms
+                            )
+                            continue
+                        replayer.replay(
+                            entry.record,
+                            entry.version,
+                            entry.offset,
+                            epoch=entry.leader_epoch,
+                            timestamp_ms=entry.timestamp_ms,
+                        )
+                        self.data_records += 1
+                except BaseException as exc:
+                    # The image no longer matches the log: refuse everything from now on (reopen to recover).
+                    self._failure = exc
+                    raise
+                self._unapplied.popleft()
+                self.applied_end = batch.last_offset + 1
+
+    def activation_records(
+        self, metadata_version: MetadataVersion, zk_migration_enabled: bool
+    ) -> list[RecordAndVersion]:
+        """What `_activation_records` gives for the whole log as it now is (the image first takes all of it)."""
+        self.apply_up_to(self.end_offset)
+        with self.lock:
+            loaded = LoadedLog(self._replayer, self.loaded_snapshot, self.data_records)
+            return _activation_records(self.directory, loaded, metadata_version, zk_migration_enabled)
+
+    # ------------------------------------------------------------------------------ rewriting the log
+
+    def _quiesce(self) -> None:
+        """Caller holds `lock`: wait until the writer has written and fsynced everything queued."""
+        self._check_usable()
+        self.lock.wait_for(lambda: self.flushed_offset >= self.end_offset - 1 or self._failure is not None)
+        self._check_usable()
+
+    def _close_active_segment(self) -> None:
+        """Caller holds `lock`, writer idle: the active segment is about to be rewritten."""
+        if self._segment_fd >= 0:
+            os.close(self._segment_fd)
+            self._segment_fd = -1
+
+    def truncate(self, offset: int) -> RecoveredSegments:
+        """Drop every batch at or after `offset`, as UnifiedLog.truncateTo does; refuse below the high watermark."""
+        dropped: list[_Pending] = []
+        with self.lock:
+            if offset <= self.committed_offset:
+                raise Zk2KraftError(
+                    f"{self.partition_dir}: refusing to truncate to offset {offset}, below the high watermark "
+                    f"{self.committed_offset + 1} (committed records are never removed)"
+                )
+            self._quiesce()
+            segments = list_segments(self.partition_dir)
+            keep = [s for s in segments if s.base_offset <= offset] or segments[:1]
+            cut_at, new_end = _cut_position(keep[-1].path, keep[-1].base_offset, offset)
+            if new_end <= self.committed_offset:
+                raise Zk2KraftError(
+                    f"{keep[-1].path}: offset {offset} is inside a batch starting at {new_end}, below the high "
+                    f"watermark {self.committed_offset + 1}; refusing to truncate"
+                )
+            try:
+                self._close_active_segment()
+                for segment in segments[len(keep) :]:
+                    for path in (segment.path, *index_paths(self.partition_dir, segment.base_offset)):
+                        path.unlink(missing_ok=True)
+                with open(keep[-1].path, "r+b") as f:
+                    f.truncate(cut_at)
+                    os.fsync(f.fileno())
+                fsync_directory(self.partition_dir)
+                recovered = recover_segments(self.partition_dir)
+                end = recovered.log_end_offset if recovered.log_end_offset is not None else new_end
+                self._reset_tail(recovered, end)
+            except BaseException as exc:
+                self._failure = self._failure or exc
+                raise
+            while self._awaiting and self._awaiting[-1].last_offset >= end:
+                dropped.append(self._awaiting.pop())
+            while self._unapplied and self._unapplied[-1].last_offset >= end:
+                self._unapplied.pop()
+            if self.applied_end > end:
+                # The image holds records that are gone (a former leader's uncommitted appends): reload it.
+                log.warning(
+                    "%s: truncated to %d below what the image holds; reloading it", self.partition_dir, end
+                )
+                self._reload(recovered)
+        _resolve(
+            dropped,
+            Zk2KraftError(f"{self.partition_dir}: offset truncated by the Raft leader, not committed"),
+        )
+        return recovered
+
+    def install(self, snapshot: SnapshotId) -> None:
+        """The log now starts at the frozen `snapshot`'s end: delete every segment, reload the image from it."""
+        with self.lock:
+            self._quiesce()
+            try:
+                self._close_active_segment()
+                for segment in list_segments(self.partition_dir):
+                    for path in (segment.path, *index_paths(self.partition_dir, segment.base_offset)):
+                        path.unlink(missing_ok=True)
+                for older, path in list_snapshots(self.partition_dir):
+                    if older != snapshot and older.end_offset <= snapshot.end_offset:
+                        path.unlink(missing_ok=True)
+                fsync_directory(self.partition_dir)
+                self._reset_tail(recover_segments(self.partition_dir), snapshot.end_offset)
+                self.committed_offset = max(self.committed_offset, snapshot.end_offset - 1)
+                self._unapplied.clear()
+                self._reload(recover_segments(self.partition_dir))
+            except BaseException as exc:
+                self._failure = self._failure or exc
+                raise
+            dropped = [p for p in self._awaiting if p.last_offset >= snapshot.end_offset]
+            self._awaiting = deque(p for p in self._awaiting if p.last_offset < snapshot.end_offset)
+            self._release_durable()
+        _resolve(dropped, Zk2KraftError(f"{self.partition_dir}: offset replaced by snapshot {snapshot}"))
+
+    def _reset_tail(self, recovered: RecoveredSegments, end: int) -> None:
+        """Caller holds `lock`, writer idle: append from `end` on the (new) active segment."""
+        self._open_active_segment(recovered.active, end)
+        self.end_offset = end
+        self.flushed_offset = self.writing_offset = end - 1
+        self.leading = False
+        self.durable_offset = min(self.flushed_offset, self.committed_offset)
+
+    def _reload(self, recovered: RecoveredSegments) -> None:
+        """Caller holds `lock`: the image again from the newest snapshot and the segments after it."""
+        loaded, end = load_log(self.partition_dir, recovered)
+        self._replayer = loaded.replayer
+        self.loaded_snapshot = loaded.snapshot
+        self.data_records = loaded.data_records
+        self.applied_end = end
+        self._unapplied.clear()
+
+    # ------------------------------------------------------------------------------ closing
+
+    def _shutdown(self, *, write_indexes: bool) -> None:
+        super()._shutdown(write_indexes=write_indexes)
+        with self.lock:
+            left = list(self._awaiting)
+            self._awaiting.clear()
+        self._resolver.shutdown(wait=True)
+        _resolve(left, Zk2KraftError(f"the metadata log in {self.partition_dir} closed before committing"))
+
+
+def _cut_position(path: Path, base_offset: int, offset: int) -> tuple[int, int]:
+    """Byte position and offset of the first batch of a segment ending at or after `offset` (else its end)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return 0, base_offset
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            data = memoryview(mapped)
+            try:
+                position, next_offset = 0, base_offset
+                while position < size:
+                    header = peek_header(data, str(path), position)
+                    if header.last_offset >= offset:
+                        return position, header.base_offset
+                    position += header.size_in_bytes
+                    next_offset = header.last_offset + 1
+            finally:
+                data.release()
+    return size, next_offset
+
+
+# ---------------------------------------------------------------------------------------------- the log
+
+
+@dataclass(slots=True)
+class _Download:
+    path: Path
+    size: int = 0
+    fd: int = -1
+
+
+class ReplicaLog:
+    """Kafka's KafkaMetadataLog: the `bridge.raft.log.ReplicatedLog` the Raft core drives, on disk."""
+
+    def __init__(
+        self,
+        metadata_log: CommittedMetadataLog,
+        *,
+        metadata_version: MetadataVersion | None = None,
+        zk_migration_enabled: bool = True,
+    ) -> None:
+        self.metadata_log = metadata_log
+        self.partition_dir = metadata_log.partition_dir
+        self._requested = metadata_version
+        self._zk_migration_enabled = zk_migration_enabled
+        self._downloads: dict[OffsetAndEpoch, _Download] = {}
+        recovered = metadata_log.opened
+        assert recovered is not None
+        self._epochs = self._load_epochs(recovered)
+        self._start = self._start_of(recovered)
+        self._view = _FlushedView(
+            metadata_log.partition_dir, metadata_log.cluster_id, metadata_log.node_id, metadata_log.lock
+        )
+        self._reader = MetadataLogReader(self._view)
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        node_id: int,
+        cluster_id: str | None = None,
+        metadata_version: MetadataVersion | str | None = None,
+        fsync: bool = True,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        zk_migration_enabled: bool = True,
+    ) -> ReplicaLog:
+        """Format or recover `directory` as `MetadataLog.open` does, without electing anyone."""
+        opened = CommittedMetadataLog.open(
+            directory,
+            node_id=node_id,
+            cluster_id=cluster_id,
+            metadata_version=metadata_version,
+            fsync=fsync,
+            segment_bytes=segment_bytes,
+            zk_migration_enabled=zk_migration_enabled,
+            replica=True,
+        )
+        assert isinstance(opened, CommittedMetadataLog)
+        requested = mvs.coerce(metadata_version) if metadata_version is not None else None
+        try:
+            return cls(opened, metadata_version=requested, zk_migration_enabled=zk_migration_enabled)
+        except BaseException:
+            opened.close()
+            raise
+
+    def close(self) -> None:
+        for snapshot_id in list(self._downloads):
+            self.discard_partial_snapshot(snapshot_id)
+        self.metadata_log.close()
+
+    def __enter__(self) -> ReplicaLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------ the controller's side
+
+    @property
+    def on_flushed(self) -> Callable[[], None] | None:
+        """Called on the writer thread after each fsync (`loop.call_soon_threadsafe(node.wake)`)."""
+        return self.metadata_log.on_flushed
+
+    @on_flushed.setter
+    def on_flushed(self, callback: Callable[[], None] | None) -> None:
+        self.metadata_log.on_flushed = callback
+
+    def activation_records(self) -> list[RecordAndVersion]:
+        """QuorumController's activation records for this log as it now is (the leader's, once committed past
+        its LeaderChangeMessage): bootstrap records on an empty log, an abort of an open transaction."""
+        return self.metadata_log.activation_records(
+            self._requested or mvs.LATEST_PRODUCTION, self._zk_migration_enabled
+        )
+
+    # ------------------------------------------------------------------------------ offsets and epochs
+
+    def end_offset(self) -> int:
+        return self.metadata_log.end_offset
+
+    def start_offset(self) -> int:
+        return self._start
+
+    def flushed_end_offset(self) -> int:
+        return self.metadata_log.flushed_offset + 1
+
+    def last_fetched_epoch(self) -> int:
+        if self._epochs:
+            return self._epochs[-1].epoch
+        latest = self.latest_snapshot_id()
+        return latest.epoch if latest is not None else 0
+
+    def epoch_starts(self) -> Sequence[tuple[int, int]]:
+        return [(entry.epoch, entry.start_offset) for entry in self._epochs]
+
+    def _load_epochs(self, recovered: RecoveredSegments) -> list[EpochEntry]:
+        """Kafka's LeaderEpochFileCache after recovery: entries below the log start survive, the rest follow
+        the batches (only epochs above the cache's latest are appended)."""
+        path = self.partition_dir / LEADER_EPOCH_CHECKPOINT
+        old = read_leader_epoch_checkpoint(path) if path.exists() else []
+        start = recovered.log_start_offset if recovered.log_start_offset is not None else self.end_offset()
+        entries = [entry for entry in old if entry.start_offset < start]
+        for entry in recovered.epoch_starts:
+            if not entries or entry.epoch > entries[-1].epoch:
+                entries.append(entry)
+        if entries != old or not path.exists():
+            write_leader_epoch_checkpoint(path, entries)
+        return entries
+
+    def _start_of(self, recovered: RecoveredSegments) -> int:
+        if recovered.log_start_offset is not None:
+            return recovered.log_start_offset
+        snapshot = self.metadata_log.loaded_snapshot
+        return snapshot.end_offset if snapshot is not None else self.end_offset()
+
+    def _assign_epochs(self, starts: Sequence[EpochEntry]) -> None:
+        """LeaderEpochFileCache.assign: epochs above the latest are appended, and the checkpoint written."""
+        changed = False
+        for entry in starts:
+            if not self._epochs or entry.epoch > self._epochs[-1].epoch:
+                self._epochs.append(entry)
+                changed = True
+        if changed:
+            write_leader_epoch_checkpoint(self.partition_dir / LEADER_EPOCH_CHECKPOINT, self._epochs)
+
+    # ------------------------------------------------------------------------------ appending
+
+    def append_as_leader(self, records: Sequence[Any], epoch: int) -> int:
+        ml = self.metadata_log
+        if not ml.leading or epoch != ml.leader_epoch:
+            raise Zk2KraftError(
+                f"{self.partition_dir}: an append in epoch {epoch}, but this replica leads "
+                f"{ml.leader_epoch if ml.leading else 'no epoch'}"
+            )
+        return ml.append(records).last_offset
+
+    def append_leader_change(
+        self, epoch: int, leader_id: int, voters: Sequence[int], granting: Sequence[int]
+    ) -> int:
+        ml = self.metadata_log
+        if leader_id != ml.node_id:
+            raise Zk2KraftError(f"node {ml.node_id} cannot start epoch {epoch} for leader {leader_id}")
+        if self._epochs and epoch <= self._epochs[-1].epoch:
+            raise Zk2KraftError(
+                f"{self.partition_dir}: epoch {epoch} is not above the log's latest epoch {self._epochs[-1].epoch}"
+            )
+        offset = ml.lead(epoch, voters, granting)
+        self._assign_epochs([EpochEntry(epoch, offset)])
+        log.info("%s: node %d leads epoch %d from offset %d", self.partition_dir, ml.node_id, epoch, offset)
+        return offset
+
+    def append_as_follower(self, data: bytes) -> None:
+        """Check and queue whole batches fetched from the leader (a trailing partial batch is ignored, as
+        Kafka's ByteBufferLogInputStream does); nothing is written unless every batch is sound."""
+        ml = self.metadata_log
+        source = f"records fetched into {self.partition_dir}"
+        expected = ml.end_offset
+        last_epoch = self._epochs[-1].epoch if self._epochs else -1
+        batches: list[tuple[int, int, _FetchedBatch, int]] = []
+        starts: list[EpochEntry] = []
+        scanner = iter_kraft_batches(data, source, tolerate_torn_tail=True)
+        for position, header, raw in scanner:
+            if header.base_offset != expected:
+                raise CorruptDataError(
+                    source, position, f"batch at offset {header.base_offset}, but the log ends at {expected}"
+                )
+            epoch = header.partition_leader_epoch
+            if epoch < last_epoch:
+                raise CorruptDataError(
+                    source, position, f"batch in epoch {epoch} after a batch of epoch {last_epoch}"
+                )
+            if epoch > last_epoch:
+                starts.append(EpochEntry(epoch, header.base_offset))
+                last_epoch = epoch
+            entries = list(decode_batch_entries(source, position, header, raw))
+            batch = _FetchedBatch(header.base_offset, header.last_offset, entries)
+            batches.append((position, header.size_in_bytes, batch, header.max_timestamp))
+            expected = header.last_offset + 1
+        if not batches:
+            return
+        ml.append_fetched(bytes(data), batches)
+        self._assign_epochs(starts)
+
+    def flush(self) -> None:
+        """KafkaMetadataLog.flush: returns once everything appended so far is fsynced."""
+        self.metadata_log.wait_flushed()
+
+    def update_high_watermark(self, offset: int) -> None:
+        self.metadata_log.commit(offset)
+
+    # ------------------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> None:
+        """UnifiedLog.truncateTo plus the epoch cache's truncateFromEnd; refuses below the high watermark."""
+        if offset >= self.end_offset():
+            return
+        if offset < self._start:
+            raise Zk2KraftError(
+                f"{self.partition_dir}: refusing to truncate to offset {offset}, before the log start {self._start}"
+            )
+        self.metadata_log.truncate(offset)
+        end = self.end_offset()
+        self._epochs = [entry for entry in self._epochs if entry.start_offset < end]
+        write_leader_epoch_checkpoint(self.partition_dir / LEADER_EPOCH_CHECKPOINT, self._epochs)
+        self._reader = MetadataLogReader(self._view)
+        log.info("%s: truncated to offset %d", self.partition_dir, end)
+
+    # ------------------------------------------------------------------------------ reading
+
+    def read(self, offset: int, max_bytes: int = MAX_FETCH_SIZE_BYTES) -> bytes:
+        ml = self.metadata_log
+        with ml.lock:
+            self._view.durable_offset = ml.flushed_offset
+            self._view.end_offset = ml.end_offset
+            self._view.leader_epoch = ml.leader_epoch
+        self._reader.refresh()
+        return self._reader.read(offset, max_bytes)
+
+    # ------------------------------------------------------------------------------ snapshots
+
+    def _snapshots(self) -> list[tuple[SnapshotId, Path]]:
+        start = self._start
+        return [(sid, path) for sid, path in list_snapshots(self.partition_dir) if sid.end_offset >= start]
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        snapshots = self._snapshots()
+        return OffsetAndEpoch(snapshots[-1][0].end_offset, snapshots[-1][0].epoch) if snapshots else None
+
+    def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
+        snapshots = self._snapshots()
+        return OffsetAndEpoch(snapshots[0][0].end_offset, snapshots[0][0].epoch) if snapshots else None
+
+    def _snapshot_path(self, snapshot_id: OffsetAndEpoch) -> Path | None:
+        wanted = SnapshotId(snapshot_id.offset, snapshot_id.epoch)
+        return next((path for sid, path in self._snapshots() if sid == wanted), None)
+
+    def snapshot_size(self, snapshot_id: OffsetAndEpoch) -> int | None:
+        path = self._snapshot_path(snapshot_id)
+        if path is None:
+            return None
+        try:
+            return path.stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> bytes:
+        path = self._snapshot_path(snapshot_id)
+        if path is None:
+            raise Zk2KraftError(f"{self.partition_dir} has no snapshot {snapshot_id}")
+        with open(path, "rb") as f:
+            return os.pread(f.fileno(), max_bytes, position)
+
+    def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        """FileRawSnapshotWriter.append to `<id>-<random>.checkpoint.part`; a download restarts at 0."""
+        download = self._downloads.get(snapshot_id)
+        if position == 0 and download is not None:
+            self.discard_partial_snapshot(snapshot_id)
+            download = None
+        if download is None:
+            if position != 0:
+                raise Zk2KraftError(
+                    f"{self.partition_dir}: snapshot {snapshot_id} chunk at {position} without its beginning"
+                )
+            stem = snapshot_file_name(SnapshotId(snapshot_id.offset, snapshot_id.epoch))[
+                : -len(".checkpoint")
+            ]
+            fd, name = tempfile.mkstemp(prefix=f"{stem}-", suffix=PARTIAL_SUFFIX, dir=self.partition_dir)
+            download = self._downloads[snapshot_id] = _Download(Path(name), fd=fd)
+        if position != download.size:
+            raise Zk2KraftError(
+                f"{download.path}: chunk at position {position}, but {download.size} bytes are written"
+            )
+        view = memoryview(data)
+        while view:
+            view = view[os.write(download.fd, view) :]
+        download.size += len(data)
+
+    def discard_partial_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        download = self._downloads.pop(snapshot_id, None)
+        if download is None:
+            return
+        if download.fd >= 0:
+            os.close(download.fd)
+        download.path.unlink(missing_ok=True)
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """Freeze the downloaded snapshot (fsync, rename) and truncate the whole log to it (Kafka's
+        onSnapshotFrozen and truncateToLatestSnapshot): the log starts at its end offset, the image is its."""
+        download = self._downloads.get(snapshot_id)
+        if download is None:
+            raise Zk2KraftError(f"{self.partition_dir}: no download of snapshot {snapshot_id} to install")
+        sid = SnapshotId(snapshot_id.offset, snapshot_id.epoch)
+        os.fsync(download.fd)
+        try:
+            read_snapshot_image(download.path)  # a snapshot that does not load is never installed
+        except Zk2KraftError:
+            self.discard_partial_snapshot(snapshot_id)
+            raise
+        del self._downloads[snapshot_id]
+        os.close(download.fd)
+        final = self.partition_dir / snapshot_file_name(sid)
+        os.replace(download.path, final)
+        fsync_directory(self.partition_dir)
+        self.metadata_log.install(sid)
+        self._epochs = []
+        write_leader_epoch_checkpoint(self.partition_dir / LEADER_EPOCH_CHECKPOINT, self._epochs)
+        self._start = sid.end_offset
+        self._reader = MetadataLogReader(self._view)
+        log.info(
+            "%s: installed snapshot %s; the log starts at offset %d",
+            self.partition_dir,
+            final.name,
+            self._start,
+        )
