@@ -39,7 +39,7 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     "metrics": frozenset({"api", "kafka"}),
     "zk": frozenset({"api", "metrics"}),
     # the Raft wing: the metadata log, its recovery and its Fetch serving
-    "raft": frozenset({"api", "handlers"}),
+    "raft": frozenset({"api", "kafka", "handlers"}),
     "driver": frozenset({"api", "zk"}),
     "pipeline": frozenset({"api", "kafka", "metrics", "zk", "raft", "driver", "stopping"}),
     "broker_lifecycle": frozenset({"api", "kafka", "brokers", "driver", "raft", "pipeline"}),

@@ -159,16 +159,16 @@ class InvalidRaftResponse(Zk2KraftError):
 
 
 def _request_module(api_key: int, version: int) -> Any:
-    _check_version(api_key, version)
+    check_version(api_key, version)
     return load_payload_module(api_key, version, EntityType.request)
 
 
 def _response_module(api_key: int, version: int) -> Any:
-    _check_version(api_key, version)
+    check_version(api_key, version)
     return load_payload_module(api_key, version, EntityType.response)
 
 
-def _check_version(api_key: int, version: int) -> None:
+def check_version(api_key: int, version: int) -> None:
     low, high = _SUPPORTED.get(api_key, (0, -1))
     if not low <= version <= high:
         raise UnsupportedVersionError(
@@ -434,7 +434,7 @@ def request_from_kio(entity: Any) -> m.RaftRequest:
     A request that does not name `__cluster_metadata`-0 (by topic id for Fetch) raises `RaftRequestRefused`.
     """
     api_key, version = int(entity.__api_key__), int(entity.__version__)
-    _check_version(api_key, version)
+    check_version(api_key, version)
     decode = _REQUEST_DECODERS.get(api_key)
     if decode is None:
         raise UnsupportedVersionError(f"{protocol.describe_api(api_key, version)} is not a Raft request")
@@ -668,7 +668,7 @@ def response_from_kio(entity: Any) -> m.RaftResponse:
     """The neutral response of a kio Raft response: a top-level error alone, else the metadata partition's
     answer (`InvalidRaftResponse` when it names another partition, as Kafka's hasValidTopicPartition checks)."""
     api_key, version = int(entity.__api_key__), int(entity.__version__)
-    _check_version(api_key, version)
+    check_version(api_key, version)
     decode = _RESPONSE_DECODERS.get(api_key)
     if decode is None:
         raise UnsupportedVersionError(f"{protocol.describe_api(api_key, version)} is not a Raft response")
@@ -820,7 +820,7 @@ def check_describe_quorum_request(entity: Any) -> None:
     """KafkaRaftClient.handleDescribeQuorumRequest's partition check: `RaftRequestRefused` (answered
     UNKNOWN_TOPIC_OR_PARTITION on every partition asked) unless it names exactly `__cluster_metadata`-0."""
     version = int(entity.__version__)
-    _check_version(int(entity.__api_key__), version)
+    check_version(int(entity.__api_key__), version)
     topics = entity.topics
     if (
         len(topics) != 1
@@ -928,7 +928,7 @@ def describe_quorum_response(description: m.QuorumDescription, version: int, *, 
 def quorum_description(entity: Any) -> m.QuorumDescription:
     """The neutral description in a kio DescribeQuorum response (the error alone when it carries one)."""
     version = int(entity.__version__)
-    _check_version(int(entity.__api_key__), version)
+    check_version(int(entity.__api_key__), version)
     if entity.error_code != ErrorCode.none:
         return m.QuorumDescription(int(entity.error_code))
     p = _response_partition(entity, entity.topics, lambda t: t.topic_name, lambda p: int(p.partition_index))
@@ -998,43 +998,3 @@ def reconfiguration_refusal(
         port=i32(address.port if address is not None else 0),
     )
     return module.UpdateRaftVoterResponse(throttle_time=NO_THROTTLE, error_code=code, current_leader=leader)
-
-
-# ---------------------------------------------------------------------------------------------- frames
-
-
-def decode_request_payload(payload: bytes, source: str) -> tuple[int, int, int, Any]:
-    """(api key, version, correlation id, neutral request or kio DescribeQuorum request) of a Raft request frame.
-
-    Raises only `Zk2KraftError`s: `CorruptDataError` for bytes that are no request, `UnsupportedVersionError`,
-    and `RaftRequestRefused` (answer with its `response()`).
-    """
-    decoded = protocol.decode_request(payload, source, _RAFT_REQUESTS)
-    if decoded.body is None:
-        raise UnsupportedVersionError(
-            f"{source}: {protocol.describe_api(decoded.api_key, decoded.api_version)}"
-        )
-    body = decoded.body
-    if decoded.api_key == DESCRIBE_QUORUM_KEY:
-        check_describe_quorum_request(body)
-        return decoded.api_key, decoded.api_version, decoded.correlation_id, body
-    return decoded.api_key, decoded.api_version, decoded.correlation_id, request_from_kio(body)
-
-
-_RAFT_REQUESTS: Final = {
-    key: versions
-    for key, versions in _SUPPORTED.items()
-    if key not in (ADD_RAFT_VOTER_KEY, REMOVE_RAFT_VOTER_KEY, UPDATE_RAFT_VOTER_KEY)
-}
-
-
-def decode_response_payload(
-    payload: bytes, api_key: int, version: int, source: str
-) -> tuple[int, m.RaftResponse]:
-    """(correlation id, neutral response) of the answer to a Raft request of `api_key` at `version`.
-
-    Raises only `Zk2KraftError`s (`CorruptDataError`, `InvalidRaftResponse`, `UnsupportedVersionError`).
-    """
-    _check_version(api_key, version)
-    correlation_id, body = protocol.decode_response(payload, api_key, version, source)
-    return correlation_id, response_from_kio(body)

@@ -246,16 +246,16 @@ class MetadataLog:
         self._lock_fd = lock_fd
         self._queue: list[_Pending] = []
         self._closing = False
-        self._closed = False
+        self.closed = False
         self._failure: BaseException | None = None
         self._segment_fd = -1
-        self._open_active_segment(recovered.active, end_offset)
+        self.open_active_segment(recovered.active, end_offset)
         self._writer = threading.Thread(
             target=self._run_writer, name=f"metadata-log-writer-{node_id}", daemon=True
         )
         self._writer.start()
 
-    def _open_active_segment(self, active: SegmentScan | None, end_offset: int) -> None:
+    def open_active_segment(self, active: SegmentScan | None, end_offset: int) -> None:
         """Writer-thread state: append to `active` (recovered), or to a new segment at `end_offset`."""
         if active is None:
             base = end_offset
@@ -429,7 +429,7 @@ class MetadataLog:
         with self.lock:
             self._replayer.advance(leader_change_offset, epoch=epoch, timestamp_ms=stamp)
             data = encode_leader_change_batch(leader_change_offset, epoch, stamp, self.node_id)
-            pending = [self._enqueue(data, leader_change_offset, leader_change_offset, stamp)]
+            pending = [self.enqueue(data, leader_change_offset, leader_change_offset, stamp)]
         if activation:
             pending.append(self.append(activation, now_ms=stamp).durable)
         for future in pending:
@@ -486,7 +486,7 @@ class MetadataLog:
             )
         count = len(records)
         with self.lock:
-            self._check_usable()
+            self.check_usable()
             base = self.end_offset
             replay = self._replayer.replay
             epoch = self.leader_epoch
@@ -498,15 +498,15 @@ class MetadataLog:
                 # longer matches the log, so stop here (Kafka's controller renounces leadership).
                 self._failure = exc
                 raise
-            future = self._enqueue(_BASE_OFFSET.pack(base) + blob[8:], base, base + count - 1, stamp)
+            future = self.enqueue(_BASE_OFFSET.pack(base) + blob[8:], base, base + count - 1, stamp)
         return AppendResult(base, base + count - 1, future)
 
     def wait_durable(self, offset: int) -> None:
         """Any thread but the writer's: block until `offset` is fsynced; raises if the log failed or closed first."""
         with self.lock:
-            self.lock.wait_for(lambda: self.durable_offset >= offset or self._failure is not None or self._closed)
+            self.lock.wait_for(lambda: self.durable_offset >= offset or self._failure is not None or self.closed)
             if self.durable_offset < offset:
-                self._check_usable()
+                self.check_usable()
                 raise Zk2KraftError(f"the metadata log in {self.partition_dir} closed before offset {offset} was durable")
 
     async def append_and_wait(
@@ -517,7 +517,7 @@ class MetadataLog:
         await asyncio.wrap_future(result.durable)
         return result
 
-    def _enqueue(self, data: bytes, base: int, last: int, stamp: int) -> concurrent.futures.Future[None]:
+    def enqueue(self, data: bytes, base: int, last: int, stamp: int) -> concurrent.futures.Future[None]:
         """Queue one encoded batch (caller holds `lock` and has checked usability)."""
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._queue.append(_Pending(data, base, last, stamp, future))
@@ -525,7 +525,7 @@ class MetadataLog:
         self.lock.notify_all()
         return future
 
-    def _check_usable(self) -> None:
+    def check_usable(self) -> None:
         if self._failure is not None:
             raise Zk2KraftError(
                 f"the metadata log in {self.partition_dir} failed and takes no more appends "
@@ -638,9 +638,9 @@ class MetadataLog:
 
     def _shutdown(self, *, write_indexes: bool) -> None:
         with self.lock:
-            if self._closed:
+            if self.closed:
                 return
-            self._closed = True
+            self.closed = True
             self._closing = True
             self.lock.notify_all()
         self._writer.join()

@@ -32,22 +32,22 @@ from pathlib import Path
 from typing import Any
 
 from bridge.api import RecordAndVersion
-from bridge.metadata_fetch import MAX_FETCH_SIZE_BYTES, MetadataLogReader
-from bridge.metadata_log import (
+from bridge.raft.fetch_server import MAX_FETCH_SIZE_BYTES, MetadataLogReader
+from bridge.raft.messages import OffsetAndEpoch
+from bridge.raft.metadata_log import (
     DEFAULT_SEGMENT_BYTES,
     AppendResult,
     MetadataLog,
     _activation_records,
     _Pending,
 )
-from bridge.metadata_log_recovery import (
+from bridge.raft.recovery import (
     LoadedLog,
     RecoveredSegments,
     index_paths,
     load_log,
     recover_segments,
 )
-from bridge.raft.messages import OffsetAndEpoch
 from migrate.atomic import fsync_directory
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
@@ -188,10 +188,10 @@ class CommittedMetadataLog(MetadataLog):
         with self.lock:
             target = self.end_offset - 1
             self.lock.wait_for(
-                lambda: self.flushed_offset >= target or self._failure is not None or self._closed
+                lambda: self.flushed_offset >= target or self._failure is not None or self.closed
             )
             if self.flushed_offset < target:
-                self._check_usable()
+                self.check_usable()
                 raise Zk2KraftError(f"the metadata log in {self.partition_dir} closed before it was flushed")
 
     # ------------------------------------------------------------------------------ appending
@@ -216,11 +216,11 @@ class CommittedMetadataLog(MetadataLog):
         self.apply_up_to(self.end_offset)
         stamp = _now_ms() if now_ms is None else now_ms
         with self.lock:
-            self._check_usable()
+            self.check_usable()
             offset = self.end_offset
             self._replayer.advance(offset, epoch=epoch, timestamp_ms=stamp)
             data = encode_leader_change_batch(offset, epoch, stamp, self.node_id, voters, granting)
-            self._enqueue(data, offset, offset, stamp)
+            self.enqueue(data, offset, offset, stamp)
             self.applied_end = offset + 1
             self.leader_epoch = epoch
             self.leading = True
@@ -229,7 +229,7 @@ class CommittedMetadataLog(MetadataLog):
     def append_fetched(self, data: bytes, batches: Sequence[tuple[int, int, _FetchedBatch, int]]) -> None:
         """Queue fetched batches as they are: (position in `data`, size, batch, max timestamp) each."""
         with self.lock:
-            self._check_usable()
+            self.check_usable()
             self.leading = False
             for position, size, batch, max_timestamp in batches:
                 if batch.base_offset != self.end_offset:
@@ -238,7 +238,7 @@ class CommittedMetadataLog(MetadataLog):
                         position,
                         f"batch at offset {batch.base_offset} is not at the log end",
                     )
-                self._enqueue(
+                self.enqueue(
                     data[position : position + size], batch.base_offset, batch.last_offset, max_timestamp
                 )
                 self._unapplied.append(batch)
@@ -284,9 +284,9 @@ class CommittedMetadataLog(MetadataLog):
 
     def _quiesce(self) -> None:
         """Caller holds `lock`: wait until the writer has written and fsynced everything queued."""
-        self._check_usable()
+        self.check_usable()
         self.lock.wait_for(lambda: self.flushed_offset >= self.end_offset - 1 or self._failure is not None)
-        self._check_usable()
+        self.check_usable()
 
     def _close_active_segment(self) -> None:
         """Caller holds `lock`, writer idle: the active segment is about to be rewritten."""
@@ -370,7 +370,7 @@ class CommittedMetadataLog(MetadataLog):
 
     def _reset_tail(self, recovered: RecoveredSegments, end: int) -> None:
         """Caller holds `lock`, writer idle: append from `end` on the (new) active segment."""
-        self._open_active_segment(recovered.active, end)
+        self.open_active_segment(recovered.active, end)
         self.end_offset = end
         self.flushed_offset = self.writing_offset = end - 1
         self.leading = False

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.kafka import protocol
-from bridge.raft import codec
 from bridge.raft import messages as m
 from bridge.raft.client import Outbound, RaftClient, RaftConfig
 from bridge.raft.messages import OffsetAndEpoch
@@ -28,6 +26,7 @@ from bridge.raft.quorum import NO_ID, Election, Role
 from migrate.kraft import records as rec
 from migrate.kraft.batch import encode_kraft_batch, iter_kraft_batches
 from migrate.kraft.framing import encode_control_record
+from tests.support.raft_wire import kafka_wire
 
 COUNTER = struct.Struct(">q")
 SNAPSHOT_FILLER = b"s" * 48
@@ -35,33 +34,6 @@ SNAPSHOT_FILLER = b"s" * 48
 
 WireHook = Callable[[Any], Any]
 """What the network does to each request and response on the way (`kafka_wire`: Kafka's bytes and back)."""
-
-
-SIM_LISTENER = "CONTROLLER"
-_SIM_ENDPOINTS: dict[int, m.Endpoint] = {}
-
-
-def kafka_wire(message: Any) -> Any:
-    """Every request and response as Kafka 3.9's bytes at the highest version both speak, and back."""
-    if isinstance(
-        message,
-        m.VoteRequest
-        | m.BeginQuorumEpochRequest
-        | m.EndQuorumEpochRequest
-        | m.FetchRequest
-        | m.FetchSnapshotRequest,
-    ):
-        key = codec.request_api_key(message)
-        version = codec.supported_versions()[key][1]
-        entity = codec.request_to_kio(message, version, voters=_SIM_ENDPOINTS, listener=SIM_LISTENER)
-        payload = protocol.encode_request(entity, 7, "raft-sim", version)
-        return codec.decode_request_payload(payload, "simulated request")[3]
-    key = codec.response_api_key(message)
-    version = codec.supported_versions()[key][1]
-    entity = codec.response_to_kio(message, version, voters=_SIM_ENDPOINTS)
-    return codec.decode_response_payload(
-        protocol.encode_response(7, entity), key, version, "simulated response"
-    )[1]
 
 
 class SimulationViolation(AssertionError):

@@ -32,6 +32,7 @@ from bridge.raft import codec
 from bridge.raft import messages as m
 from migrate.errors import Zk2KraftError
 from migrate.kraft.logdir import METADATA_TOPIC_ID
+from tests.support.raft_wire import decode_request_payload, decode_response_payload
 from tests.support.strategies import kio_entities
 
 SCHEMAS = Path("/work/shared/kafka-schemas/message")
@@ -61,12 +62,12 @@ def _send_request(request: Any, version: int) -> tuple[int, int, int, Any]:
     """Neutral → kio → frame bytes (the project's encoder) → neutral, as a bridge receives it."""
     entity = codec.request_to_kio(request, version, voters=VOTERS, listener=LISTENER)
     payload = protocol.encode_request(entity, 41, "raft-client-3000")
-    return codec.decode_request_payload(payload, "test peer")
+    return decode_request_payload(payload, "test peer")
 
 
 def _send_response(response: Any, version: int) -> Any:
     entity = codec.response_to_kio(response, version, voters=VOTERS)
-    correlation_id, back = codec.decode_response_payload(
+    correlation_id, back = decode_response_payload(
         protocol.encode_response(41, entity), codec._RESPONSE_KEYS[type(response)], version, "test peer"
     )
     assert correlation_id == 41
@@ -523,7 +524,7 @@ def test_a_vote_for_another_partition_is_an_invalid_request(version: int) -> Non
     ]  # fmt: skip
     for entity in wrong:
         with pytest.raises(codec.RaftRequestRefused) as refused:
-            codec.decode_request_payload(protocol.encode_request(entity, 1, None), "peer")
+            decode_request_payload(protocol.encode_request(entity, 1, None), "peer")
         assert refused.value.error_code == m.INVALID_REQUEST
         answer = refused.value.response()
         assert (answer.error_code, answer.topics) == (ErrorCode.invalid_request, ())
@@ -546,7 +547,7 @@ def test_a_fetch_without_the_metadata_topic_id_is_an_invalid_request() -> None:
         topics=(old.FetchTopic(topic="__cluster_metadata", partitions=()),), forgotten_topics_data=(), rack_id="",
     )  # fmt: skip
     with pytest.raises(codec.RaftRequestRefused, match="no topic id"):
-        codec.decode_request_payload(protocol.encode_request(v12, 1, None), "peer")
+        decode_request_payload(protocol.encode_request(v12, 1, None), "peer")
 
 
 def test_a_fetch_snapshot_of_another_partition_is_unknown_naming_it() -> None:
@@ -576,7 +577,7 @@ def test_a_describe_quorum_of_other_partitions_answers_each_unknown() -> None:
         module.TopicData(topic_name="orders", partitions=(module.PartitionData(partition_index=i32(3)),)),
     ))  # fmt: skip
     with pytest.raises(codec.RaftRequestRefused) as refused:
-        codec.decode_request_payload(protocol.encode_request(request, 1, None), "peer")
+        decode_request_payload(protocol.encode_request(request, 1, None), "peer")
     answer = refused.value.response()
     assert [
         (t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics
@@ -592,7 +593,7 @@ def test_a_response_for_another_partition_is_not_taken() -> None:
     good = codec.response_to_kio(m.VoteResponse(m.NONE, m.NONE, 3000, 7, True), 1, voters=VOTERS)
     other = dataclasses.replace(good, topics=(dataclasses.replace(good.topics[0], topic_name="x"),))
     with pytest.raises(codec.InvalidRaftResponse):
-        codec.decode_response_payload(protocol.encode_response(1, other), 52, 1, "peer")
+        decode_response_payload(protocol.encode_response(1, other), 52, 1, "peer")
 
 
 # ---------------------------------------------------------------------------------------------- hostile bytes
@@ -603,14 +604,14 @@ def test_a_response_for_another_partition_is_not_taken() -> None:
 def test_arbitrary_request_bytes_raise_only_our_errors(api_key: int, version: int, tail: bytes) -> None:
     payload = struct.pack(">hhi", api_key, version, 1) + tail
     with contextlib.suppress(Zk2KraftError):
-        codec.decode_request_payload(payload, "fuzz")
+        decode_request_payload(payload, "fuzz")
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from([(k, v) for k, vs in RAFT_VERSIONS.items() for v in vs]), st.binary(max_size=200))
 def test_arbitrary_response_bytes_raise_only_our_errors(key_version: tuple[int, int], payload: bytes) -> None:
     with contextlib.suppress(Zk2KraftError):
-        codec.decode_response_payload(payload, *key_version, "fuzz")
+        decode_response_payload(payload, *key_version, "fuzz")
 
 
 @pytest.mark.parametrize(("api_key", "version"), [(k, v) for k, vs in RAFT_VERSIONS.items() for v in vs])
@@ -623,7 +624,7 @@ def test_damaged_real_requests_raise_only_our_errors(api_key: int, version: int,
         payload[data.draw(st.integers(4, len(payload) - 1))] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(4, len(payload)))
     with contextlib.suppress(Zk2KraftError):
-        codec.decode_request_payload(bytes(payload[:cut]), "fuzz")
+        decode_request_payload(bytes(payload[:cut]), "fuzz")
 
 
 # The requests tests.support.strategies.kio_entities can draw (it has no strategy for durations or uint16).
