@@ -1,0 +1,223 @@
+"""This bridge's seat in a Raft quorum of bridges (`--voters`): Kafka's RaftManager and the controller's view of it.
+
+It opens the metadata directory as one replica of the quorum's log, runs the Raft core and its transport,
+answers the Raft requests of the other voters and of observers, and tells the controller process when this
+replica leads (with its epoch's first entry and the activation records committed) and when it stops leading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from bridge.config import BridgeConfig
+from bridge.kafka.listener import RequestContext
+from bridge.metrics import BridgeMetrics, RaftStatus, RaftVoterStatus
+from bridge.raft import codec
+from bridge.raft import messages as m
+from bridge.raft.client import RaftClient, RaftConfig
+from bridge.raft.metadata_log import MetadataLog
+from bridge.raft.quorum import FileElectionStore, Role
+from bridge.raft.replica_log import ReplicaLog
+from bridge.raft.transport import RaftNode, monotonic_ms
+from migrate.kraft.logdir import QUORUM_STATE
+
+log = logging.getLogger(__package__)
+
+RAFT_KEYS: Final = frozenset(
+    {
+        codec.FETCH_KEY,
+        codec.VOTE_KEY,
+        codec.BEGIN_QUORUM_EPOCH_KEY,
+        codec.END_QUORUM_EPOCH_KEY,
+        codec.DESCRIBE_QUORUM_KEY,
+        codec.FETCH_SNAPSHOT_KEY,
+        codec.ADD_RAFT_VOTER_KEY,
+        codec.REMOVE_RAFT_VOTER_KEY,
+        codec.UPDATE_RAFT_VOTER_KEY,
+    }
+)
+"""Answered by the Raft layer on every replica, leader or not (Kafka's KafkaRaftClient handles them)."""
+
+
+class QuorumSeat:
+    """Kafka's RaftManager for one bridge: its ReplicaLog, RaftClient and RaftNode."""
+
+    def __init__(self, config: BridgeConfig, metrics: BridgeMetrics, on_change: Callable[[], None]) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.voters = {voter.node_id: m.Endpoint(voter.host, voter.port) for voter in config.voters}
+        self._on_change = on_change
+        self.replica: ReplicaLog | None = None
+        self.core: RaftClient | None = None
+        self.node: RaftNode | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._pulse = asyncio.Event()
+        self._candidate_since: int | None = None
+
+    @property
+    def failure(self) -> BaseException | None:
+        return None if self.node is None else self.node.failure
+
+    async def open(self, cluster_id: str) -> MetadataLog:
+        """Open the directory as a replica (no election of its own) and start taking part in the quorum."""
+        config = self.config
+        loop = asyncio.get_running_loop()
+        replica = self.replica = await loop.run_in_executor(
+            None,
+            lambda: ReplicaLog.open(
+                config.metadata_dir,
+                node_id=config.node_id,
+                cluster_id=cluster_id or None,
+                metadata_version=config.metadata_version,
+                fsync=config.fsync,
+            ),
+        )
+        store = FileElectionStore(replica.partition_dir / QUORUM_STATE, cluster_id, tuple(sorted(self.voters)))
+        core = self.core = RaftClient(
+            node_id=config.node_id,
+            voters=self.voters,
+            cluster_id=cluster_id,
+            log=replica,
+            store=store,
+            rng=random.Random(),
+            config=RaftConfig(),
+            on_role_change=self._on_role_change,
+        )
+        node = self.node = RaftNode(core, listener_name=config.controller_listener_name)
+        node.watch(self._changed)
+        replica.on_flushed = lambda: _wake_from_thread(loop, node.wake)
+        core.start(monotonic_ms())
+        self._task = loop.create_task(node.run())
+        self._task.add_done_callback(lambda _task: self._changed())
+        return replica.metadata_log
+
+    def _on_role_change(self, core: RaftClient) -> None:
+        now = monotonic_ms()
+        if core.role is Role.CANDIDATE and self._candidate_since is None:
+            self._candidate_since = now
+        elif core.role is Role.LEADER and self._candidate_since is not None:
+            self.metrics.raft_election_latency_ms.observe(now - self._candidate_since)
+            self._candidate_since = None
+        elif core.role is Role.FOLLOWER:
+            self._candidate_since = None
+        log.info(
+            "event=raft_role node=%s role=%s epoch=%s leader=%s",
+            core.node_id, core.role.value, core.epoch, core.leader_id,
+        )  # fmt: skip
+
+    def _changed(self) -> None:
+        pulse, self._pulse = self._pulse, asyncio.Event()
+        pulse.set()
+        if self.core is not None:
+            self.metrics.set_raft(self.status())
+        self._on_change()
+
+    async def _wait_for(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            pulse = self._pulse
+            if self._task is not None and self._task.done():
+                return
+            try:
+                await asyncio.wait_for(pulse.wait(), 0.5)
+            except TimeoutError:
+                pass
+
+    async def until_leading(self) -> int:
+        """Wait until this replica leads with its epoch's first entry and its activation records committed."""
+        core, node, replica = self.core, self.node, self.replica
+        assert core is not None and node is not None and replica is not None
+        while True:
+            await self._wait_for(lambda: core.leader_ready() or self.failure is not None)
+            if self.failure is not None:
+                raise self.failure
+            epoch = core.epoch
+            records = replica.activation_records()
+            if records:
+                started = time.monotonic()
+                last = node.append(records)
+                if not await node.wait_committed(last):
+                    continue  # lost the epoch before its activation committed: wait for the next one
+                self.metrics.raft_commit_latency_ms.observe((time.monotonic() - started) * 1000)
+            if core.epoch == epoch and core.is_leader:
+                log.info("event=raft_leading node=%s epoch=%s", core.node_id, epoch)
+                return epoch
+
+    async def until_not_leading(self, epoch: int) -> str:
+        """Return (with the reason) once this replica no longer leads `epoch`."""
+        core = self.core
+        assert core is not None
+        await self._wait_for(lambda: not (core.is_leader and core.epoch == epoch) or self.failure is not None)
+        if self.failure is not None:
+            return f"the Raft layer failed: {self.failure}"
+        leader = "unknown" if core.leader_id < 0 else str(core.leader_id)
+        return f"Raft leadership of epoch {epoch} lost (now {core.role.value} in epoch {core.epoch}, leader {leader})"
+
+    async def on_request(self, ctx: RequestContext, body: Any) -> Any:
+        """A Raft request from another voter or an observer (a broker, a shim)."""
+        node, core = self.node, self.core
+        key, version = ctx.api_key, ctx.api_version
+        if node is None or core is None:
+            return codec.error_response(key, version, m.BROKER_NOT_AVAILABLE)
+        if key in (codec.ADD_RAFT_VOTER_KEY, codec.REMOVE_RAFT_VOTER_KEY, codec.UPDATE_RAFT_VOTER_KEY):
+            # kraft.version 0: the voter set is static (Kafka 3.9 answers UNSUPPORTED_VERSION the same way).
+            return codec.reconfiguration_refusal(
+                key, version, leader_id=core.leader_id, leader_epoch=core.epoch, voters=core.voters
+            )
+        if key == codec.DESCRIBE_QUORUM_KEY:
+            try:
+                codec.check_describe_quorum_request(body)
+            except codec.RaftRequestRefused as refused:
+                return refused.response(leader_id=core.leader_id, voters=core.voters)
+            return codec.describe_quorum_response(
+                node.describe(), version, listener=self.config.controller_listener_name
+            )
+        return await node.handle(body)
+
+    def status(self) -> RaftStatus:
+        core = self.core
+        assert core is not None
+        voters: list[RaftVoterStatus] = []
+        if core.leading is not None:
+            now = monotonic_ms()
+            caught_up_window = core.config.fetch_timeout_ms
+            for voter, progress in sorted(core.leading.replicas.items()):
+                mine = voter == core.node_id
+                voters.append(
+                    RaftVoterStatus(
+                        id=voter,
+                        log_end_offset=progress.end_offset,
+                        last_fetch_ms_ago=0 if mine else (None if progress.last_fetch_ms < 0 else now - progress.last_fetch_ms),
+                        caught_up=mine or (progress.last_caught_up_ms >= 0 and now - progress.last_caught_up_ms <= caught_up_window),
+                    )
+                )  # fmt: skip
+        return RaftStatus(
+            role=core.role.value,
+            leader_id=None if core.leader_id < 0 else core.leader_id,
+            epoch=core.epoch,
+            high_watermark=core.high_watermark,
+            voters=voters,
+        )
+
+    async def close(self) -> None:
+        """Leave the quorum: a leader resigns (EndQuorumEpoch) so another is elected at once; close the log."""
+        if self.node is not None:
+            await self.node.stop()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self.replica is not None:
+            replica, self.replica = self.replica, None
+            await asyncio.get_running_loop().run_in_executor(None, replica.close)
+
+
+def _wake_from_thread(loop: asyncio.AbstractEventLoop, wake: Callable[[], None]) -> None:
+    if not loop.is_closed():
+        try:
+            loop.call_soon_threadsafe(wake)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
