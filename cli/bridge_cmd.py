@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from bridge.config import BridgeConfig
+from bridge.config import FORMAT_EMPTY_VOTER_DIRECTORY, BridgeConfig, check_voter_directory
 from cli.common import handles_errors
 from cli.options import zk_security_from, zk_security_options
 from migrate.errors import Zk2KraftError
@@ -216,10 +216,28 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option("--metadata-version", metavar="V", help="metadata.version for a new log (default: 3.9-IV0).")
 @click.option(
+    "--voters",
+    metavar="ID@HOST:PORT,...",
+    help="The controller quorum this bridge is one voter of, in the syntax and meaning of Kafka's "
+    "controller.quorum.voters (static voters, kraft.version 0), e.g. 3000@ctrl1:9093,3001@ctrl2:9093,"
+    "3002@ctrl3:9093. Give every bridge the same value and the brokers controller.quorum.voters=<the same "
+    "value>. --node-id must be one of the ids and --listen its endpoint, or a wildcard host (0.0.0.0, [::]) at "
+    "its port. The voters elect one leader, which alone is the controller; a majority must run. Without it the "
+    "bridge is a quorum of itself at --listen. Refused with --standby, which the quorum replaces.",
+)
+@click.option(
+    FORMAT_EMPTY_VOTER_DIRECTORY,
+    is_flag=True,
+    help="With --voters naming more than one voter: allow starting on a --metadata-dir that holds no log. "
+    "Needed on the first start of a new quorum. For a voter that lost its disk it is unsafe (KIP-853: it may "
+    "vote twice in an epoch or help elect a leader that misses committed changes); see docs/operations.md.",
+)
+@click.option(
     "--standby",
     is_flag=True,
     help="Wait instead of exiting: while another process of this node holds --metadata-dir (shared "
-    "storage), and after being fenced until /controller is free again; then claim it and resume.",
+    "storage), and after being fenced until /controller is free again; then claim it and resume. "
+    "Not with --voters: the quorum replaces it.",
 )
 @click.option(
     "--dry-run",
@@ -351,6 +369,8 @@ def run_cmd(
     listen: str,
     metrics: str,
     metadata_version: str | None,
+    voters: str | None,
+    format_empty_voter_directory: bool,
     standby: bool,
     dry_run: bool,
     adopt_existing_migration: bool,
@@ -383,8 +403,8 @@ def run_cmd(
     and on http://METRICS/status.
 
     The brokers reach it as their KRaft controller: each broker, still in ZooKeeper mode, needs
-    zookeeper.metadata.migration.enable=true, controller.quorum.voters=<--node-id>@<host>:<port of
-    --listen>, controller.listener.names naming a listener mapped in listener.security.protocol.map to
+    zookeeper.metadata.migration.enable=true, controller.quorum.voters=<--voters> (for a single bridge
+    <--node-id>@<host>:<port of --listen>), controller.listener.names naming a listener mapped in listener.security.protocol.map to
     PLAINTEXT (SSL with --listen-ssl-cert), and inter.broker.protocol.version equal to the metadata.version
     (3.9 by default; `zk2kraft plan` writes these files).
 
@@ -406,6 +426,11 @@ def run_cmd(
           --node-id 3000 --listen 0.0.0.0:9093 --metrics 0.0.0.0:9404
       curl -s http://ctrl1:9404/status   # {"state": "DUAL_WRITE", ...}
       zk2kraft status --zk zk1:2181,zk2:2181/kafka --bridge-status http://ctrl1:9404
+    \b
+    Three bridges, one quorum (the same --voters on each; the first start of a new quorum on empty
+    directories needs --format-empty-voter-directory, once):
+      zk2kraft bridge run --zk zk1:2181/kafka --metadata-dir /var/lib/zk2kraft/meta --node-id 3000 \\
+          --listen 0.0.0.0:9093 --voters 3000@ctrl1:9093,3001@ctrl2:9093,3002@ctrl3:9093
     """
     # Here, not at the top: the controller loads kio's request schemas, a few hundred ms every other
     # command would pay at start-up.
@@ -433,6 +458,8 @@ def run_cmd(
             metrics_host=metrics_host,
             metrics_port=metrics_port,
             metadata_version=metadata_version,
+            voters=voters if voters is not None else (),
+            format_empty_voter_directory=format_empty_voter_directory,
             standby=standby,
             dry_run=dry_run,
             adopt_existing_migration=adopt_existing_migration,
@@ -454,6 +481,7 @@ def run_cmd(
             controller_listener_names=controller_listener_names,
         )
     )
+    check_voter_directory(config)
     controller = BridgeController(config)
     code = controller.run()
     if dry_run and code == 0:
