@@ -343,7 +343,7 @@ def _format_commands(inputs: PlanInputs, cluster_id: str, folder: str) -> list[s
             f"On controller {c.node_id}: bin/kafka-storage.sh format --standalone --cluster-id {cluster_id} "
             f"--config {folder}/controller-{c.node_id}.properties"
         ]
-    initial = ",".join(f"{c.node_id}@{c.address}:<directory id of {c.node_id}>" for c in ctrls)
+    initial = ",".join(f"{c.entry}:<directory id of {c.node_id}>" for c in ctrls)
     return [
         "Make one directory id per controller with bin/kafka-storage.sh random-uuid.",
         *(
