@@ -1,6 +1,6 @@
-"""What `zk2kraft bridge run` is told (BridgeConfig), its exit codes, the refusals of a voter before it starts,
-and the TLS and SASL settings from it: the listener's TLS context, and the TLS context and SASL login of the
-channel to the brokers.
+"""What `zk2kraft bridge run` is told (BridgeConfig, which refuses a voter set the bridge cannot be one of), its
+exit codes, and the TLS and SASL settings from it: the listener's TLS context, and the TLS context and SASL login
+of the channel to the brokers.
 
 Kafka's counterpart is KafkaConfig's controller part (`process.roles=controller`, `controller.quorum.voters`,
 listeners, security).
@@ -19,9 +19,7 @@ from bridge.kafka.sasl import KNOWN_MECHANISMS
 from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.kafka.tls import client_ssl_context, server_ssl_context
 from migrate.errors import EXIT_BAD_INPUT, InvalidRequestError, Zk2KraftError
-from migrate.kraft.logdir import QUORUM_STATE, list_segments, list_snapshots
 from migrate.kraft.quorum_voters import QuorumVoter, parse_quorum_voters, render_quorum_voters, voter_set
-from migrate.kraft.reader import METADATA_PARTITION_DIR
 from migrate.plan.inputs import DEFAULT_CONTROLLER_LISTENER
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.model import listener_name_problem, normalised_listener_name
@@ -33,7 +31,6 @@ ForeignWrites = Literal["import", "revert", "report"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 # Listen hosts that bind every interface: such a listener serves the voter's endpoint whatever its host.
 WILDCARD_LISTEN_HOSTS = frozenset({"", "0.0.0.0", "::"})
-FORMAT_EMPTY_VOTER_DIRECTORY = "--format-empty-voter-directory"
 
 
 class BridgeConfig(BaseModel):
@@ -215,45 +212,6 @@ def _serves_host(listen_host: str, voter_host: str) -> bool:
         return ipaddress.ip_address(listen_host) == ipaddress.ip_address(voter_host)
     except ValueError:
         return False
-
-
-def check_voter_directory(config: BridgeConfig) -> None:
-    """Refuse a voter of a quorum of several on a --metadata-dir with no log and no quorum-state, unless
-    --format-empty-voter-directory: KIP-853's lost disk, which static voters cannot tell from a first start."""
-    if len(config.quorum_voters) < 2 or config.format_empty_voter_directory:
-        return
-    if _holds_raft_state(config.metadata_dir):
-        return
-    raise InvalidRequestError(
-        f"--metadata-dir {config.metadata_dir} holds no metadata log, and node {config.node_id} is one of "
-        f"{len(config.quorum_voters)} --voters. If this voter ran before and lost its disk, starting it empty is "
-        "KIP-853's lost-disk hazard: it has forgotten the vote it cast, so it could vote twice in one epoch (two "
-        "leaders), and with an empty log it votes for any candidate, so it could help a voter that misses "
-        "committed changes win (they would be lost). Kafka 3.9's static voters cannot replace a disk safely. "
-        f"Pass {FORMAT_EMPTY_VOTER_DIRECTORY} on the first start of a new quorum (every voter empty), or for a "
-        "lost disk only while the other voters run and have a leader, then stop or restart no other voter until "
-        "/status shows this one caught up. Moving a single bridge to a quorum needs no flag: start each voter on "
-        "a copy of its directory"
-    )
-
-
-def _holds_raft_state(directory: Path) -> bool:
-    """Whether `directory` holds anything of a voter's Raft state: quorum-state, a snapshot other than the
-    bootstrap checkpoint at offset 0, or a log segment with bytes in it."""
-    # Here, not at the top: the recovery module loads the whole metadata image machinery, which every other
-    # zk2kraft command would pay for at start-up.
-    from bridge.metadata_log_recovery import is_unformatted
-
-    if not directory.is_dir() or is_unformatted(directory):
-        return False
-    pdir = directory / METADATA_PARTITION_DIR
-    if not pdir.is_dir():
-        return False
-    if (pdir / QUORUM_STATE).exists():
-        return True
-    if any(snapshot.end_offset > 0 for snapshot, _path in list_snapshots(pdir)):
-        return True
-    return any(segment.path.stat().st_size > 0 for segment in list_segments(pdir))
 
 
 def zk_connect_options(config: BridgeConfig) -> ZkConnectOptions:

@@ -10,14 +10,17 @@ from typing import Any
 
 import click
 
-from bridge.config import FORMAT_EMPTY_VOTER_DIRECTORY, BridgeConfig, check_voter_directory
+from bridge.config import BridgeConfig
 from cli.common import handles_errors
 from cli.options import zk_security_from, zk_security_options
-from migrate.errors import Zk2KraftError
+from migrate.errors import InvalidRequestError, Zk2KraftError
+from migrate.kraft.logdir import QUORUM_STATE, list_segments, list_snapshots
+from migrate.kraft.reader import METADATA_PARTITION_DIR
 from migrate.plan.inter_broker import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
 from migrate.zk.model import listener_name_problem
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+FORMAT_EMPTY_VOTER_DIRECTORY = "--format-empty-voter-directory"
 
 
 @click.group("bridge")
@@ -79,6 +82,45 @@ def _controller_listener_names(_ctx: click.Context, _param: click.Parameter, val
         if problem is not None:
             raise click.BadParameter(f"the name {name!r} {problem}", param_hint="--controller-listener-names")
     return value
+
+
+def check_voter_directory(config: BridgeConfig) -> None:
+    """Refuse a voter of a quorum of several on a --metadata-dir with no log and no quorum-state, unless
+    --format-empty-voter-directory: KIP-853's lost disk, which static voters cannot tell from a first start."""
+    if len(config.quorum_voters) < 2 or config.format_empty_voter_directory:
+        return
+    if _holds_raft_state(config.metadata_dir):
+        return
+    raise InvalidRequestError(
+        f"--metadata-dir {config.metadata_dir} holds no metadata log, and node {config.node_id} is one of "
+        f"{len(config.quorum_voters)} --voters. If this voter ran before and lost its disk, starting it empty is "
+        "KIP-853's lost-disk hazard: it has forgotten the vote it cast, so it could vote twice in one epoch (two "
+        "leaders), and with an empty log it votes for any candidate, so it could help a voter that misses "
+        "committed changes win (they would be lost). Kafka 3.9's static voters cannot replace a disk safely. "
+        f"Pass {FORMAT_EMPTY_VOTER_DIRECTORY} on the first start of a new quorum (every voter empty), or for a "
+        "lost disk only while the other voters run and have a leader, then stop or restart no other voter until "
+        "/status shows this one caught up. Moving a single bridge to a quorum needs no flag: start each voter on "
+        "a copy of its directory"
+    )
+
+
+def _holds_raft_state(directory: Path) -> bool:
+    """Whether `directory` holds anything of a voter's Raft state: quorum-state, a snapshot other than the
+    bootstrap checkpoint at offset 0, or a log segment with bytes in it."""
+    # Here, not at the top: the recovery module loads the metadata image machinery, which every other zk2kraft
+    # command would pay for at start-up.
+    from bridge.metadata_log_recovery import is_unformatted
+
+    if not directory.is_dir() or is_unformatted(directory):
+        return False
+    pdir = directory / METADATA_PARTITION_DIR
+    if not pdir.is_dir():
+        return False
+    if (pdir / QUORUM_STATE).exists():
+        return True
+    if any(snapshot.end_offset > 0 for snapshot, _path in list_snapshots(pdir)):
+        return True
+    return any(segment.path.stat().st_size > 0 for segment in list_segments(pdir))
 
 
 def inter_broker_options(func: Any) -> Any:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from bridge.config import BridgeConfig, check_voter_directory
+from bridge.config import BridgeConfig
+from cli.bridge_cmd import check_voter_directory
 from cli.main import cli
 from migrate.errors import InvalidRequestError
 from migrate.kraft.logdir import QUORUM_STATE
