@@ -1,21 +1,25 @@
-"""What `zk2kraft bridge run` is told (BridgeConfig), its exit codes, and the TLS and SASL settings from it:
-the listener's TLS context, and the TLS context and SASL login of the channel to the brokers.
+"""What `zk2kraft bridge run` is told (BridgeConfig, which refuses a voter set the bridge cannot be one of), its
+exit codes, and the TLS and SASL settings from it: the listener's TLS context, and the TLS context and SASL login
+of the channel to the brokers.
 
-Kafka's counterpart is KafkaConfig's controller part (`process.roles=controller`, listeners, security).
+Kafka's counterpart is KafkaConfig's controller part (`process.roles=controller`, `controller.quorum.voters`,
+listeners, security).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import ssl
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from bridge.kafka.sasl import KNOWN_MECHANISMS
 from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.kafka.tls import client_ssl_context, server_ssl_context
-from migrate.errors import EXIT_BAD_INPUT, Zk2KraftError
+from migrate.errors import EXIT_BAD_INPUT, InvalidRequestError, Zk2KraftError
+from migrate.kraft.quorum_voters import QuorumVoter, parse_quorum_voters, render_quorum_voters, voter_set
 from migrate.plan.inputs import DEFAULT_CONTROLLER_LISTENER
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.model import listener_name_problem, normalised_listener_name
@@ -25,6 +29,8 @@ EXIT_REFUSED = EXIT_BAD_INPUT
 
 ForeignWrites = Literal["import", "revert", "report"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+# Listen hosts that bind every interface: such a listener serves the voter's endpoint whatever its host.
+WILDCARD_LISTEN_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 
 class BridgeConfig(BaseModel):
@@ -40,6 +46,12 @@ class BridgeConfig(BaseModel):
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(0, ge=0, le=65535, description="None: no metrics/status server")
     metadata_version: str | None = None
+    voters: tuple[QuorumVoter, ...] = Field(
+        (), description="--voters, Kafka's controller.quorum.voters; empty: a quorum of this bridge alone"
+    )
+    format_empty_voter_directory: bool = Field(
+        False, description="a voter of several may start on a directory with no log (a new quorum, or a lost disk)"
+    )
     standby: bool = False
     dry_run: bool = False
     adopt_existing_migration: bool = False
@@ -117,6 +129,49 @@ class BridgeConfig(BaseModel):
     inter_broker_sasl_username: str | None = None
     inter_broker_sasl_password: SecretStr | None = None
 
+    @field_validator("voters", mode="before")
+    @classmethod
+    def _parse_voters(cls, value: Any) -> Any:
+        """`--voters` as given on the command line, in Kafka's syntax (given, it names at least one voter)."""
+        if not isinstance(value, str):
+            return value
+        return tuple(voter_set(parse_quorum_voters(value, source="--voters"), source="--voters").values())
+
+    @model_validator(mode="after")
+    def _one_of_the_voters(self) -> Self:
+        """With --voters: a set a quorum can run with, this node one of them at its --listen endpoint, no
+        --standby. Refused here, before any directory or ZooKeeper is touched."""
+        if not self.voters:
+            return self
+        voters = voter_set(self.voters, source="--voters")
+        if self.standby:
+            raise InvalidRequestError(
+                "--standby with --voters: the quorum of --voters replaces --standby and its shared disk (when a "
+                "voter fails, the others elect a new leader in seconds, each on its own disk); drop --standby"
+            )
+        given = render_quorum_voters(self.voters)
+        me = voters.get(self.node_id)
+        if me is None:
+            raise InvalidRequestError(
+                f"--node-id {self.node_id} is not one of --voters {given}: a bridge is one of the voters, as "
+                "Kafka refuses a controller whose node.id is not in controller.quorum.voters"
+            )
+        listen = QuorumVoter(self.node_id, self.listen_host, self.listen_port).endpoint
+        if self.listen_port != me.port or not _serves_host(self.listen_host, me.host):
+            raise InvalidRequestError(
+                f"--listen {listen}: --voters names node {self.node_id} at {me.endpoint}, so the other voters and "
+                f"the brokers connect there; listen on {me.endpoint}, or on every interface at its port "
+                f"(0.0.0.0:{me.port} or [::]:{me.port})"
+            )
+        return self
+
+    @property
+    def quorum_voters(self) -> dict[int, QuorumVoter]:
+        """The voter set by node id: --voters, or without it this bridge alone at its --listen endpoint."""
+        if self.voters:
+            return {voter.node_id: voter for voter in self.voters}
+        return {self.node_id: QuorumVoter(self.node_id, self.listen_host, self.listen_port)}
+
     @field_validator("inter_broker_listener_name")
     @classmethod
     def _listener_name(cls, name: str) -> str:
@@ -146,6 +201,17 @@ class BridgeConfig(BaseModel):
     def controller_listener_name(self) -> str:
         """The first of controller.listener.names: the listener the voters are known by."""
         return self.controller_listener_names.split(",")[0]
+
+
+def _serves_host(listen_host: str, voter_host: str) -> bool:
+    """A listener on `listen_host` serves connections to `voter_host`: a wildcard serves every host, otherwise
+    the same host (names compared case-insensitively, addresses as addresses; nothing is resolved)."""
+    if listen_host in WILDCARD_LISTEN_HOSTS or listen_host.lower() == voter_host.lower():
+        return True
+    try:
+        return ipaddress.ip_address(listen_host) == ipaddress.ip_address(voter_host)
+    except ValueError:
+        return False
 
 
 def zk_connect_options(config: BridgeConfig) -> ZkConnectOptions:

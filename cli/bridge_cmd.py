@@ -13,11 +13,14 @@ import click
 from bridge.config import BridgeConfig
 from cli.common import handles_errors
 from cli.options import zk_security_from, zk_security_options
-from migrate.errors import Zk2KraftError
+from migrate.errors import InvalidRequestError, Zk2KraftError
+from migrate.kraft.logdir import QUORUM_STATE, list_segments, list_snapshots
+from migrate.kraft.reader import METADATA_PARTITION_DIR
 from migrate.plan.inter_broker import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
 from migrate.zk.model import listener_name_problem
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+FORMAT_EMPTY_VOTER_DIRECTORY = "--format-empty-voter-directory"
 
 
 @click.group("bridge")
@@ -79,6 +82,45 @@ def _controller_listener_names(_ctx: click.Context, _param: click.Parameter, val
         if problem is not None:
             raise click.BadParameter(f"the name {name!r} {problem}", param_hint="--controller-listener-names")
     return value
+
+
+def check_voter_directory(config: BridgeConfig) -> None:
+    """Refuse a voter of a quorum of several on a --metadata-dir with no log and no quorum-state, unless
+    --format-empty-voter-directory: KIP-853's lost disk, which static voters cannot tell from a first start."""
+    if len(config.quorum_voters) < 2 or config.format_empty_voter_directory:
+        return
+    if _holds_raft_state(config.metadata_dir):
+        return
+    raise InvalidRequestError(
+        f"--metadata-dir {config.metadata_dir} holds no metadata log, and node {config.node_id} is one of "
+        f"{len(config.quorum_voters)} --voters. If this voter ran before and lost its disk, starting it empty is "
+        "KIP-853's lost-disk hazard: it has forgotten the vote it cast, so it could vote twice in one epoch (two "
+        "leaders), and with an empty log it votes for any candidate, so it could help a voter that misses "
+        "committed changes win (they would be lost). Kafka 3.9's static voters cannot replace a disk safely. "
+        f"Pass {FORMAT_EMPTY_VOTER_DIRECTORY} on the first start of a new quorum (every voter empty), or for a "
+        "lost disk only while the other voters run and have a leader, then stop or restart no other voter until "
+        "/status shows this one caught up. Moving a single bridge to a quorum needs no flag: start each voter on "
+        "a copy of its directory"
+    )
+
+
+def _holds_raft_state(directory: Path) -> bool:
+    """Whether `directory` holds anything of a voter's Raft state: quorum-state, a snapshot other than the
+    bootstrap checkpoint at offset 0, or a log segment with bytes in it."""
+    # Here, not at the top: the recovery module loads the metadata image machinery, which every other zk2kraft
+    # command would pay for at start-up.
+    from bridge.metadata_log_recovery import is_unformatted
+
+    if not directory.is_dir() or is_unformatted(directory):
+        return False
+    pdir = directory / METADATA_PARTITION_DIR
+    if not pdir.is_dir():
+        return False
+    if (pdir / QUORUM_STATE).exists():
+        return True
+    if any(snapshot.end_offset > 0 for snapshot, _path in list_snapshots(pdir)):
+        return True
+    return any(segment.path.stat().st_size > 0 for segment in list_segments(pdir))
 
 
 def inter_broker_options(func: Any) -> Any:
@@ -216,10 +258,28 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option("--metadata-version", metavar="V", help="metadata.version for a new log (default: 3.9-IV0).")
 @click.option(
+    "--voters",
+    metavar="ID@HOST:PORT,...",
+    help="The controller quorum this bridge is one voter of, in the syntax and meaning of Kafka's "
+    "controller.quorum.voters (static voters, kraft.version 0), e.g. 3000@ctrl1:9093,3001@ctrl2:9093,"
+    "3002@ctrl3:9093. Give every bridge the same value and the brokers controller.quorum.voters=<the same "
+    "value>. --node-id must be one of the ids and --listen its endpoint, or a wildcard host (0.0.0.0, [::]) at "
+    "its port. The voters elect one leader, which alone is the controller; a majority must run. Without it the "
+    "bridge is a quorum of itself at --listen. Refused with --standby, which the quorum replaces.",
+)
+@click.option(
+    FORMAT_EMPTY_VOTER_DIRECTORY,
+    is_flag=True,
+    help="With --voters naming more than one voter: allow starting on a --metadata-dir that holds no log. "
+    "Needed on the first start of a new quorum. For a voter that lost its disk it is unsafe (KIP-853: it may "
+    "vote twice in an epoch or help elect a leader that misses committed changes); see docs/operations.md.",
+)
+@click.option(
     "--standby",
     is_flag=True,
     help="Wait instead of exiting: while another process of this node holds --metadata-dir (shared "
-    "storage), and after being fenced until /controller is free again; then claim it and resume.",
+    "storage), and after being fenced until /controller is free again; then claim it and resume. "
+    "Not with --voters: the quorum replaces it.",
 )
 @click.option(
     "--dry-run",
@@ -351,6 +411,8 @@ def run_cmd(
     listen: str,
     metrics: str,
     metadata_version: str | None,
+    voters: str | None,
+    format_empty_voter_directory: bool,
     standby: bool,
     dry_run: bool,
     adopt_existing_migration: bool,
@@ -383,8 +445,8 @@ def run_cmd(
     and on http://METRICS/status.
 
     The brokers reach it as their KRaft controller: each broker, still in ZooKeeper mode, needs
-    zookeeper.metadata.migration.enable=true, controller.quorum.voters=<--node-id>@<host>:<port of
-    --listen>, controller.listener.names naming a listener mapped in listener.security.protocol.map to
+    zookeeper.metadata.migration.enable=true, controller.quorum.voters=<--voters> (for a single bridge
+    <--node-id>@<host>:<port of --listen>), controller.listener.names naming a listener mapped in listener.security.protocol.map to
     PLAINTEXT (SSL with --listen-ssl-cert), and inter.broker.protocol.version equal to the metadata.version
     (3.9 by default; `zk2kraft plan` writes these files).
 
@@ -406,6 +468,11 @@ def run_cmd(
           --node-id 3000 --listen 0.0.0.0:9093 --metrics 0.0.0.0:9404
       curl -s http://ctrl1:9404/status   # {"state": "DUAL_WRITE", ...}
       zk2kraft status --zk zk1:2181,zk2:2181/kafka --bridge-status http://ctrl1:9404
+    \b
+    Three bridges, one quorum (the same --voters on each; the first start of a new quorum on empty
+    directories needs --format-empty-voter-directory, once):
+      zk2kraft bridge run --zk zk1:2181/kafka --metadata-dir /var/lib/zk2kraft/meta --node-id 3000 \\
+          --listen 0.0.0.0:9093 --voters 3000@ctrl1:9093,3001@ctrl2:9093,3002@ctrl3:9093
     """
     # Here, not at the top: the controller loads kio's request schemas, a few hundred ms every other
     # command would pay at start-up.
@@ -433,6 +500,8 @@ def run_cmd(
             metrics_host=metrics_host,
             metrics_port=metrics_port,
             metadata_version=metadata_version,
+            voters=voters if voters is not None else (),
+            format_empty_voter_directory=format_empty_voter_directory,
             standby=standby,
             dry_run=dry_run,
             adopt_existing_migration=adopt_existing_migration,
@@ -454,6 +523,7 @@ def run_cmd(
             controller_listener_names=controller_listener_names,
         )
     )
+    check_voter_directory(config)
     controller = BridgeController(config)
     code = controller.run()
     if dry_run and code == 0:

@@ -11,11 +11,11 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Literal
 
+from migrate.kraft.quorum_voters import QuorumVoter, render_quorum_voters
 from migrate.plan.inputs import (
     ACL_AUTHORIZER,
     STANDARD_AUTHORIZER,
     BrokerConfig,
-    ControllerSpec,
     PlanInputs,
     format_protocol_map,
     parse_listeners,
@@ -54,19 +54,19 @@ class NodeFile:
         )
 
 
-def target_controllers(inputs: PlanInputs) -> list[ControllerSpec]:
+def target_controllers(inputs: PlanInputs) -> list[QuorumVoter]:
     """The controllers given, or three placeholders (3000@controller-1:9093, ...) when none were."""
     if inputs.controllers:
         return inputs.controllers
-    return [ControllerSpec(PLACEHOLDER_BASE_ID + i, f"controller-{i + 1}", 9093) for i in range(3)]
+    return [QuorumVoter(PLACEHOLDER_BASE_ID + i, f"controller-{i + 1}", 9093) for i in range(3)]
 
 
 def quorum_settings(inputs: PlanInputs) -> dict[str, str]:
     """`controller.quorum.bootstrap.servers` (dynamic quorum, Kafka 3.9's default) or `controller.quorum.voters`."""
     ctrls = target_controllers(inputs)
     if inputs.quorum == "static":
-        return {"controller.quorum.voters": ",".join(f"{c.node_id}@{c.address}" for c in ctrls)}
-    return {"controller.quorum.bootstrap.servers": ",".join(c.address for c in ctrls)}
+        return {"controller.quorum.voters": render_quorum_voters(ctrls)}
+    return {"controller.quorum.bootstrap.servers": ",".join(c.endpoint for c in ctrls)}
 
 
 def _zk_client_configs(broker: BrokerConfig | None) -> dict[str, str]:
@@ -90,7 +90,7 @@ def _zookeeper_connect(inputs: PlanInputs) -> str:
     return "zookeeper-1:2181" + suffix
 
 
-def controller_migration_file(inputs: PlanInputs, ctrl: ControllerSpec) -> NodeFile:
+def controller_migration_file(inputs: PlanInputs, ctrl: QuorumVoter) -> NodeFile:
     """Phase 'provision-controllers': a KRaft controller ready for the migration (Kafka's sample + cluster specifics)."""
     ref = inputs.brokers[0] if inputs.brokers else None
     name = inputs.controller_listener

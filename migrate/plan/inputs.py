@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from migrate.errors import Zk2KraftError
 from migrate.kraft.logdir import MetaProperties
+from migrate.kraft.quorum_voters import QuorumVoter, parse_quorum_voters, voter_set
 from migrate.plan.properties import PropertiesFile
 from migrate.zk.model import ZkClusterModel
 from migrate.zk.tree import Acl
@@ -22,39 +22,11 @@ ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # Kafka's EndPoint uriParseExp, matched against the whole entry.
 _ENDPOINT = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
-_CONTROLLER = re.compile(r"(-?\d+)@(\[[^\]]+\]|[^:@,\s]+):(\d+)")
 
 
-@dataclass(frozen=True, slots=True)
-class ControllerSpec:
-    """One KRaft controller of the target quorum: `node.id`, host and port of its CONTROLLER listener."""
-
-    node_id: int
-    host: str
-    port: int
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-def parse_controllers(text: str) -> list[ControllerSpec]:
-    """`ID@HOST:PORT,ID@HOST:PORT,...` (the `controller.quorum.voters` syntax) → controller specs."""
-    out: list[ControllerSpec] = []
-    for raw in text.split(","):
-        item = raw.strip()
-        if not item:
-            continue
-        m = _CONTROLLER.fullmatch(item)
-        if m is None:
-            raise Zk2KraftError(f"--controllers: cannot parse {item!r}; expected ID@HOST:PORT, e.g. 3000@ctrl1:9093")
-        node_id, port = int(m.group(1)), int(m.group(3))
-        if node_id < 0 or not 0 < port < 65536:
-            raise Zk2KraftError(f"--controllers: {item!r} needs a node id >= 0 and a port in 1..65535")
-        out.append(ControllerSpec(node_id, m.group(2), port))
-    if not out:
-        raise Zk2KraftError("--controllers names no controller; expected ID@HOST:PORT[,ID@HOST:PORT...]")
-    return out
+def parse_controllers(text: str) -> list[QuorumVoter]:
+    """`--controllers`, in the `controller.quorum.voters` syntax read as Kafka reads it, as a usable voter set."""
+    return list(voter_set(parse_quorum_voters(text, source="--controllers"), source="--controllers").values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +149,7 @@ class PlanInputs:
     zk_notes: list[str] = field(default_factory=list)
     accepted_older_zk_state: bool = False
     brokers: list[BrokerConfig] = field(default_factory=list)
-    controllers: list[ControllerSpec] = field(default_factory=list)
+    controllers: list[QuorumVoter] = field(default_factory=list)
     meta_properties: list[tuple[str, MetaProperties]] = field(default_factory=list)
     # ACLs of the znodes the controllers must read; None when the source carries no ACLs.
     zk_acls: dict[str, tuple[Acl, ...]] | None = None

@@ -8,8 +8,9 @@ from pathlib import Path
 from kazoo.exceptions import NoNodeError
 
 from migrate.kraft.logdir import META_PROPERTIES, MetaProperties, read_meta_properties
+from migrate.kraft.quorum_voters import QuorumVoter
 from migrate.plan.checks.zookeeper_state import ACL_CHECK_PATHS
-from migrate.plan.inputs import BrokerConfig, ControllerSpec, PlanInputs
+from migrate.plan.inputs import BrokerConfig, PlanInputs
 from migrate.plan.properties import read_properties_file
 from migrate.zk import paths
 from migrate.zk.cluster import from_tree
@@ -56,7 +57,7 @@ def discover_meta_properties(brokers: Sequence[BrokerConfig]) -> list[tuple[str,
 def load_inputs(
     source: ZkSource,
     broker_files: Sequence[Path],
-    controllers: Sequence[ControllerSpec],
+    controllers: Sequence[QuorumVoter],
     *,
     meta_files: Sequence[Path] = (),
     **options: str | None,

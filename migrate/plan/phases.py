@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from migrate.kraft.quorum_voters import render_quorum_voters
 from migrate.plan import configs as gen
 from migrate.plan.checks import blockers
 from migrate.plan.checks.registry import Check
@@ -97,6 +98,10 @@ class Plan(BaseModel):
     controllers: list[ControllerEntry]
     brokers: list[int] = Field(description="broker ids registered in ZooKeeper")
     broker_configs: list[str] = Field(description="the server.properties files the plan was made from")
+    bridge_voters: str = Field(
+        description="`zk2kraft bridge run --voters` of bridges as the controllers, and the brokers' "
+        "controller.quorum.voters with them"
+    )
     bridge_inter_broker: BridgeInterBroker | None = Field(
         default=None, description="the `zk2kraft bridge run --inter-broker-*` options the brokers need (None: no configs)"
     )
@@ -296,6 +301,7 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
         ],
         brokers=sorted(inputs.model.brokers),
         broker_configs=[b.file.path for b in inputs.brokers],
+        bridge_voters=render_quorum_voters(ctrls),
         bridge_inter_broker=ibl,
         blockers=len(blockers(checks)),
         warnings=sum(1 for c in found if c.severity == "warning"),
@@ -306,27 +312,50 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
 
 
 def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) -> list[str]:
-    """Phase 1 with `zk2kraft bridge run` as the controller: its command, inter-broker options included."""
-    ctrl = gen.target_controllers(inputs)[0]
-    base = (
-        f"zk2kraft bridge run --zk {zk} --metadata-dir <METADATA_DIR> --node-id {ctrl.node_id} "
-        f"--listen 0.0.0.0:{ctrl.port} --metrics 0.0.0.0:9404"
-    )
-    if ibl is None:
-        return [
-            f"Or, with the zk2kraft bridge as the controller (docs/operations.md): `{base}` plus the "
-            "--inter-broker-* options of the brokers' inter-broker listener (give --broker-config to have them derived)."
-        ]
-    if not ibl.supported:
+    """Phase 1 with `zk2kraft bridge run` as the controller: one command per bridge (with several, each a voter of
+    `--voters`), the brokers' controller.quorum.voters, and the inter-broker options."""
+    ctrls = gen.target_controllers(inputs)
+    if ibl is not None and not ibl.supported:
         return ["The zk2kraft bridge cannot be this cluster's controller: " + " ".join(ibl.notes)]
-    command = " ".join([base, *ibl.options])
+    voters = render_quorum_voters(ctrls)
+    quorum = f" --voters {voters}" if len(ctrls) > 1 else ""
+    extra = f" {' '.join(ibl.options)}" if ibl is not None and ibl.options else ""
+    commands = [
+        f"zk2kraft bridge run --zk {zk} --metadata-dir <METADATA_DIR> --node-id {c.node_id} "
+        f"--listen 0.0.0.0:{c.port} --metrics 0.0.0.0:9404{quorum}{extra}"
+        for c in ctrls
+    ]
+    lead = "Or, with the zk2kraft bridge as the controller (docs/operations.md): "
+    if len(ctrls) == 1:
+        steps = [f"{lead}`{commands[0]}`"]
+    else:
+        steps = [
+            f"{lead}a quorum of {len(ctrls)} bridges, one per controller host, each on its own disk:",
+            *(f"Bridge {c.node_id} on {c.host}: `{command}`" for c, command in zip(ctrls, commands, strict=True)),
+            "Their first start, on empty --metadata-dir directories, needs --format-empty-voter-directory on each; "
+            "leave it out of every later start (a voter restarted on an empty directory is KIP-853's lost disk).",
+        ]
+    broker_line = f"controller.quorum.voters={voters}"
+    if inputs.quorum == "static":
+        steps.append(f"The brokers find the bridges' leader through the voter set: `{broker_line}` (in their files).")
+    else:
+        steps.append(
+            f"The bridges are a static quorum: the brokers need `{broker_line}` in place of "
+            "controller.quorum.bootstrap.servers (make the plan with --quorum static to have it in their files)."
+        )
+    if ibl is None:
+        steps.append(
+            "Add the --inter-broker-* options of the brokers' inter-broker listener to each bridge command "
+            "(give --broker-config to have them derived)."
+        )
+        return steps
     protocols = ", ".join(ibl.security_protocols) or "protocol unknown"
     mechanism = f", SASL {ibl.sasl_mechanism}" if ibl.sasl_mechanism else ""
-    return [
-        f"Or, with the zk2kraft bridge as the controller (docs/operations.md): `{command}`",
+    steps.append(
         f"The bridge sends LeaderAndIsr, UpdateMetadata and StopReplica on the brokers' inter-broker listener "
-        f"{ibl.listener} ({protocols}{mechanism}): " + " ".join(ibl.notes),
-    ]
+        f"{ibl.listener} ({protocols}{mechanism}): " + " ".join(ibl.notes)
+    )
+    return steps
 
 
 def _format_commands(inputs: PlanInputs, cluster_id: str, folder: str) -> list[str]:
@@ -343,7 +372,7 @@ def _format_commands(inputs: PlanInputs, cluster_id: str, folder: str) -> list[s
             f"On controller {c.node_id}: bin/kafka-storage.sh format --standalone --cluster-id {cluster_id} "
             f"--config {folder}/controller-{c.node_id}.properties"
         ]
-    initial = ",".join(f"{c.node_id}@{c.address}:<directory id of {c.node_id}>" for c in ctrls)
+    initial = ",".join(f"{c.entry}:<directory id of {c.node_id}>" for c in ctrls)
     return [
         "Make one directory id per controller with bin/kafka-storage.sh random-uuid.",
         *(

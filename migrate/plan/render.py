@@ -45,6 +45,16 @@ def bridge_lines(plan: Plan, prefix: str) -> list[str]:
     return [f"{prefix}bridge run inter-broker options ({ibl.listener}, {', '.join(ibl.security_protocols) or 'protocol unknown'}): {options}"]
 
 
+def bridge_quorum_lines(plan: Plan, prefix: str) -> list[str]:
+    """The bridges' `--voters` and the brokers' controller.quorum.voters with them (none where no bridge can be
+    the controller)."""
+    if plan.bridge_inter_broker is not None and not plan.bridge_inter_broker.supported:
+        return []
+    voters = plan.bridge_voters
+    return [f"{prefix}with zk2kraft bridges as the controllers: `--voters {voters}` on each bridge, "
+            f"`controller.quorum.voters={voters}` on the brokers"]  # fmt: skip
+
+
 def plan_markdown(plan: Plan) -> str:
     """The human-readable plan: summary, checks (blockers first), then each phase."""
     lines = [
@@ -60,6 +70,7 @@ def plan_markdown(plan: Plan) -> str:
         f"- quorum: {plan.quorum}, controller listener `{plan.controller_listener}`, "
         f"target inter.broker.protocol.version {plan.target_inter_broker_protocol_version}",
         *bridge_lines(plan, "- "),
+        *bridge_quorum_lines(plan, "- "),
         f"- **{plan.blockers} blocker(s), {plan.warnings} warning(s)**",
         "",
         "## Preflight checks",
@@ -100,7 +111,7 @@ def summary_lines(plan: Plan) -> list[str]:
         where = f" — {first.where}: {first.detail}" if first else ""
         more = f" (+{len(c.evidence) - 1} more)" if len(c.evidence) > 1 else ""
         out.append(f"  {_MARK[c.severity]:8} {c.id}{where}{more}")
-    out += [line.replace("`", "") for line in bridge_lines(plan, "")]
+    out += [line.replace("`", "") for line in bridge_lines(plan, "") + bridge_quorum_lines(plan, "")]
     out.append("phases: " + " → ".join(p.id for p in plan.phases))
     return out
 

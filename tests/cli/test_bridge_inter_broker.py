@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from bridge import controller as controller_module
 from bridge.config import BridgeConfig
 from cli.bridge_cmd import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
 from cli.main import cli
+from tests.support.bridge import record_bridge_runs
 from tests.support.pki import Pki, needs_openssl, new_pki
 
 PASSWORD = "s3cret-of-alice"
@@ -182,20 +182,7 @@ def test_an_empty_key_password_variable_is_refused_as_an_empty_sasl_password_var
 @pytest.fixture
 def told(monkeypatch: pytest.MonkeyPatch) -> list[BridgeConfig]:
     """The BridgeConfig of each `bridge run` (the controller is a stand-in that only records what it was told)."""
-    configs: list[BridgeConfig] = []
-
-    class Recording:
-        error = None
-        dry_run_lines: list[str] = []
-
-        def __init__(self, config: BridgeConfig) -> None:
-            configs.append(config)
-
-        def run(self) -> int:
-            return 0
-
-    monkeypatch.setattr(controller_module, "BridgeController", Recording)
-    return configs
+    return record_bridge_runs(monkeypatch)
 
 
 def test_the_channels_timeouts_are_options_with_kafkas_names(tmp_path: Path, told: list[BridgeConfig]) -> None:

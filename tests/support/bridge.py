@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
@@ -45,6 +46,27 @@ def controller_config(zk_connect: str, metadata_dir: Path, **fields: Any) -> Bri
             **fields,
         }
     )
+
+
+def record_bridge_runs(monkeypatch: pytest.MonkeyPatch) -> list[BridgeConfig]:
+    """Make `zk2kraft bridge run` build a stand-in controller that only records its BridgeConfig (and exits 0)
+    instead of starting; returns the configs it was told, one per run."""
+    import bridge.controller
+
+    configs: list[BridgeConfig] = []
+
+    class Recording:
+        error = None
+        dry_run_lines: list[str] = []
+
+        def __init__(self, config: BridgeConfig) -> None:
+            configs.append(config)
+
+        def run(self) -> int:
+            return 0
+
+    monkeypatch.setattr(bridge.controller, "BridgeController", Recording)
+    return configs
 
 
 @contextlib.contextmanager

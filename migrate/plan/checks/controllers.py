@@ -48,11 +48,8 @@ def check_controller_quorum(inputs: PlanInputs) -> list[Check]:
         ]
     evidence: list[Evidence] = []
     severity: Severity = "warning"
-    ids = [c.node_id for c in ctrls]
-    addresses = [c.address for c in ctrls]
-    for value in sorted({i for i in ids if ids.count(i) > 1}):
-        evidence.append(evidence_at("--controllers", f"node id {value} appears more than once"))
-        severity = "blocker"
+    # Two controllers of one id are refused when --controllers is read (voter_set); two of one address remain.
+    addresses = [c.endpoint for c in ctrls]
     for address in sorted({a for a in addresses if addresses.count(a) > 1}):
         evidence.append(evidence_at("--controllers", f"{address} appears more than once"))
         severity = "blocker"
@@ -62,7 +59,7 @@ def check_controller_quorum(inputs: PlanInputs) -> list[Check]:
         )
     if evidence:
         return [fail_check("controller-quorum", severity, evidence, "Use 3 (or 5) controllers with distinct ids and addresses.")]
-    return [pass_check("controller-quorum", ", ".join(f"{c.node_id}@{c.address}" for c in ctrls), "--controllers")]
+    return [pass_check("controller-quorum", ", ".join(c.entry for c in ctrls), "--controllers")]
 
 
 def assigned_broker_ids(inputs: PlanInputs) -> set[int]:
