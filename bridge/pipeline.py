@@ -286,6 +286,8 @@ class DualWritePipeline:
         except Exception as exc:
             if self.failed is not None:
                 raise ControllerFailed(self.failed) from exc
+            if driver.fenced_reason is not None:  # a new Raft leader truncated what it never committed
+                raise FencedOut(driver.fenced_reason) from exc
             raise
         return value, last
 
@@ -357,6 +359,9 @@ class DualWritePipeline:
     def _on_durable(self, durable: concurrent.futures.Future[None]) -> None:
         """Log writer thread: a write or fsync that failed is fatal to this controller."""
         error = durable.exception()
+        driver = self.driver
+        if driver is not None and driver.fenced_reason is not None:
+            return  # no longer leading: a new Raft leader truncated this append, which is answered NOT_CONTROLLER
         if error is not None and self.log is not None:
             self.renounce(f"writing {self.log.partition_dir} failed: {error_text(error)}")
 

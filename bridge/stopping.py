@@ -32,6 +32,16 @@ async def cancelled(task: asyncio.Future[Any], grace: float = 0.0) -> None:
         log.debug("task %r ended with %r while being stopped", task, task.exception())
 
 
+async def until(work: Any, ended: asyncio.Future[Any], grace: float = 0.0) -> None:
+    """Run `work` until it ends (its exception propagates) or `ended` completes first (then cancel it)."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task, ended}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        task.result()
+    else:
+        await cancelled(task, grace)
+
+
 async def within(stop: Callable[[], Any], timeout: float, name: str) -> bool:
     """Run the blocking `stop` on a daemon thread; True if it returned (without error) within `timeout` s.
 

@@ -109,7 +109,7 @@ def _holds_raft_state(directory: Path) -> bool:
     bootstrap checkpoint at offset 0, or a log segment with bytes in it."""
     # Here, not at the top: the recovery module loads the metadata image machinery, which every other zk2kraft
     # command would pay for at start-up.
-    from bridge.metadata_log_recovery import is_unformatted
+    from bridge.raft.recovery import is_unformatted
 
     if not directory.is_dir() or is_unformatted(directory):
         return False

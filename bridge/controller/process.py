@@ -38,6 +38,7 @@ from bridge.config import (
 from bridge.controller import startup
 from bridge.controller.fence import watch_fence
 from bridge.controller.foreign import ForeignWrites
+from bridge.controller.quorum import QuorumSeat
 from bridge.controller.routing import ControllerApis
 from bridge.controller.zk_brokers import ZkBrokerTracking
 from bridge.driver import FencedOut, MigrationDriver, MigrationMismatchError
@@ -94,17 +95,20 @@ class BridgeController:
         self._ssl_context = listener_ssl_context(config)  # bad TLS options fail before anything starts
         broker_tls, broker_sasl = inter_broker_security(config)  # so do the channel's to the brokers
         self.zk_options = zk_connect_options(config)
+        self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
+        self.quorum = QuorumSeat(config, self.metrics, self.notify) if len(config.voters) > 1 else None
         if handlers is None:
             loaded, loaded_supported = load_handlers()
             self.handlers: dict[int, ControllerHandler] = loaded
             self.supported: dict[int, tuple[int, int]] = dict(supported or loaded_supported)
+        if handlers is None and self.quorum is None:
             # Fetch/FetchSnapshot/DescribeQuorum of __cluster_metadata, served from the live log while this
             # controller leads it; the voter is named with the address this controller listens on.
             fetch_server.register(
                 self.handlers, self.supported, self._leading_log, self._voter_endpoint,
                 self.config.controller_listener_name,
             )  # fmt: skip
-        else:
+        elif handlers is not None:
             self.handlers = dict(handlers)
             self.supported = dict(supported or {})
         # The brokers' own requests reach ControllerApis' broker path (before DUAL_WRITE too), not `_answer`.
@@ -113,7 +117,6 @@ class BridgeController:
             self.supported.setdefault(api_key, broker_lifecycle.SUPPORTED[api_key])
         self.broker_lifecycle: BrokerLifecycle | None = None
         self.new_uuid = new_uuid
-        self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
         self.exit_code: int | None = None
         self.dry_run_lines: list[str] = []
         self.error: str | None = None
@@ -358,9 +361,14 @@ class BridgeController:
             await startup.dry_run(options, config.metadata_dir, self.dry_run_lines)
             return EXIT_OK
         if not (config.standby and standby.directory_locked(config.metadata_dir)):
-            await startup.check_before_writing(config, zk, options, cluster_id)
+            await startup.check_before_writing(config, zk, options, cluster_id, voter=self.quorum is not None)
             await self._bind_addresses()
         self.brokers = await loop.run_in_executor(None, self._start_broker_registry)
+        if self.quorum is not None:
+            # A voter serves the Raft requests (and NOT_CONTROLLER) at once; it leads when the quorum elects it.
+            await self._start_serving(cluster_id)
+            self.log = await self.quorum.open(cluster_id)
+            return await self._lead_when_elected(self.quorum)
         if config.standby:
             # A standby answers (NOT_CONTROLLER) and reports its state while it waits for the log.
             await self._start_serving(cluster_id)
@@ -470,6 +478,38 @@ class BridgeController:
                 await self._reopen_for_takeover()
             except standby.Stopped:
                 return EXIT_OK
+
+    async def _lead_when_elected(self, seat: QuorumSeat) -> int:
+        """Follow the quorum's leader; whenever it elects this bridge, run the driver until the epoch ends."""
+        assert self._stop is not None and self.log is not None
+        while not self._stop.is_set():
+            await self._until_stopped(seat.until_leading())
+            if self._stop.is_set():
+                break
+            epoch = seat.epoch_led
+            self.driver = self._new_driver(self.log)
+            self.metrics.set_fenced(False)
+            self.notify()
+            lost = asyncio.ensure_future(seat.until_not_leading(epoch))
+            try:
+                await self._until_stopped(stopping.until(self._run_driver(), lost, HAND_BACK_WAIT_S))
+            except FencedOut as exc:  # another controller claimed ZooKeeper: let the quorum elect again
+                self._on_fenced(str(exc))
+                seat.resign()
+            finally:
+                await self.foreign.stop()
+                await self.channel.stop()
+                lost.cancel()
+            self.driver.step_down(f"Raft leadership of epoch {epoch} ended")  # an earlier reason stays
+            log.info("event=leadership_lost epoch=%d reason=%r", epoch, self.driver.fenced_reason)
+            self.notify()
+        return EXIT_OK
+
+    async def _run_driver(self) -> None:
+        assert self.driver is not None
+        await self.driver.run()
+        self._sync_metrics()
+        await self._watch_fence()
 
     async def _until_stopped(self, work: Any) -> None:
         """Run `work` unless the stop event comes first (then it is cancelled)."""
@@ -597,6 +637,9 @@ class BridgeController:
         await self.channel.close()
         await asyncio.gather(*(stopping.cancelled(task) for task in list(self._tasks)))
         unwritten = await self.pipeline.close(SHUTDOWN_WRITES_WAIT_S)
+        if self.quorum is not None:  # a leader resigns only now: the writes above needed it to commit
+            await self.quorum.close()
+            self.log_closed = True
         if self.brokers is not None:
             self.brokers.stop()
         session, self._zk_client_stopped = "closed", True

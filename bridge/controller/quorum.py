@@ -8,6 +8,7 @@ replica leads (with its epoch's first entry and the activation records committed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -58,6 +59,8 @@ class QuorumSeat:
         self._task: asyncio.Task[None] | None = None
         self._pulse = asyncio.Event()
         self._candidate_since: int | None = None
+        self.epoch_led = -1
+        """The epoch `until_leading` last returned."""
 
     @property
     def failure(self) -> BaseException | None:
@@ -77,7 +80,9 @@ class QuorumSeat:
                 fsync=config.fsync,
             ),
         )
-        store = FileElectionStore(replica.partition_dir / QUORUM_STATE, cluster_id, tuple(sorted(self.voters)))
+        store = FileElectionStore(
+            replica.partition_dir / QUORUM_STATE, cluster_id, tuple(sorted(self.voters))
+        )
         core = self.core = RaftClient(
             node_id=config.node_id,
             voters=self.voters,
@@ -122,10 +127,8 @@ class QuorumSeat:
             pulse = self._pulse
             if self._task is not None and self._task.done():
                 return
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(pulse.wait(), 0.5)
-            except TimeoutError:
-                pass
 
     async def until_leading(self) -> int:
         """Wait until this replica leads with its epoch's first entry and its activation records committed."""
@@ -145,6 +148,7 @@ class QuorumSeat:
                 self.metrics.raft_commit_latency_ms.observe((time.monotonic() - started) * 1000)
             if core.epoch == epoch and core.is_leader:
                 log.info("event=raft_leading node=%s epoch=%s", core.node_id, epoch)
+                self.epoch_led = epoch
                 return epoch
 
     async def until_not_leading(self, epoch: int) -> str:
@@ -156,6 +160,13 @@ class QuorumSeat:
             return f"the Raft layer failed: {self.failure}"
         leader = "unknown" if core.leader_id < 0 else str(core.leader_id)
         return f"Raft leadership of epoch {epoch} lost (now {core.role.value} in epoch {core.epoch}, leader {leader})"
+
+    def resign(self) -> None:
+        """Give up leadership of the current epoch (Kafka's QuorumController.renounce → RaftClient.resign)."""
+        if self.core is not None:
+            self.core.resign(monotonic_ms())
+        if self.node is not None:
+            self.node.wake()
 
     async def on_request(self, ctx: RequestContext, body: Any) -> Any:
         """A Raft request from another voter or an observer (a broker, a shim)."""
@@ -217,7 +228,5 @@ class QuorumSeat:
 
 def _wake_from_thread(loop: asyncio.AbstractEventLoop, wake: Callable[[], None]) -> None:
     if not loop.is_closed():
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             loop.call_soon_threadsafe(wake)
-        except RuntimeError:  # the loop closed meanwhile
-            pass

@@ -23,6 +23,7 @@ from bridge.api import ControllerHandler, ControllerResult, HandlerContext
 from bridge.broker_lifecycle import BrokerLifecycle
 from bridge.brokers.cluster import BROKER_REGISTRATION, DEFAULT_SUPPORTED_FEATURES, UNREGISTER_BROKER
 from bridge.config import BridgeConfig
+from bridge.controller.quorum import RAFT_KEYS, QuorumSeat
 from bridge.driver import FencedOut
 from bridge.handlers import reads
 from bridge.handlers.reassignments import LIST_PARTITION_REASSIGNMENTS
@@ -41,7 +42,7 @@ from bridge.kafka.protocol import (
 )
 from bridge.metrics import BridgeMetrics
 from bridge.pipeline import Change, ControllerFailed, DualWritePipeline
-from bridge.raft import fetch_server
+from bridge.raft import codec, fetch_server
 from bridge.raft.metadata_log import MetadataLog
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from migrate.errors import UnsupportedVersionError, Zk2KraftError
@@ -91,6 +92,8 @@ class ServedController(Protocol):
     def cluster_id(self) -> str | None: ...
     @property
     def listen_port(self) -> int: ...
+    @property
+    def quorum(self) -> QuorumSeat | None: ...
     def serving(self) -> bool: ...
     def leads_log(self) -> bool: ...
 
@@ -109,11 +112,20 @@ class ControllerApis:
         handlers: dict[int, Any] = {key: self.on_request for key in keys}
         handlers[reads.METADATA] = self.on_metadata
         handlers[reads.DESCRIBE_CLUSTER] = self.on_describe_cluster
+        quorum = self._controller.quorum
+        if quorum is not None:
+            handlers.update({key: quorum.on_request for key in RAFT_KEYS})
         return handlers
 
     def listener_versions(self) -> dict[int, tuple[int, int]]:
         """The versions the listener's ApiVersions lists: the handlers', Envelope's, the identity reads'."""
-        return {**self._controller.supported, ENVELOPE_KEY: (0, 0), **reads.IDENTITY_VERSIONS}
+        raft = codec.supported_versions() if self._controller.quorum is not None else {}
+        return {
+            **self._controller.supported,
+            ENVELOPE_KEY: (0, 0),
+            **reads.IDENTITY_VERSIONS,
+            **{key: raft[key] for key in RAFT_KEYS if key in raft},
+        }
 
     async def on_request(self, ctx: RequestContext, body: Any) -> Any:
         if not self._permitted(ctx):

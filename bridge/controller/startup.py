@@ -45,7 +45,12 @@ def zk_cluster_id(zk: ZkMigrationClient, config: BridgeConfig, zk_options: ZkCon
 
 
 async def check_before_writing(
-    config: BridgeConfig, zk: ZkMigrationClient, zk_options: ZkConnectOptions, cluster_id: str
+    config: BridgeConfig,
+    zk: ZkMigrationClient,
+    zk_options: ZkConnectOptions,
+    cluster_id: str,
+    *,
+    voter: bool = False,
 ) -> None:
     """Every refusal, judged read-only before the metadata directory or ZooKeeper is changed: the
     directory's node and cluster, `/migration` against the log, and (when the log holds no completed
@@ -67,6 +72,10 @@ async def check_before_writing(
     problem = bootstrap_refusal(found.image, mv)
     if problem is not None:
         raise MigrationMismatchError(problem)
+    if voter:
+        # A voter's log may lag /migration (the quorum's leader wrote it): it catches up through Raft, and
+        # the leader's driver judges /migration against the committed log when it takes ZooKeeper.
+        return
     znode = await loop.run_in_executor(None, read_migration_znode, zk)
     if not config.adopt_existing_migration:
         # An absent /migration is what the driver would create: Kafka's EMPTY state, judged the same way.
