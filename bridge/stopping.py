@@ -33,13 +33,20 @@ async def cancelled(task: asyncio.Future[Any], grace: float = 0.0) -> None:
 
 
 async def until(work: Any, ended: asyncio.Future[Any], grace: float = 0.0) -> None:
-    """Run `work` until it ends (its exception propagates) or `ended` completes first (then cancel it)."""
+    """Run `work` until it ends (its exception propagates) or `ended` completes first; otherwise, and when
+    this is cancelled, `work` is cancelled and waited for."""
     task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait({task, ended}, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        task.result()
-    else:
-        await cancelled(task, grace)
+    try:
+        await asyncio.wait({task, ended}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            await cancelled(task, grace)
+    if task.cancelled():
+        return
+    if ended.done():
+        task.exception()  # it ended on its own as `ended` came: what it raised is not needed any more
+        return
+    task.result()
 
 
 async def within(stop: Callable[[], Any], timeout: float, name: str) -> bool:

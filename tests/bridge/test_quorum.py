@@ -1,0 +1,33 @@
+"""Three bridges as one Raft quorum: one leads and dual-writes, the others follow its log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from migrate.zk.tree import ZTree
+from tests.support.bridge import eventually
+from tests.support.quorum import leader_of, running_quorum
+
+
+def test_three_voters_elect_one_leader_that_reaches_dual_write_and_the_others_follow_its_log(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> None:
+    with running_quorum(zk_client, zk_connect, real_tree, tmp_path) as controllers:
+        leader = leader_of(controllers)
+        followers = [c for c in controllers if c is not leader]
+        raft = leader.status().raft
+        assert raft is not None and raft.role == "leader" and raft.leader_id == leader.config.node_id
+        for follower in followers:
+            status = follower.status()
+            assert status.state != "DUAL_WRITE"
+            assert status.raft is not None and status.raft.role == "follower"
+            assert status.raft.leader_id == leader.config.node_id
+        assert leader.log is not None
+        end = leader.log.end_offset
+        eventually(lambda: all(f.log is not None and f.log.durable_offset >= end - 1 for f in followers), 20)
+        for follower in followers:
+            assert follower.log is not None
+            assert follower.log.image.topics_by_name == leader.log.image.topics_by_name
+            assert follower.log.image.configs == leader.log.image.configs

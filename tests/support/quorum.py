@@ -1,0 +1,76 @@
+"""Three bridge controllers in this process forming one Raft quorum (`--voters`) over a real ZooKeeper."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from bridge.api import DriverState
+from bridge.controller import BridgeController
+from migrate.zk.load import load_tree
+from migrate.zk.tree import ZTree
+from tests.support.bridge import controller_config
+
+VOTER_IDS = (3000, 3001, 3002)
+
+
+def free_ports(count: int) -> list[int]:
+    """Loopback ports free right now (voters need fixed ports: --voters names them)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def voters_option(ports: list[int]) -> str:
+    return ",".join(f"{node}@127.0.0.1:{port}" for node, port in zip(VOTER_IDS, ports, strict=True))
+
+
+def leader_of(controllers: list[BridgeController], timeout: float = 30.0) -> BridgeController:
+    """The one controller in DUAL_WRITE (waits for it); fails if two are."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        leading = [c for c in controllers if c.state == DriverState.DUAL_WRITE and not c.fenced]
+        assert len(leading) <= 1, [c.config.node_id for c in leading]
+        if leading:
+            return leading[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no bridge reached DUAL_WRITE within {timeout} s: {[c.status() for c in controllers]}")
+
+
+def start_voter(zk_connect: str, tmp_path: Path, node_id: int, port: int, voters: str, **fields: Any) -> BridgeController:
+    config = controller_config(
+        zk_connect, tmp_path / f"meta-{node_id}", node_id=node_id, listen_port=port, voters=voters,
+        format_empty_voter_directory=True, **fields,
+    )  # fmt: skip
+    return BridgeController(config).start()
+
+
+@contextlib.contextmanager
+def running_quorum(
+    zk_client: KazooClient, zk_connect: str, tree: ZTree, tmp_path: Path, **fields: Any
+) -> Iterator[list[BridgeController]]:
+    """ZooKeeper loaded with `tree` and three voters over it, one of them in DUAL_WRITE."""
+    load_tree(zk_client, tree)
+    ports = free_ports(len(VOTER_IDS))
+    voters = voters_option(ports)
+    controllers = [
+        start_voter(zk_connect, tmp_path, node, port, voters, **fields)
+        for node, port in zip(VOTER_IDS, ports, strict=True)
+    ]
+    try:
+        leader_of(controllers, timeout=60.0)
+        yield controllers
+    finally:
+        for controller in controllers:
+            controller.stop()
