@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,23 +12,12 @@ from kazoo.client import KazooClient
 
 from bridge.api import DriverState
 from bridge.controller import BridgeController
+from migrate.zk.embedded import free_ports
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config
 
 VOTER_IDS = (3000, 3001, 3002)
-
-
-def free_ports(count: int) -> list[int]:
-    """Loopback ports free right now (voters need fixed ports: --voters names them)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def voters_option(ports: list[int]) -> str:
@@ -45,10 +33,14 @@ def leader_of(controllers: list[BridgeController], timeout: float = 30.0) -> Bri
         if leading:
             return leading[0]
         time.sleep(0.05)
-    raise AssertionError(f"no bridge reached DUAL_WRITE within {timeout} s: {[c.status() for c in controllers]}")
+    raise AssertionError(
+        f"no bridge reached DUAL_WRITE within {timeout} s: {[c.status() for c in controllers]}"
+    )
 
 
-def start_voter(zk_connect: str, tmp_path: Path, node_id: int, port: int, voters: str, **fields: Any) -> BridgeController:
+def start_voter(
+    zk_connect: str, tmp_path: Path, node_id: int, port: int, voters: str, **fields: Any
+) -> BridgeController:
     config = controller_config(
         zk_connect, tmp_path / f"meta-{node_id}", node_id=node_id, listen_port=port, voters=voters,
         format_empty_voter_directory=True, **fields,
