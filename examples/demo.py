@@ -8,6 +8,7 @@ bridge without `--rehearsal` over a fresh copy of the cluster, three simulated Z
 (processes of their own) that register, are unfenced and get the controller's requests, and one of them
 killed: it is fenced and its leaderships move, in the bridge's log and in ZooKeeper alike. Then the rolling
 restart: each broker restarted as a KRaft broker, one at a time, and `zk2kraft finalize-check` with its audit.
+Last, three bridges as one Raft quorum (`--voters`), the leader killed under admin traffic (demo_quorum.py).
 """
 
 from __future__ import annotations
@@ -128,6 +129,10 @@ def _later_steps(zk: EmbeddedZooKeeper) -> None:
     )
 
     _broker_steps(zk, dump)
+
+    from demo_quorum import quorum_steps
+
+    quorum_steps(zk, dump)
 
 
 # ---------------------------------------------------------------- step 6: the bridge controller

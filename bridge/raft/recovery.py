@@ -326,7 +326,13 @@ class LogPreview:
     torn_tail: str | None = None
 
 
-def preview(directory: str | os.PathLike[str], *, node_id: int, cluster_id: str | None) -> LogPreview:
+def preview(
+    directory: str | os.PathLike[str],
+    *,
+    node_id: int,
+    cluster_id: str | None,
+    voters: frozenset[int] | None = None,
+) -> LogPreview:
     """Read `directory` as `MetadataLog.open` would, read-only (a torn tail is reported, not truncated).
 
     Raises what the open would raise for a directory of another node or cluster, before anything of it is
@@ -339,7 +345,7 @@ def preview(directory: str | os.PathLike[str], *, node_id: int, cluster_id: str 
     pdir = root / METADATA_PARTITION_DIR
     if not pdir.is_dir():
         return LogPreview(MetadataImage(), 0, 1, meta.cluster_id)
-    quorum = read_quorum(pdir, node_id)
+    quorum = read_quorum(pdir, node_id, voters)
     image, report = load_image(pdir)
     if report.last_log_offset is not None:
         end = report.last_log_offset + 1
@@ -363,15 +369,29 @@ def preview(directory: str | os.PathLike[str], *, node_id: int, cluster_id: str 
 # ---------------------------------------------------------------------------------------------------- loading
 
 
-def read_quorum(pdir: Path, node_id: int) -> QuorumState | None:
+def read_quorum(pdir: Path, node_id: int, voters: frozenset[int] | None = None) -> QuorumState | None:
+    """`quorum-state`, refused when it names another voter set than this bridge's (`voters`, default itself).
+
+    Kafka ignores the file's voters; a bridge checks them so that a quorum member is never started alone
+    (two leaders) and a static voter set is never changed in place. A single bridge's directory may become
+    one voter of a quorum (a copy per voter, all stopped first, as a rolling controller change would).
+    """
     path = pdir / QUORUM_STATE
     if not path.exists():
         return None
     state = read_quorum_state(path)
-    if state.current_voters is not None and set(state.current_voters) != {node_id}:
+    wanted = voters if voters is not None else frozenset({node_id})
+    found = None if state.current_voters is None else frozenset(state.current_voters)
+    if found is not None and found != wanted and found != {node_id}:
+        if wanted == {node_id}:
+            raise InvalidRequestError(
+                f"{path} lists voters {sorted(found)}: this directory belongs to a quorum of bridges; start it "
+                f"with --voters naming them, never alone (two controllers would lead at once)"
+            )
         raise InvalidRequestError(
-            f"{path} lists voters {list(state.current_voters)}; the bridge runs a single-voter quorum of "
-            f"node {node_id}"
+            f"{path} lists voters {sorted(found)}, not the --voters {sorted(wanted)}: a static quorum "
+            f"(kraft.version 0) cannot change its voters in place; stop every bridge and start them all with "
+            f"one voter set on copies of a voter's directory"
         )
     return state
 
