@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from bridge.metrics import BridgeStatus
+from bridge.metrics import BridgeStatus, RaftStatus
 from cli.common import handles_errors, zk_session
 from cli.options import bridge_status_url, zk_connect_from, zk_security_options
 from migrate.errors import UnreachableError, Zk2KraftError
@@ -59,7 +59,25 @@ def bridge_view(url: str) -> KraftView:
         stuck_write=s.stuck_write.line() if s.stuck_write is not None else None,
         brokers=s.brokers,
         broker_channel=s.broker_channel,
+        quorum=quorum_line(s.raft) if s.raft is not None else None,
     )
+
+
+def quorum_line(raft: RaftStatus) -> str:
+    """One line for `zk2kraft status`: role, leader, epoch, high watermark, and the voters the leader sees."""
+    leader = "none known" if raft.leader_id is None else str(raft.leader_id)
+    line = f"{raft.role} in epoch {raft.epoch}, leader {leader}, high watermark {raft.high_watermark}"
+    voters = [
+        f"{v.id} at {v.log_end_offset}"
+        + (
+            ""
+            if v.caught_up
+            else " (LAGGING"
+            + (")" if v.last_fetch_ms_ago is None else f", last fetch {v.last_fetch_ms_ago} ms ago)")
+        )
+        for v in raft.voters
+    ]
+    return line + (f"; voters: {', '.join(voters)}" if voters else "")
 
 
 def metadata_view(metadata_dir: Path) -> KraftView:
@@ -89,7 +107,11 @@ def kraft_views(bridge_status: str | None, metadata_dir: Path | None) -> list[Kr
 def status_lines(s: Status) -> list[str]:
     lines = [f"phase: {s.phase} — {s.description}"]
     if s.controller is not None:
-        kind = f"KRaft controller (epoch {s.controller.kraft_controller_epoch})" if s.controller.kraft else "ZooKeeper broker"
+        kind = (
+            f"KRaft controller (epoch {s.controller.kraft_controller_epoch})"
+            if s.controller.kraft
+            else "ZooKeeper broker"
+        )
         lines.append(f"/controller: {s.controller.id}, {kind}")
     else:
         lines.append("/controller: none")
@@ -103,7 +125,9 @@ def status_lines(s: Status) -> list[str]:
     else:
         lines.append("/migration: none")
     # /brokers/ids holds only live ZooKeeper-mode brokers: the KRaft side's lines below say who is still migrating.
-    lines.append("brokers in /brokers/ids (live, ZooKeeper mode): " + (", ".join(map(str, s.zk_brokers)) or "none"))
+    lines.append(
+        "brokers in /brokers/ids (live, ZooKeeper mode): " + (", ".join(map(str, s.zk_brokers)) or "none")
+    )
     if s.migration_state is not None:
         lines.append(f"migration state: {s.migration_state}")
     if s.write_behind_lag is not None:
@@ -114,6 +138,8 @@ def status_lines(s: Status) -> list[str]:
                 f"BRIDGE FAILED ({v.source}): {v.failed}; it renounced, serves nothing and exits with code 4: "
                 "restart it (or let its standby take over) once the cause (disk full?) is fixed"
             )
+        if v.quorum is not None:
+            lines.append(f"Raft quorum ({v.source}): {v.quorum}")
         if v.stuck_write is not None:
             lines.append(f"ZooKeeper write stuck ({v.source}): {v.stuck_write}")
         if v.last_error is not None:
@@ -156,7 +182,9 @@ def channel_lines(c: BrokerChannelStatus, source: str) -> list[str]:
             f"controller requests to brokers ({source}): not sending (only from KRAFT_CONTROLLER_TO_BROKER_COMM "
             "on, while this bridge holds ZooKeeper)"
         ]
-    lines = [f"controller requests to brokers ({source}): {len(c.brokers)} broker(s), {c.full_syncs} full sync(s)"]
+    lines = [
+        f"controller requests to brokers ({source}): {len(c.brokers)} broker(s), {c.full_syncs} full sync(s)"
+    ]
     if c.last_full_sync_brokers is not None:
         lines[0] += f" (the last reached {c.last_full_sync_brokers} broker(s))"
     if c.unreachable:
@@ -191,15 +219,29 @@ def _mark(mark: RequestMark | None) -> str:
 
 
 @click.command("status")
-@click.option("--zk", "zk_connect", required=True, metavar="HOST:PORT[,...][/chroot]", help="Kafka's zookeeper.connect.")
+@click.option(
+    "--zk", "zk_connect", required=True, metavar="HOST:PORT[,...][/chroot]", help="Kafka's zookeeper.connect."
+)
 @click.option("--chroot", help="Kafka's chroot, when not part of --zk.")
-@click.option("--bridge-status", metavar="URL", callback=bridge_status_url, help="The bridge controller's status endpoint, e.g. http://ctrl1:9404.")
+@click.option(
+    "--bridge-status",
+    metavar="URL",
+    callback=bridge_status_url,
+    help="The bridge controller's status endpoint, e.g. http://ctrl1:9404.",
+)
 @click.option(
     "--metadata-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="A controller's metadata log dir, replayed for ZkMigrationState and KRaft broker registrations.",
 )
-@click.option("--watch", "watch", type=float, default=None, metavar="SECONDS", help="Refresh every SECONDS until interrupted.")
+@click.option(
+    "--watch",
+    "watch",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Refresh every SECONDS until interrupted.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @zk_security_options
 @handles_errors

@@ -162,6 +162,8 @@ class KraftView(BaseModel):
     """The brokers registered with the bridge (its `/status`)."""
     broker_channel: BrokerChannelStatus | None = None
     """The bridge's requests to ZooKeeper-mode brokers (its `/status`)."""
+    quorum: str | None = None
+    """The Raft quorum as the bridge sees it: its role, the leader, the epoch, each voter's progress."""
 
 
 class Status(BaseModel):

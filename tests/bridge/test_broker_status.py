@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 
 from bridge.api import DriverState
 from bridge.controller import BridgeController
-from bridge.metrics import BridgeMetrics, StatusServer
+from bridge.metrics import BridgeMetrics, RaftStatus, RaftVoterStatus, StatusServer
 from cli.status_cmd import status_cmd
 from migrate.plan.status import (
     BrokerChannelStatus,
@@ -263,3 +263,28 @@ def test_status_says_a_bridge_that_renounced_failed_and_why(
         f"BRIDGE FAILED ({url}/status): writing /meta/__cluster_metadata-0 failed: [Errno 28] No space left on "
         "device; it renounced" in shown
     )
+
+
+def test_status_shows_the_raft_quorum_and_names_a_lagging_voter(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str
+) -> None:
+    metrics = dual_writing_metrics()
+    metrics.set_raft(
+        RaftStatus(
+            role="leader",
+            leader_id=3000,
+            epoch=4,
+            high_watermark=120,
+            voters=[
+                RaftVoterStatus(id=3000, log_end_offset=121, last_fetch_ms_ago=0, caught_up=True),
+                RaftVoterStatus(id=3001, log_end_offset=120, last_fetch_ms_ago=40, caught_up=True),
+                RaftVoterStatus(id=3002, log_end_offset=37, last_fetch_ms_ago=5200, caught_up=False),
+            ],
+        )
+    )
+    url, shown = status_of(metrics, zk_client, real_tree, zk_connect)
+    assert (
+        f"Raft quorum ({url}/status): leader in epoch 4, leader 3000, high watermark 120; voters: 3000 at 121, "
+        "3001 at 120, 3002 at 37 (LAGGING, last fetch 5200 ms ago)" in shown
+    )
+
