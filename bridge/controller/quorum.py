@@ -12,6 +12,7 @@ import contextlib
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -60,6 +61,9 @@ class QuorumSeat:
         self._pulse = asyncio.Event()
         self._candidate_since: int | None = None
         self.epoch_led = -1
+        self._seen_end = -1
+        self._appended: deque[tuple[int, float]] = deque()
+        """(log end offset, when) of the leader's appends not yet committed."""
         """The epoch `until_leading` last returned."""
 
     @property
@@ -119,8 +123,23 @@ class QuorumSeat:
         pulse, self._pulse = self._pulse, asyncio.Event()
         pulse.set()
         if self.core is not None:
+            self._measure(self.core)
             self.metrics.set_raft(self.status())
         self._on_change()
+
+    def _measure(self, core: RaftClient) -> None:
+        """Kafka's commit-latency (a leader's append until the high watermark passes it) and fetch-records."""
+        end, now = core.log.end_offset(), time.monotonic()
+        if core.is_leader:
+            if end > self._seen_end:
+                self._appended.append((end, now))
+            while self._appended and self._appended[0][0] <= core.high_watermark:
+                self.metrics.raft_commit_latency_ms.observe((now - self._appended.popleft()[1]) * 1000)
+        else:
+            self._appended.clear()
+            if end > self._seen_end >= 0:
+                self.metrics.raft_fetch_records.inc(end - self._seen_end)
+        self._seen_end = end
 
     async def _wait_for(self, predicate: Callable[[], bool]) -> None:
         while not predicate():
@@ -140,12 +159,8 @@ class QuorumSeat:
                 raise self.failure
             epoch = core.epoch
             records = replica.activation_records()
-            if records:
-                started = time.monotonic()
-                last = node.append(records)
-                if not await node.wait_committed(last):
-                    continue  # lost the epoch before its activation committed: wait for the next one
-                self.metrics.raft_commit_latency_ms.observe((time.monotonic() - started) * 1000)
+            if records and not await node.wait_committed(node.append(records)):
+                continue  # lost the epoch before its activation committed: wait for the next one
             if core.epoch == epoch and core.is_leader:
                 log.info("event=raft_leading node=%s epoch=%s", core.node_id, epoch)
                 self.epoch_led = epoch

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from kazoo.client import KazooClient
@@ -31,3 +32,8 @@ def test_three_voters_elect_one_leader_that_reaches_dual_write_and_the_others_fo
             assert follower.log is not None
             assert follower.log.image.topics_by_name == leader.log.image.topics_by_name
             assert follower.log.image.configs == leader.log.image.configs
+        exposition = leader.metrics.exposition().decode()
+        commits = re.search(r"^zk2kraft_raft_commit_latency_ms_count (\S+)$", exposition, re.M)
+        assert commits is not None and float(commits.group(1)) > 0
+        assert 'zk2kraft_raft_current_leader ' + f"{float(leader.config.node_id)}" in exposition
+
