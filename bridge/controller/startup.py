@@ -61,7 +61,13 @@ async def check_before_writing(
         if problem is not None:
             raise MigrationMismatchError(problem)
     found = await loop.run_in_executor(
-        None, lambda: preview(config.metadata_dir, node_id=config.node_id, cluster_id=cluster_id or None)
+        None,
+        lambda: preview(
+            config.metadata_dir,
+            node_id=config.node_id,
+            cluster_id=cluster_id or None,
+            voters=[voter.node_id for voter in config.voters],
+        ),
     )
     if found.cluster_id not in (None, cluster_id):
         raise MigrationMismatchError(

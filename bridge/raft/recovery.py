@@ -13,6 +13,7 @@ import logging
 import mmap
 import os
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -326,11 +327,18 @@ class LogPreview:
     torn_tail: str | None = None
 
 
-def preview(directory: str | os.PathLike[str], *, node_id: int, cluster_id: str | None) -> LogPreview:
+def preview(
+    directory: str | os.PathLike[str],
+    *,
+    node_id: int,
+    cluster_id: str | None,
+    voters: Collection[int] = (),
+) -> LogPreview:
     """Read `directory` as `MetadataLog.open` would, read-only (a torn tail is reported, not truncated).
 
-    Raises what the open would raise for a directory of another node or cluster, before anything of it is
-    created, formatted or recovered; refusals are judged on this.
+    Raises what the open would raise for a directory of another node or cluster, or of another voter set
+    (`voters`: the --voters ids; none: a quorum of this node alone), before anything of it is created,
+    formatted or recovered; refusals are judged on this.
     """
     root = Path(directory)
     if not root.exists() or is_unformatted(root):
@@ -339,7 +347,7 @@ def preview(directory: str | os.PathLike[str], *, node_id: int, cluster_id: str 
     pdir = root / METADATA_PARTITION_DIR
     if not pdir.is_dir():
         return LogPreview(MetadataImage(), 0, 1, meta.cluster_id)
-    quorum = read_quorum(pdir, node_id)
+    quorum = read_quorum(pdir, node_id, voters)
     image, report = load_image(pdir)
     if report.last_log_offset is not None:
         end = report.last_log_offset + 1
@@ -363,16 +371,18 @@ def preview(directory: str | os.PathLike[str], *, node_id: int, cluster_id: str 
 # ---------------------------------------------------------------------------------------------------- loading
 
 
-def read_quorum(pdir: Path, node_id: int) -> QuorumState | None:
+def read_quorum(pdir: Path, node_id: int, voters: Collection[int] = ()) -> QuorumState | None:
+    """The directory's `quorum-state`, refused when it names other voters than `voters` (none: this node)."""
     path = pdir / QUORUM_STATE
     if not path.exists():
         return None
     state = read_quorum_state(path)
-    if state.current_voters is not None and set(state.current_voters) != {node_id}:
-        raise InvalidRequestError(
-            f"{path} lists voters {list(state.current_voters)}; the bridge runs a single-voter quorum of "
-            f"node {node_id}"
+    expected = set(voters) or {node_id}
+    if state.current_voters is not None and set(state.current_voters) != expected:
+        runs = (
+            f"a single-voter quorum of node {node_id}" if len(expected) == 1 else f"the voters {sorted(expected)}"
         )
+        raise InvalidRequestError(f"{path} lists voters {list(state.current_voters)}; the bridge runs {runs}")
     return state
 
 
