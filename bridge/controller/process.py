@@ -487,10 +487,19 @@ class BridgeController:
             if self._stop.is_set():
                 break
             epoch = seat.epoch_led
-            self.driver = self._new_driver(self.log)
+            driver = self.driver = self._new_driver(self.log)
             self.metrics.set_fenced(False)
             self.notify()
             lost = asyncio.ensure_future(seat.until_not_leading(epoch))
+
+            def step_down_in_dual_write(ended: asyncio.Future[str], driver: MigrationDriver = driver) -> None:
+                # Nothing to hand back in DUAL_WRITE: refuse writes and stop claiming it at once, not only
+                # once the driver's task and the watchers have stopped (which may take their grace).
+                if not ended.cancelled() and driver.state == DriverState.DUAL_WRITE:
+                    driver.step_down(ended.result())
+                    self.notify()
+
+            lost.add_done_callback(step_down_in_dual_write)
             try:
                 await self._until_stopped(stopping.until(self._run_driver(), lost, HAND_BACK_WAIT_S))
             except FencedOut as exc:  # another controller claimed ZooKeeper: let the quorum elect again
