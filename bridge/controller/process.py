@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -209,8 +210,7 @@ class BridgeController:
     def run(self) -> int:
         """Run in the foreground until SIGTERM/SIGINT, a lost fence or a refusal; returns the exit code.
 
-        Its stop ends within STOP_DEADLINE_S, through the interpreter's exit too if a thread may still be in
-        a ZooKeeper call."""
+        Its stop ends within STOP_DEADLINE_S (by the interpreter's exit if a thread is in a ZooKeeper call)."""
         try:
             return asyncio.run(self._main(install_signals=True))
         finally:
@@ -487,10 +487,11 @@ class BridgeController:
             if self._stop.is_set():
                 break
             epoch = seat.epoch_led
-            self.driver = self._new_driver(self.log)
+            driver = self.driver = self._new_driver(self.log)
             self.metrics.set_fenced(False)
             self.notify()
             lost = asyncio.ensure_future(seat.until_not_leading(epoch))
+            lost.add_done_callback(partial(_step_down_in_dual_write, driver, self.notify))
             try:
                 await self._until_stopped(stopping.until(self._run_driver(), lost, HAND_BACK_WAIT_S))
             except FencedOut as exc:  # another controller claimed ZooKeeper: let the quorum elect again
@@ -777,3 +778,11 @@ class BridgeController:
         task = asyncio.ensure_future(work())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _step_down_in_dual_write(driver: MigrationDriver, notify: Callable[[], None], ended: asyncio.Future[str]) -> None:
+    """Raft leadership lost in DUAL_WRITE, where nothing is handed back: refuse writes and stop claiming
+    DUAL_WRITE at once, not once the driver's task and the watchers have stopped (which may take their grace)."""
+    if not ended.cancelled() and driver.state == DriverState.DUAL_WRITE:
+        driver.step_down(ended.result())
+        notify()
