@@ -348,14 +348,18 @@ class MetadataFollower:
             )
             return True
         records = data.records or b""
-        if records:
-            self._replay(bytes(records), where)
         if data.high_watermark >= 0:
             self._high_watermark = int(data.high_watermark)
-        return bool(records)
+        before = self._position
+        if records:
+            # Only what the quorum committed: a leader also serves its uncommitted tail, which a failover
+            # can still drop (Kafka's brokers apply records up to the high watermark alone, too).
+            self._replay(bytes(records), where, committed_end=self._high_watermark)
+        return self._position > before
 
-    def _replay(self, data: bytes, source: str) -> None:
-        """Replay whole batches at the follower's position; a partial trailing batch is left for the next fetch."""
+    def _replay(self, data: bytes, source: str, committed_end: int) -> None:
+        """Replay the whole batches below `committed_end` at the follower's position; the rest (a partial
+        trailing batch, records not committed yet) is fetched again."""
         replayer = self._replayer
         batches = iter_kraft_batches(data, source, tolerate_torn_tail=True)
         for pos, header, entries in batches:
@@ -363,6 +367,8 @@ class MetadataFollower:
             last = base + header.last_offset_delta
             if last < self._position:
                 continue
+            if last >= committed_end:
+                break
             if base != self._position:
                 raise _StartOver(f"{source}: batch at offset {base}, expected {self._position}")
             epoch = header.partition_leader_epoch
