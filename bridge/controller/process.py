@@ -491,7 +491,7 @@ class BridgeController:
             self.metrics.set_fenced(False)
             self.notify()
             lost = asyncio.ensure_future(seat.until_not_leading(epoch))
-            lost.add_done_callback(partial(_step_down_in_dual_write, driver, self.notify))
+            lost.add_done_callback(partial(_step_down_in_dual_write, driver, self.notify, seat.abandon_uncommitted))
             try:
                 await self._until_stopped(stopping.until(self._run_driver(), lost, HAND_BACK_WAIT_S))
             except FencedOut as exc:  # another controller claimed ZooKeeper: let the quorum elect again
@@ -502,8 +502,8 @@ class BridgeController:
                 await self.channel.stop()
                 lost.cancel()
             self.driver.step_down(f"Raft leadership of epoch {epoch} ended")  # an earlier reason stays
+            seat.abandon_uncommitted(self.driver.fenced_reason or "")
             log.info("event=leadership_lost epoch=%d reason=%r", epoch, self.driver.fenced_reason)
-            self.notify()
         return EXIT_OK
 
     async def _run_driver(self) -> None:
@@ -780,9 +780,16 @@ class BridgeController:
         task.add_done_callback(self._tasks.discard)
 
 
-def _step_down_in_dual_write(driver: MigrationDriver, notify: Callable[[], None], ended: asyncio.Future[str]) -> None:
-    """Raft leadership lost in DUAL_WRITE, where nothing is handed back: refuse writes and stop claiming
-    DUAL_WRITE at once, not once the driver's task and the watchers have stopped (which may take their grace)."""
+def _step_down_in_dual_write(
+    driver: MigrationDriver,
+    notify: Callable[[], None],
+    abandon: Callable[[str], None],
+    ended: asyncio.Future[str],
+) -> None:
+    """Raft leadership lost in DUAL_WRITE, where nothing is handed back: refuse writes, stop claiming
+    DUAL_WRITE and answer what waits for commit at once, not once the driver's task and the watchers have
+    stopped (the foreign-write watcher's stop would wait for those writes)."""
     if not ended.cancelled() and driver.state == DriverState.DUAL_WRITE:
         driver.step_down(ended.result())
+        abandon(ended.result())
         notify()

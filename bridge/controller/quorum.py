@@ -176,6 +176,11 @@ class QuorumSeat:
         leader = "unknown" if core.leader_id < 0 else str(core.leader_id)
         return f"Raft leadership of epoch {epoch} lost (now {core.role.value} in epoch {core.epoch}, leader {leader})"
 
+    def abandon_uncommitted(self, reason: str) -> None:
+        """No longer leading: what waits for commit is answered now (NOT_CONTROLLER, the driver stepped down)."""
+        if self.replica is not None:
+            self.replica.metadata_log.abandon_uncommitted(reason)
+
     def resign(self) -> None:
         """Give up leadership of the current epoch (Kafka's QuorumController.renounce → RaftClient.resign)."""
         if self.core is not None:

@@ -141,6 +141,8 @@ class CommittedMetadataLog(MetadataLog):
         self.data_records = loaded.data_records
         self.opened = recovered
         self._awaiting: deque[_Pending] = deque()
+        self._abandoned_end = 0
+        self._abandoned_reason = ""
         self._unapplied: deque[_FetchedBatch] = deque()
         self._resolver = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"metadata-log-commit-{self.node_id}"
@@ -156,14 +158,26 @@ class CommittedMetadataLog(MetadataLog):
         with self.lock:
             self.flushed_offset = items[-1].last_offset
             self.batches_written += len(items)
-            self._awaiting.extend(items)
+            abandoned = [p for p in items if p.last_offset < self._abandoned_end]
+            self._awaiting.extend(p for p in items if p.last_offset >= self._abandoned_end)
             self._release_durable()
+        if abandoned:
+            _resolve(abandoned, Zk2KraftError(self._abandoned_reason))
         callback = self.on_flushed
         if callback is not None:
             try:
                 callback()
             except Exception:  # the owner's failure is not the log's
                 log.exception("the metadata log's on_flushed callback failed")
+
+    def abandon_uncommitted(self, reason: str) -> None:
+        """Leadership lost: fail now what waits to be committed (the new leader may still commit it), as
+        Kafka's QuorumController fails its pending events when it renounces."""
+        with self.lock:
+            self._abandoned_end, self._abandoned_reason = self.end_offset, reason
+            left = [p for p in self._awaiting if p.last_offset > self.committed_offset]
+            self._awaiting = deque(p for p in self._awaiting if p.last_offset <= self.committed_offset)
+        _resolve(left, Zk2KraftError(reason))
 
     def commit(self, high_watermark: int) -> None:
         """Everything below `high_watermark` is committed: replay it, then let its durability futures go."""

@@ -348,8 +348,9 @@ class MetadataFollower:
             )
             return True
         records = data.records or b""
-        if data.high_watermark >= 0:
-            self._high_watermark = int(data.high_watermark)
+        # -1: a new leader that has not committed in its epoch yet; until it has, nothing counts as caught up
+        # (the last leader's high watermark may be older than what it committed before it died).
+        self._high_watermark = int(data.high_watermark)
         before = self._position
         if records:
             # Only what the quorum committed: a leader also serves its uncommitted tail, which a failover

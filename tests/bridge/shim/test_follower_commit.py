@@ -18,7 +18,7 @@ CLUSTER = "q1w2e3r4t5y6u7i8o9p0"
 LEADER = 3000
 
 
-def test_records_above_the_high_watermark_are_not_applied_until_committed() -> None:
+def test_records_above_the_high_watermark_are_not_applied_until_committed_nor_caught_up_without_one() -> None:
     committed_topic, pending_topic = uuid.uuid4(), uuid.uuid4()
     first = encode_data_batch(0, 1, 0, [(rec.TopicRecord(name="committed", topic_id=committed_topic), 0)])
     second = encode_data_batch(1, 1, 0, [(rec.TopicRecord(name="pending", topic_id=pending_topic), 0)])
@@ -49,6 +49,8 @@ def test_records_above_the_high_watermark_are_not_applied_until_committed() -> N
             assert committed_topic in follower.image.topics_by_id
             assert pending_topic not in follower.image.topics_by_id
             assert follower.position == 1
+            high_watermark[0] = -1  # a new leader that has not committed in its epoch yet
+            assert not await follower.catch_up(0.5)
             high_watermark[0] = 2
             assert await follower.catch_up(10)
             assert pending_topic in follower.image.topics_by_id
