@@ -133,13 +133,20 @@ TransitionListener = Callable[[DriverState, DriverState], None]
 
 
 def check_log_matches_migration(
-    image: MetadataImage, end_offset: int, log_epoch: int, znode: MigrationLeadershipState
+    image: MetadataImage,
+    end_offset: int,
+    log_epoch: int,
+    znode: MigrationLeadershipState,
+    *,
+    quorum_committed: bool = False,
 ) -> str | None:
     """Why ZooKeeper's `/migration` cannot belong to this metadata log, or None when it can.
 
     `end_offset` is the log's next offset, `log_epoch` its current leader epoch. Kafka's driver would
     stall (offset beyond the log), re-migrate over a live cluster (ZooKeeper migrated, log empty) or refuse
-    to start (log migrated, `/migration` empty); each is reported instead.
+    to start (log migrated, `/migration` empty); each is reported instead. A quorum's committed log may hold a
+    completed migration that `/migration` does not record yet (`quorum_committed`): its leader died between
+    the commit and that write, and the next leader writes it.
     """
     zk_offset = znode.kraft_metadata_offset
     log_migrated = image.features.zk_migration_state == ZkMigrationState.MIGRATION
@@ -151,7 +158,7 @@ def check_log_matches_migration(
             f"A new migration would replace the cluster's KRaft metadata with a fresh copy of ZooKeeper "
             f"(a leftover {paths.MIGRATION} from an earlier attempt is the classic way clusters get wiped)"
         )
-    if log_migrated and zk_offset <= 0:
+    if log_migrated and zk_offset <= 0 and not quorum_committed:
         return (
             f"this metadata log holds a completed migration, but ZooKeeper's {paths.MIGRATION} records none "
             f"(offset {zk_offset}): ZooKeeper was reset or replaced since, or this log belongs to another "
@@ -257,6 +264,7 @@ class MigrationDriver:
         zk_executor: Executor,
         metadata_version: mvs.MetadataVersion | None = None,
         adopt_existing_migration: bool = False,
+        quorum_committed: bool = False,
         min_batch_size: int = DEFAULT_MIN_BATCH_SIZE,
         on_transition: TransitionListener | None = None,
         on_zk_write: Callable[[str, float, int], None] | None = None,
@@ -272,6 +280,8 @@ class MigrationDriver:
         self.zk_executor = zk_executor
         self.metadata_version = metadata_version
         self.adopt_existing_migration = adopt_existing_migration
+        self.quorum_committed = quorum_committed
+        """The log is a Raft quorum's, led after its committed entries: what it holds was committed."""
         self.min_batch_size = min_batch_size
         self.on_transition = on_transition
         self.on_zk_write = on_zk_write
@@ -484,8 +494,9 @@ class MigrationDriver:
     async def check_against_zookeeper(self) -> None:
         """Refuse a `/migration` that does not describe this log, unless told to adopt it."""
         problem = check_log_matches_migration(
-            self.log.image, self.log.end_offset, self.log.leader_epoch, self.leadership
-        )
+            self.log.image, self.log.end_offset, self.log.leader_epoch, self.leadership,
+            quorum_committed=self.quorum_committed,
+        )  # fmt: skip
         if problem is None:
             return
         if not self.adopt_existing_migration:
@@ -527,7 +538,11 @@ class MigrationDriver:
             None, read_zookeeper_for_migration, self.zk_options
         )
         mv = self.log.image.metadata_version
-        translation = translate(model, metadata_version=mv)
+        # Off the event loop, and the appends below yield between batches: a quorum's Raft layer shares the
+        # loop and must keep answering the other voters (they elect another leader after 2 s of silence).
+        translation = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: translate(model, metadata_version=mv)
+        )
         manifest = ManifestBuilder()
         transactional = mv.is_metadata_transaction_supported()
         writes: list[list[RecordAndVersion]] = []
@@ -545,6 +560,7 @@ class MigrationDriver:
             for start in range(0, len(batch), MAX_RECORDS_PER_APPEND):
                 last = self._append_split(batch[start : start + MAX_RECORDS_PER_APPEND])
             manifest.accept_batch(batch, time.monotonic_ns() - batch_started)
+            await asyncio.sleep(0)
         last = self.log.append(completion)
         await asyncio.wrap_future(last.durable)
         built = manifest.build()

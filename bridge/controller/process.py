@@ -576,6 +576,7 @@ class BridgeController:
             zk_executor=self.pipeline.writer,
             metadata_version=mv,
             adopt_existing_migration=self.config.adopt_existing_migration,
+            quorum_committed=self.quorum is not None,
             min_batch_size=self.config.min_batch_size,
             on_transition=self._on_transition,
             on_zk_write=self._on_zk_write,
@@ -731,8 +732,7 @@ class BridgeController:
         return None if listener is None else (self.config.listen_host, listener.port)
 
     def serving(self) -> bool:
-        """Whether requests are served: a migrated controller that holds ZooKeeper (SYNC_KRAFT_TO_ZK on) and
-        has not renounced; Kafka's controller refuses only in PRE_MIGRATION."""
+        """Whether requests are served: migrated, holding ZooKeeper (SYNC_KRAFT_TO_ZK on), not renounced."""
         return self.renounced is None and self.driver is not None and self.driver.accepts_writes
 
     def leads_log(self) -> bool:

@@ -373,8 +373,9 @@ def read_quorum(pdir: Path, node_id: int, voters: frozenset[int] | None = None) 
     """`quorum-state`, refused when it names another voter set than this bridge's (`voters`, default itself).
 
     Kafka ignores the file's voters; a bridge checks them so that a quorum member is never started alone
-    (two leaders) and a static voter set is never changed in place. A single bridge's directory may become
-    one voter of a quorum (a copy per voter, all stopped first, as a rolling controller change would).
+    (two leaders) and a static voter set is never changed in place. A single bridge's directory (one voter)
+    may become any voter's of a quorum (a copy per voter, all stopped first, as a rolling controller change
+    would).
     """
     path = pdir / QUORUM_STATE
     if not path.exists():
@@ -382,7 +383,7 @@ def read_quorum(pdir: Path, node_id: int, voters: frozenset[int] | None = None) 
     state = read_quorum_state(path)
     wanted = voters if voters is not None else frozenset({node_id})
     found = None if state.current_voters is None else frozenset(state.current_voters)
-    if found is not None and found != wanted and found != {node_id}:
+    if found is not None and found != wanted and not (len(found) == 1 and found <= wanted):
         if wanted == {node_id}:
             raise InvalidRequestError(
                 f"{path} lists voters {sorted(found)}: this directory belongs to a quorum of bridges; start it "

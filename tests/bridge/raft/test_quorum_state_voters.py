@@ -1,4 +1,4 @@
-"""A directory's `quorum-state` voters against the voter set a bridge is started with."""
+"""A directory's `quorum-state` voters, and `/migration`, against what a voter of a quorum is started with."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from bridge.driver import check_log_matches_migration
 from bridge.raft.recovery import read_quorum
+from bridge.zk.leadership import MigrationLeadershipState
 from migrate.errors import InvalidRequestError
+from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import QUORUM_STATE, QuorumState, write_quorum_state
+from migrate.kraft.migration_state import ZkMigrationState
 
 
 def _written(pdir: Path, voters: tuple[int, ...]) -> Path:
@@ -38,3 +42,18 @@ def test_the_same_voters_and_a_single_bridges_directory_are_accepted(tmp_path: P
     assert found is not None and found.leader_epoch == 4
     single = read_quorum(_written(tmp_path / "single", (3000,)), 3000, voters)
     assert single is not None and single.current_voters == (3000,)
+
+
+def test_a_copy_of_a_single_bridges_directory_may_be_any_voters(tmp_path: Path) -> None:
+    voters = frozenset({3000, 3001, 3002})
+    found = read_quorum(_written(tmp_path / "copy", (3000,)), 3002, voters)
+    assert found is not None and found.current_voters == (3000,)
+
+
+def test_a_quorum_log_migrated_before_its_leader_wrote_migration_is_not_refused() -> None:
+    image = MetadataImage()
+    image.features.zk_migration_state = ZkMigrationState.MIGRATION
+    empty = MigrationLeadershipState()
+    assert check_log_matches_migration(image, 500, 3, empty) is not None  # a single bridge refuses it
+    assert check_log_matches_migration(image, 500, 3, empty, quorum_committed=True) is None
+
