@@ -138,10 +138,13 @@ class RaftNode:
         key = codec.request_api_key(request)
         version = self._version(peer, key)
         entity = codec.request_to_kio(request, version, voters=self.core.voters, listener=self.listener_name)
+        connection = peer.connection
         try:
-            answer = await peer.connection.send(entity, api_version=version, timeout=timeout)
+            answer = await connection.send(entity, api_version=version, timeout=timeout)
         except BaseException:
-            connection, peer.connection = peer.connection, None
+            # Requests to one peer share its connection: another one's failure may have replaced it already.
+            if peer.connection is connection:
+                peer.connection = None
             connection.abort()
             raise
         return codec.response_from_kio(answer)
