@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,16 @@ from tests.support.kraft_broker import SimulatedKraftBroker
 from tests.support.quorum import frozen, leader_of, started_quorum, voter_addresses
 from tests.support.sim_broker import SimulatedBroker
 from tests.support.zk_broker import SimulatedZkBroker
-from tests.support.zk_broker_control import assert_one_full_sync
+from tests.support.zk_broker_control import ReceivedRequest, assert_one_full_sync
 
 pytestmark = pytest.mark.zookeeper
 
 ZK_BROKER_IDS = (1, 2, 3)
 """The real cluster's brokers: the ZooKeeper-mode brokers the migration waits for."""
 KRAFT_BROKER_IDS = (11, 12)
+SHORT_SESSION_MS = 3000
+HEARTBEATS_PAST_A_SESSION = 20
+"""Heartbeats 0.2 s apart: more than a short session passes between them."""
 REQUEST_TIMEOUT_S = 3.0
 """The brokers' controller channel gives up on an unanswered request after this long and tries another voter."""
 
@@ -74,6 +78,83 @@ def znode_json(client: KazooClient, path: str) -> Any:
     return json.loads(client.get(path)[0])
 
 
+@contextlib.contextmanager
+def brokers_of(controllers: list[BridgeController], zk_connect: str) -> Iterator[list[SimulatedBroker]]:
+    """The ZooKeeper-mode brokers (which the migration waits for), then the KRaft brokers, each given every
+    voter and starting at one that need not lead; yielded once all run unfenced and the channel is idle."""
+    voters = voter_addresses(controllers)
+    cluster_id = controllers[0].cluster_id
+    assert cluster_id is not None
+    brokers: list[SimulatedBroker] = []
+    try:
+        for n, broker_id in enumerate(ZK_BROKER_IDS):
+            brokers.append(
+                SimulatedZkBroker(
+                    broker_id, voters[n % len(voters)], cluster_id, zk_connect=zk_connect, voters=voters,
+                    request_timeout_s=REQUEST_TIMEOUT_S,
+                ).start()
+            )  # fmt: skip
+        leader = leader_of(controllers, timeout=60)
+        for n, broker_id in enumerate(KRAFT_BROKER_IDS):
+            brokers.append(
+                SimulatedKraftBroker(
+                    broker_id, voters[n % len(voters)], cluster_id, voters=voters,
+                    request_timeout_s=REQUEST_TIMEOUT_S,
+                ).start()
+            )  # fmt: skip
+        eventually(lambda: all(running(b) for b in brokers), timeout=30)
+        eventually(lambda: channel_settled(leader), timeout=30)
+        yield brokers
+    finally:
+        for broker in brokers:
+            broker.kill()
+
+
+def zk_brokers(brokers: list[SimulatedBroker]) -> list[SimulatedZkBroker]:
+    return [b for b in brokers if isinstance(b, SimulatedZkBroker)]
+
+
+def heartbeat_again(brokers: list[SimulatedBroker], times: int = 3) -> None:
+    """Wait until every broker had `times` more heartbeats answered."""
+    answered = {b.broker_id: b.view.heartbeats_answered for b in brokers}
+    eventually(lambda: all(b.view.heartbeats_answered >= answered[b.broker_id] + times for b in brokers), 30)
+
+
+def assert_sessions_kept(
+    brokers: list[SimulatedBroker], epochs: dict[int, int], leader: BridgeController
+) -> None:
+    """No broker was fenced or registered again; each heartbeats with the epoch of its RegisterBrokerRecord."""
+    assert leader.log is not None
+    image = leader.log.image
+    for broker in brokers:
+        view = broker.view
+        assert view.registrations == 1, (broker.broker_id, view)
+        assert view.times_fenced == 0 and not view.is_fenced, (broker.broker_id, view)
+        assert view.broker_epoch == epochs[broker.broker_id]
+        assert set(view.errors) <= {ErrorCode.not_controller}, (broker.broker_id, view.errors)
+        in_log = image.cluster.brokers[broker.broker_id]
+        assert in_log.epoch == view.broker_epoch and not in_log.fenced
+
+
+def assert_zookeeper_as_a_real_controller_reads_it(client: KazooClient, leader: BridgeController) -> int:
+    """handoff.md §2.4: `/controller` and `/migration` name the leader's Raft epoch, `/migration` the Raft epoch
+    of the batch it names; returns the `/controller_epoch` the leader claimed."""
+    assert leader.quorum is not None and leader.driver is not None
+    raft_epoch = leader.quorum.epoch_led
+    controller = znode_json(client, paths.CONTROLLER)
+    assert (controller["brokerid"], controller["kraftControllerEpoch"]) == (leader.config.node_id, raft_epoch)
+    claimed = int(client.get(paths.CONTROLLER_EPOCH)[0])
+    assert leader.driver.leadership.zk_controller_epoch == claimed
+    migration = znode_json(client, paths.MIGRATION)
+    assert (migration["kraft_controller_id"], migration["kraft_controller_epoch"]) == (
+        leader.config.node_id,
+        raft_epoch,
+    )
+    offset = migration["kraft_metadata_offset"]
+    assert migration["kraft_metadata_epoch"] == batch_epoch(leader.config.metadata_dir, offset)
+    return claimed
+
+
 @pytest.mark.parametrize("leader_goes", ["stopped", "frozen"])
 def test_brokers_keep_their_sessions_across_a_leader_change_and_zk_brokers_get_one_full_sync_from_the_new_leader(
     zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, leader_goes: str
@@ -83,82 +164,89 @@ def test_brokers_keep_their_sessions_across_a_leader_change_and_zk_brokers_get_o
     with (
         started_quorum(zk_client, zk_connect, real_tree, tmp_path, rehearsal=False) as controllers,
         contextlib.ExitStack() as released_after_the_checks,
+        brokers_of(controllers, zk_connect) as brokers,
     ):
-        voters = voter_addresses(controllers)
-        cluster_id = controllers[0].cluster_id
-        assert cluster_id is not None
-        brokers: list[SimulatedBroker] = []
-        try:
-            for n, broker_id in enumerate(ZK_BROKER_IDS):
-                first = voters[n % len(voters)]  # not necessarily the leader: they find it
-                brokers.append(
-                    SimulatedZkBroker(
-                        broker_id, first, cluster_id, zk_connect=zk_connect, voters=voters,
-                        request_timeout_s=REQUEST_TIMEOUT_S,
-                    ).start()
-                )  # fmt: skip
-            old = leader_of(controllers, timeout=60)
-            for n, broker_id in enumerate(KRAFT_BROKER_IDS):
-                brokers.append(
-                    SimulatedKraftBroker(
-                        broker_id, voters[n % len(voters)], cluster_id, voters=voters,
-                        request_timeout_s=REQUEST_TIMEOUT_S,
-                    ).start()
-                )  # fmt: skip
-            eventually(lambda: all(running(b) for b in brokers), timeout=30)
-            eventually(lambda: channel_settled(old), timeout=30)
-            assert old.log is not None
-            epochs = {b.broker_id: b.view.broker_epoch for b in brokers}
-            registered = {b: old.log.image.cluster.brokers[b].epoch for b in epochs}
-            assert registered == epochs  # the registration reply's epoch is the record's
-            end_before = old.log.end_offset - 1
-            marks = {b.broker_id: len(b.control.snapshot().requests) for b in brokers if isinstance(b, SimulatedZkBroker)}
+        old = leader_of(controllers)
+        assert old.log is not None
+        epochs = {b.broker_id: b.view.broker_epoch for b in brokers}
+        assert {
+            b: old.log.image.cluster.brokers[b].epoch for b in epochs
+        } == epochs  # the reply's is the record's
+        end_before = old.log.end_offset - 1
+        marks = {b.broker_id: len(b.control.snapshot().requests) for b in zk_brokers(brokers)}
 
-            if leader_goes == "stopped":
-                old.stop()
-            else:
-                released_after_the_checks.enter_context(frozen(old))
-            survivors = [c for c in controllers if c is not old]
-            new = leader_of(survivors, timeout=60)
-            answered = {b.broker_id: b.view.heartbeats_answered for b in brokers}
-            # Every broker heartbeats to the new leader, which answers it unfenced.
-            eventually(lambda: all(b.view.heartbeats_answered >= answered[b.broker_id] + 3 for b in brokers), 30)
-            eventually(lambda: channel_settled(new, full_syncs=1), timeout=30)
+        if leader_goes == "stopped":
+            old.stop()
+        else:
+            released_after_the_checks.enter_context(frozen(old))
+        new = leader_of([c for c in controllers if c is not old], timeout=60)
+        heartbeat_again(brokers)  # to the new leader, which answers them unfenced
+        eventually(lambda: channel_settled(new, full_syncs=1), timeout=30)
 
-            assert new.log is not None and new.driver is not None
-            image = new.log.image
-            for broker in brokers:
-                view = broker.view
-                assert view.registrations == 1, (broker.broker_id, view)  # no re-registration
-                assert view.times_fenced == 0 and not view.is_fenced, (broker.broker_id, view)
-                assert view.broker_epoch == epochs[broker.broker_id]
-                assert set(view.errors) <= {ErrorCode.not_controller}, (broker.broker_id, view.errors)
-                in_log = image.cluster.brokers[broker.broker_id]
-                assert in_log.epoch == view.broker_epoch and not in_log.fenced
-            assert fences(new.config.metadata_dir, after=end_before) == []
+        assert_sessions_kept(brokers, epochs, new)
+        assert fences(new.config.metadata_dir, after=end_before) == []
+        claimed = assert_zookeeper_as_a_real_controller_reads_it(zk_client, new)
+        assert new.log is not None
+        partitions = new.log.image.partition_count()
+        for broker in zk_brokers(brokers):
+            received = broker.control.snapshot().requests[marks[broker.broker_id] :]
+            assert_one_full_sync(received, partitions, broker.broker_id)
+            sent_by = {(int(r.request.controller_id), int(r.request.controller_epoch)) for r in received}
+            assert sent_by == {(new.config.node_id, claimed)}, broker.broker_id
 
-            # ZooKeeper as a real controller will read it (handoff.md §2.4).
-            raft_epoch = new.quorum.epoch_led if new.quorum is not None else -1
-            assert znode_json(zk_client, paths.CONTROLLER)["kraftControllerEpoch"] == raft_epoch
-            assert znode_json(zk_client, paths.CONTROLLER)["brokerid"] == new.config.node_id
-            claimed = int(zk_client.get(paths.CONTROLLER_EPOCH)[0])
-            assert new.driver.leadership.zk_controller_epoch == claimed
-            migration = znode_json(zk_client, paths.MIGRATION)
-            assert migration["kraft_controller_id"] == new.config.node_id
-            assert migration["kraft_controller_epoch"] == raft_epoch
-            offset = migration["kraft_metadata_offset"]
-            assert migration["kraft_metadata_epoch"] == batch_epoch(new.config.metadata_dir, offset)
 
-            # One full sync from the new leader, under the /controller_epoch it claimed.
-            partitions = image.partition_count()
-            for broker in brokers:
-                if not isinstance(broker, SimulatedZkBroker):
-                    continue
-                received = broker.control.snapshot().requests[marks[broker.broker_id] :]
-                assert_one_full_sync(received, partitions, broker.broker_id)
-                assert {(int(r.request.controller_id), int(r.request.controller_epoch)) for r in received} == {
-                    (new.config.node_id, claimed)
-                }, broker.broker_id
-        finally:
-            for broker in brokers:
-                broker.kill()
+def resign(controller: BridgeController) -> None:
+    """QuorumController.renounce: the leader gives up its Raft epoch (and stays a voter)."""
+    assert controller.loop is not None and controller.quorum is not None
+    controller.loop.call_soon_threadsafe(controller.quorum.resign)
+
+
+def led_epoch(controller: BridgeController) -> int:
+    assert controller.quorum is not None
+    return controller.quorum.epoch_led
+
+
+def leader_after(controllers: list[BridgeController], epoch: int) -> BridgeController:
+    """The controller in DUAL_WRITE as the leader of an epoch after `epoch` (waits for it)."""
+    eventually(lambda: led_epoch(leader_of(controllers)) > epoch, timeout=30)
+    return leader_of(controllers)
+
+
+def test_leadership_that_comes_back_to_an_earlier_leader_fences_no_broker_and_each_leader_syncs_once(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> None:
+    """Leaders resign until the first leads again: it starts fresh sessions over its old broker state, and every
+    leadership sends the ZooKeeper-mode brokers one full sync under its own, higher controller epoch."""
+    quorum = started_quorum(
+        zk_client, zk_connect, real_tree, tmp_path, rehearsal=False, broker_session_timeout_ms=SHORT_SESSION_MS
+    )
+    with quorum as controllers, brokers_of(controllers, zk_connect) as brokers:
+        first = leader_of(controllers)
+        epochs = {b.broker_id: b.view.broker_epoch for b in brokers}
+        marks = {b.broker_id: len(b.control.snapshot().requests) for b in zk_brokers(brokers)}
+        leaders: list[tuple[int, int]] = []  # (node id, claimed /controller_epoch) of each later leadership
+        leader = first
+        while not leaders or leader is not first:
+            assert len(leaders) < 8, f"leadership never came back to {first.config.node_id}: {leaders}"
+            led = led_epoch(leader)
+            resign(leader)
+            leader = leader_after(controllers, led)
+            heartbeat_again(brokers, times=HEARTBEATS_PAST_A_SESSION)  # the sessions an earlier leader saw expire
+            eventually(lambda: channel_settled(leader, full_syncs=1), timeout=30)  # noqa: B023
+            leaders.append(
+                (leader.config.node_id, assert_zookeeper_as_a_real_controller_reads_it(zk_client, leader))
+            )
+        assert_sessions_kept(brokers, epochs, first)
+        assert first.log is not None
+        partitions = first.log.image.partition_count()
+        for broker in zk_brokers(brokers):
+            received = broker.control.snapshot().requests[marks[broker.broker_id] :]
+            runs: list[tuple[tuple[int, int], list[ReceivedRequest]]] = []
+            for request in received:
+                sender = (int(request.request.controller_id), int(request.request.controller_epoch))
+                if not runs or runs[-1][0] != sender:
+                    runs.append((sender, []))
+                runs[-1][1].append(request)
+            assert [sender for sender, _ in runs] == leaders, broker.broker_id
+            for _, run in runs:
+                assert_one_full_sync(run, partitions, broker.broker_id)
