@@ -41,14 +41,15 @@ def test_a_request_failing_on_a_replaced_connection_leaves_the_newer_one_alone()
         node = RaftNode(core, listener_name="CONTROLLER")
         peer = node._peers[2]
         old, new = SilentConnection(), SilentConnection()
-        peer.connection, peer.versions = old, dict(codec.supported_versions())  # type: ignore[assignment]
+        peer.connection = old  # type: ignore[assignment]
+        peer.versions = dict(codec.supported_versions())
         request = m.BeginQuorumEpochRequest(cluster_id=CLUSTER, leader_id=1, leader_epoch=1, voter_id=2)
         first, second = (asyncio.create_task(node._send(2, request)) for _ in range(2))
         await asyncio.sleep(0)
         first.cancel()
         await asyncio.gather(first, return_exceptions=True)
         assert (peer.connection, old.aborted) == (None, 1)
-        peer.connection = new  # a later request reconnected meanwhile
+        peer.connection = new  # type: ignore[assignment]  # a later request reconnected meanwhile
         second.cancel()
         outcome = await asyncio.gather(second, return_exceptions=True)
         assert isinstance(outcome[0], asyncio.CancelledError), outcome
