@@ -38,6 +38,8 @@ KRAFT_BROKER_IDS = (11, 12)
 SHORT_SESSION_MS = 3000
 HEARTBEATS_PAST_A_SESSION = 20
 """Heartbeats 0.2 s apart: more than a short session passes between them."""
+HEARTBEATS_PAST_A_DEFAULT_SESSION = 50
+"""Heartbeats 0.2 s apart: more than broker.session.timeout.ms (9 s) passes between them."""
 REQUEST_TIMEOUT_S = 3.0
 """The brokers' controller channel gives up on an unanswered request after this long and tries another voter."""
 
@@ -155,6 +157,20 @@ def assert_zookeeper_as_a_real_controller_reads_it(client: KazooClient, leader: 
     return claimed
 
 
+def received_since(broker: SimulatedZkBroker, marks: dict[int, int]) -> list[ReceivedRequest]:
+    return broker.control.snapshot().requests[marks[broker.broker_id] :]
+
+
+def assert_sent_only_by(
+    brokers: list[SimulatedBroker], marks: dict[int, int], sender: tuple[int, int]
+) -> None:
+    """Every request the ZooKeeper-mode brokers received since `marks` came from `sender` (id, controller epoch)."""
+    for broker in zk_brokers(brokers):
+        received = received_since(broker, marks)
+        sent_by = {(int(r.request.controller_id), int(r.request.controller_epoch)) for r in received}
+        assert sent_by == {sender}, broker.broker_id
+
+
 @pytest.mark.parametrize("leader_goes", ["stopped", "frozen"])
 def test_brokers_keep_their_sessions_across_a_leader_change_and_zk_brokers_get_one_full_sync_from_the_new_leader(
     zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, leader_goes: str
@@ -169,9 +185,8 @@ def test_brokers_keep_their_sessions_across_a_leader_change_and_zk_brokers_get_o
         old = leader_of(controllers)
         assert old.log is not None
         epochs = {b.broker_id: b.view.broker_epoch for b in brokers}
-        assert {
-            b: old.log.image.cluster.brokers[b].epoch for b in epochs
-        } == epochs  # the reply's is the record's
+        registered = {b: old.log.image.cluster.brokers[b].epoch for b in epochs}
+        assert registered == epochs  # the registration reply's epoch is the record's
         end_before = old.log.end_offset - 1
         marks = {b.broker_id: len(b.control.snapshot().requests) for b in zk_brokers(brokers)}
 
@@ -189,10 +204,24 @@ def test_brokers_keep_their_sessions_across_a_leader_change_and_zk_brokers_get_o
         assert new.log is not None
         partitions = new.log.image.partition_count()
         for broker in zk_brokers(brokers):
-            received = broker.control.snapshot().requests[marks[broker.broker_id] :]
-            assert_one_full_sync(received, partitions, broker.broker_id)
-            sent_by = {(int(r.request.controller_id), int(r.request.controller_epoch)) for r in received}
-            assert sent_by == {(new.config.node_id, claimed)}, broker.broker_id
+            assert_one_full_sync(received_since(broker, marks), partitions, broker.broker_id)
+        assert_sent_only_by(brokers, marks, (new.config.node_id, claimed))
+        if leader_goes == "frozen":
+            # It wakes up past every session it knew of: it rejoins as a follower and fences nobody.
+            heartbeat_again(brokers, times=HEARTBEATS_PAST_A_DEFAULT_SESSION)
+            released_after_the_checks.close()
+            eventually(lambda: raft_role(old) == "follower", timeout=30)
+            heartbeat_again(brokers)
+            assert_sessions_kept(brokers, epochs, new)
+            assert fences(new.config.metadata_dir, after=end_before) == []
+            assert fences(old.config.metadata_dir, after=end_before) == []  # nothing of its own kept either
+            assert leader_of(controllers) is new
+            assert_sent_only_by(brokers, marks, (new.config.node_id, claimed))
+
+
+def raft_role(controller: BridgeController) -> str | None:
+    raft = controller.status().raft
+    return None if raft is None else raft.role
 
 
 def resign(controller: BridgeController) -> None:
@@ -215,32 +244,42 @@ def leader_after(controllers: list[BridgeController], epoch: int) -> BridgeContr
 def test_leadership_that_comes_back_to_an_earlier_leader_fences_no_broker_and_each_leader_syncs_once(
     zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
 ) -> None:
-    """Leaders resign until the first leads again: it starts fresh sessions over its old broker state, and every
-    leadership sends the ZooKeeper-mode brokers one full sync under its own, higher controller epoch."""
-    quorum = started_quorum(
-        zk_client, zk_connect, real_tree, tmp_path, rehearsal=False, broker_session_timeout_ms=SHORT_SESSION_MS
-    )
-    with quorum as controllers, brokers_of(controllers, zk_connect) as brokers:
-        first = leader_of(controllers)
+    """Leaders resign until one that led before leads again (more than a session after it last led): it starts
+    fresh sessions over its old broker state, and every leadership sends the ZooKeeper-mode brokers one full
+    sync under its own, higher controller epoch."""
+    with (
+        started_quorum(
+            zk_client,
+            zk_connect,
+            real_tree,
+            tmp_path,
+            rehearsal=False,
+            broker_session_timeout_ms=SHORT_SESSION_MS,
+        ) as controllers,
+        brokers_of(controllers, zk_connect) as brokers,
+    ):
+        leader = leader_of(controllers)
         epochs = {b.broker_id: b.view.broker_epoch for b in brokers}
         marks = {b.broker_id: len(b.control.snapshot().requests) for b in zk_brokers(brokers)}
+        led_before = {leader.config.node_id}
         leaders: list[tuple[int, int]] = []  # (node id, claimed /controller_epoch) of each later leadership
-        leader = first
-        while not leaders or leader is not first:
-            assert len(leaders) < 8, f"leadership never came back to {first.config.node_id}: {leaders}"
+        while not leaders or leaders[-1][0] not in led_before:
+            assert len(leaders) < len(controllers), leaders  # a successor is always another voter
+            led_before |= {node for node, _ in leaders}
             led = led_epoch(leader)
             resign(leader)
             leader = leader_after(controllers, led)
-            heartbeat_again(brokers, times=HEARTBEATS_PAST_A_SESSION)  # the sessions an earlier leader saw expire
+            heartbeat_again(
+                brokers, times=HEARTBEATS_PAST_A_SESSION
+            )  # the sessions earlier leaders knew expire
             eventually(lambda: channel_settled(leader, full_syncs=1), timeout=30)  # noqa: B023
-            leaders.append(
-                (leader.config.node_id, assert_zookeeper_as_a_real_controller_reads_it(zk_client, leader))
-            )
-        assert_sessions_kept(brokers, epochs, first)
-        assert first.log is not None
-        partitions = first.log.image.partition_count()
+            claimed = assert_zookeeper_as_a_real_controller_reads_it(zk_client, leader)
+            leaders.append((leader.config.node_id, claimed))
+        assert_sessions_kept(brokers, epochs, leader)
+        assert leader.log is not None
+        partitions = leader.log.image.partition_count()
         for broker in zk_brokers(brokers):
-            received = broker.control.snapshot().requests[marks[broker.broker_id] :]
+            received = received_since(broker, marks)
             runs: list[tuple[tuple[int, int], list[ReceivedRequest]]] = []
             for request in received:
                 sender = (int(request.request.controller_id), int(request.request.controller_epoch))
