@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
 from bridge.controller import BridgeController
+from bridge.kafka.client import send_request_sync
 from migrate.kraft import records as rec
 from migrate.kraft.reader import iter_log_dir
 from migrate.zk import paths
@@ -26,6 +27,7 @@ from migrate.zk.tree import ZTree
 from tests.support.bridge import eventually
 from tests.support.kraft_broker import SimulatedKraftBroker
 from tests.support.quorum import frozen, leader_of, started_quorum, voter_addresses
+from tests.support.requests import create_topic
 from tests.support.sim_broker import SimulatedBroker
 from tests.support.zk_broker import SimulatedZkBroker
 from tests.support.zk_broker_control import ReceivedRequest, assert_one_full_sync
@@ -41,6 +43,7 @@ HEARTBEATS_PAST_A_SESSION = 20
 HEARTBEATS_PAST_A_DEFAULT_SESSION = 50
 """Heartbeats 0.2 s apart: more than broker.session.timeout.ms (9 s) passes between them."""
 REQUEST_TIMEOUT_S = 3.0
+AFTER_FAILOVER = "created-after-the-failover"
 """The brokers' controller channel gives up on an unanswered request after this long and tries another voter."""
 
 
@@ -157,6 +160,10 @@ def assert_zookeeper_as_a_real_controller_reads_it(client: KazooClient, leader: 
     return claimed
 
 
+def knows_topic(broker: SimulatedZkBroker, topic: str) -> bool:
+    return topic in broker.control.snapshot().cache.partition_states
+
+
 def received_since(broker: SimulatedZkBroker, marks: dict[int, int]) -> list[ReceivedRequest]:
     return broker.control.snapshot().requests[marks[broker.broker_id] :]
 
@@ -205,6 +212,15 @@ def test_brokers_keep_their_sessions_across_a_leader_change_and_zk_brokers_get_o
         partitions = new.log.image.partition_count()
         for broker in zk_brokers(brokers):
             assert_one_full_sync(received_since(broker, marks), partitions, broker.broker_id)
+        assert_sent_only_by(brokers, marks, (new.config.node_id, claimed))
+
+        # A change through the new leader: /migration names its batch, of the new epoch; the brokers learn it
+        # under the same controller epoch.
+        created = send_request_sync("127.0.0.1", new.listen_port, create_topic(AFTER_FAILOVER, partitions=3))
+        assert [t.error_code for t in created.topics] == [ErrorCode.none], created
+        eventually(lambda: all(knows_topic(b, AFTER_FAILOVER) for b in zk_brokers(brokers)), timeout=30)
+        assert znode_json(zk_client, paths.MIGRATION)["kraft_metadata_epoch"] == led_epoch(new)
+        assert_zookeeper_as_a_real_controller_reads_it(zk_client, new)
         assert_sent_only_by(brokers, marks, (new.config.node_id, claimed))
         if leader_goes == "frozen":
             # It wakes up past every session it knew of: it rejoins as a follower and fences nobody.
