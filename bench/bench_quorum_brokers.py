@@ -11,7 +11,8 @@ the voters as `controller.quorum.voters`: a request answered NOT_CONTROLLER or a
 broker to the next voter. Once every broker is unfenced, two phases of `--seconds` each:
 
 - baseline: the fleet heartbeats, no failover;
-- failover: the leader's process is SIGKILLed as the phase starts; another voter leads and reaches DUAL_WRITE.
+- failover: the leader's process gets `--signal` as the phase starts (KILL: a crash, its connections reset;
+  STOP: a paused process, its connections open and silent); another voter leads and reaches DUAL_WRITE.
 
 Reported per phase: brokers fenced (a heartbeat answered fenced, or with an error other than NOT_CONTROLLER,
 after the broker was unfenced; target 0), the longest time between two answered heartbeats of one broker,
@@ -49,8 +50,10 @@ from migrate.zk.embedded import EmbeddedZooKeeper, free_ports
 
 VOTER_IDS = (3000, 3001, 3002)
 READY_TIMEOUT_S = 300.0
-REQUEST_TIMEOUT_S = 5.0
-"""The fleet's controller channel gives up on an unanswered request after this long and tries another voter."""
+REQUEST_TIMEOUT_S = 2.0
+"""The fleet's controller channel gives up on an unanswered request after this long and tries another voter: a
+Kafka broker's channel follows the leader its Raft observer learns, which gives up on a silent leader after the
+fetch timeout (2 s)."""
 Address = tuple[str, int]
 
 
@@ -103,7 +106,16 @@ class Voter:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(30)
 
+    def stopped(self) -> bool:
+        """Paused by SIGSTOP (it would not answer the SIGTERM of `stop`)."""
+        try:
+            return Path(f"/proc/{self.process.pid}/stat").read_text().split(") ")[1].startswith("T")
+        except (OSError, IndexError):
+            return False
+
     def stop(self) -> None:
+        if self.stopped():
+            self.kill()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -229,7 +241,9 @@ class QuorumFleet(Fleet):
 # ---------------------------------------------------------------- the run
 
 
-async def measure(fleet: QuorumFleet, voters: list[Voter], seconds: float) -> dict[str, Any]:
+async def measure(
+    fleet: QuorumFleet, voters: list[Voter], seconds: float, failure: signal.Signals
+) -> dict[str, Any]:
     """Every broker unfenced, then the baseline and the failover phases; their figures."""
     fleet.start()
     started = time.monotonic()
@@ -249,10 +263,14 @@ async def measure(fleet: QuorumFleet, voters: list[Voter], seconds: float) -> di
 
     old = await leader_in_dual_write(voters)
     assert old is not None
-    print(f"... failover: SIGKILL of voter {old.node_id}, then {seconds:g} s", file=sys.stderr, flush=True)
+    print(
+        f"... failover: {failure.name} to voter {old.node_id}, then {seconds:g} s",
+        file=sys.stderr,
+        flush=True,
+    )
     fleet.reset_phase()
     killed_at = time.monotonic()
-    old.kill()
+    old.process.send_signal(failure)
     survivors = [v for v in voters if v is not old]
     new: Voter | None = None
     while new is None:
@@ -265,6 +283,7 @@ async def measure(fleet: QuorumFleet, voters: list[Voter], seconds: float) -> di
     failover = {
         "fenced": fleet.fenced(),
         "longest_heartbeat_gap_s": round(fleet.longest_gap_s(), 3),
+        "signal": failure.name,
         "killed_voter": old.node_id,
         "new_leader": new.node_id,
         "kill_to_dual_write_s": round(to_dual_write_s, 2),
@@ -282,7 +301,14 @@ async def measure(fleet: QuorumFleet, voters: list[Voter], seconds: float) -> di
     }
 
 
-def run(brokers: int, *, seconds: float = 20.0, interval_s: float = 2.0, topics: int = 20) -> dict[str, Any]:
+def run(
+    brokers: int,
+    *,
+    seconds: float = 20.0,
+    interval_s: float = 2.0,
+    topics: int = 20,
+    failure: signal.Signals = signal.SIGKILL,
+) -> dict[str, Any]:
     if brokers < 6:
         raise ValueError("the seeded cluster has brokers 1-6; the fleet needs at least 6")
     load_before = load_average()
@@ -306,7 +332,7 @@ def run(brokers: int, *, seconds: float = 20.0, interval_s: float = 2.0, topics:
             assert cluster.model.cluster_id is not None
             fleet = QuorumFleet([v.address for v in voters], cluster.model.cluster_id, brokers, interval_s)
             try:
-                measured = asyncio.run(measure(fleet, voters, seconds))
+                measured = asyncio.run(measure(fleet, voters, seconds, failure))
             except BaseException:
                 for voter in voters:
                     print(f"--- voter {voter.node_id} ---\n{voter.log_tail()}", file=sys.stderr)
@@ -334,7 +360,7 @@ def report(result: dict[str, Any]) -> str:
         [
             f"baseline (no failover): {baseline['fenced']} fenced, longest heartbeat gap "
             f"{baseline['longest_heartbeat_gap_s']} s (interval {result['heartbeat_interval_s']:g} s)",
-            f"failover (SIGKILL of leader {failover['killed_voter']}, new leader {failover['new_leader']} in "
+            f"failover ({failover['signal']} to leader {failover['killed_voter']}, new leader {failover['new_leader']} in "
             f"DUAL_WRITE after {failover['kill_to_dual_write_s']} s): {failover['fenced']} fenced, longest "
             f"heartbeat gap {failover['longest_heartbeat_gap_s']} s",
             f"{result['brokers']:,} brokers: {failover['fenced']} fenced by the failover, "
@@ -355,8 +381,17 @@ def main(argv: list[str] | None = None) -> None:
         "--interval", type=float, default=2.0, help="broker.heartbeat.interval.ms, in seconds"
     )
     parser.add_argument("--topics", type=int, default=20, help="topics of the seeded cluster")
+    parser.add_argument(
+        "--signal", choices=["KILL", "STOP"], default="KILL", help="what the leader's process gets"
+    )
     args = parser.parse_args(argv)
-    result = run(args.brokers, seconds=args.seconds, interval_s=args.interval, topics=args.topics)
+    result = run(
+        args.brokers,
+        seconds=args.seconds,
+        interval_s=args.interval,
+        topics=args.topics,
+        failure=signal.Signals[f"SIG{args.signal}"],
+    )
     print(json.dumps(result, indent=2))
     print(report(result))
 
