@@ -142,7 +142,7 @@ class RaftNode:
         try:
             answer = await connection.send(entity, api_version=version, timeout=timeout)
         except BaseException:
-            # `stop` may have aborted and forgotten it already (this send is then cancelled).
+            # `stop`, or another request's failure, may have aborted and replaced it already.
             if peer.connection is connection:
                 peer.connection = None
             connection.abort()

@@ -29,11 +29,11 @@ from tests.support.bridge_process import bridge_process, seed_small_cluster
 from tests.support.requests import SET, TOPIC, create_topic, incremental
 from tests.support.zk_broker import SimulatedZkBroker
 from tests.support.zk_broker_control import (
-    FULL,
     LEADER,
     LEADER_AND_ISR,
     UPDATE_METADATA,
     ReceivedRequest,
+    assert_one_full_sync,
 )
 
 pytestmark = pytest.mark.zookeeper
@@ -103,26 +103,6 @@ def miss_one_topic(port: int, brokers: dict[int, SimulatedZkBroker], client: Kaz
     snapshot = victim.control.snapshot()
     assert not [key for key in snapshot.logs if key[0] == MISSED], "the fault did not keep the topic away"
     assert MISSED not in snapshot.cache.partition_states
-
-
-def partition_count(request: Any) -> int:
-    return sum(len(topic.partition_states) for topic in request.topic_states)
-
-
-def assert_one_full_sync(requests: list[ReceivedRequest], partitions: int, broker_id: int) -> None:
-    """`requests` (what one broker received since the activation) begin with one full sync, and hold no
-    other: UpdateMetadata (Type 0) with every partition, FULL LeaderAndIsr, FULL UpdateMetadata."""
-    first = requests[:3]
-    assert [(r.api_key, int(r.request.type)) for r in first] == [
-        (UPDATE_METADATA, 0),
-        (LEADER_AND_ISR, FULL),
-        (UPDATE_METADATA, FULL),
-    ], f"broker {broker_id}: {[(r.api_key, int(r.request.type)) for r in requests]}"
-    assert partition_count(first[0].request) == partitions
-    assert partition_count(first[2].request) == partitions
-    later_full = [r for r in requests[3:] if int(r.request.type) == FULL]
-    assert later_full == [], f"broker {broker_id} got a second full sync"
-    assert all(r.error_code == 0 and not r.injected for r in first), first
 
 
 def received_since(broker: SimulatedZkBroker, mark: int) -> list[ReceivedRequest]:

@@ -90,7 +90,8 @@ class SimulatedKraftBroker(SimulatedBroker):
         self.api_versions = await connection.send(
             api_versions_v3.ApiVersionsRequest(
                 client_software_name="zk2kraft-sim", client_software_version="3.9.0"
-            )
+            ),
+            timeout=self.request_timeout_s,
         )
 
     def controller_supports(self, api_key: int) -> bool:
@@ -138,7 +139,7 @@ class SimulatedKraftBroker(SimulatedBroker):
                 ),
             ),
         )
-        response = await connection.send(request)
+        response = await connection.send(request, timeout=self.request_timeout_s)
         self.assignments_sent += 1
         if response.error_code != ErrorCode.none:
             self.assignment_errors.append(int(response.error_code))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,21 +49,55 @@ def start_voter(
     return BridgeController(config).start()
 
 
+def voter_addresses(controllers: list[BridgeController]) -> list[tuple[str, int]]:
+    """Where the voters listen, in node-id order (what `controller.quorum.voters` gives brokers)."""
+    return [("127.0.0.1", controller.listen_port) for controller in controllers]
+
+
+@contextlib.contextmanager
+def started_quorum(
+    zk_client: KazooClient, zk_connect: str, tree: ZTree, tmp_path: Path, **fields: Any
+) -> Iterator[list[BridgeController]]:
+    """ZooKeeper loaded with `tree` and three voters started over it (not waited for: with `rehearsal=False`
+    the leader waits for brokers before it migrates)."""
+    load_tree(zk_client, tree)
+    ports = free_ports(len(VOTER_IDS))
+    voters = voters_option(ports)
+    controllers: list[BridgeController] = []
+    try:
+        for node, port in zip(VOTER_IDS, ports, strict=True):
+            controllers.append(start_voter(zk_connect, tmp_path, node, port, voters, **fields))
+        yield controllers
+    finally:
+        for controller in controllers:
+            controller.stop()
+
+
 @contextlib.contextmanager
 def running_quorum(
     zk_client: KazooClient, zk_connect: str, tree: ZTree, tmp_path: Path, **fields: Any
 ) -> Iterator[list[BridgeController]]:
     """ZooKeeper loaded with `tree` and three voters over it, one of them in DUAL_WRITE."""
-    load_tree(zk_client, tree)
-    ports = free_ports(len(VOTER_IDS))
-    voters = voters_option(ports)
-    controllers = [
-        start_voter(zk_connect, tmp_path, node, port, voters, **fields)
-        for node, port in zip(VOTER_IDS, ports, strict=True)
-    ]
-    try:
+    with started_quorum(zk_client, zk_connect, tree, tmp_path, **fields) as controllers:
         leader_of(controllers, timeout=60.0)
         yield controllers
+
+
+@contextlib.contextmanager
+def frozen(controller: BridgeController) -> Iterator[None]:
+    """The controller's event loop blocked, as a SIGSTOPped process: its connections stay open and it answers
+    nothing, resigns nothing, sends nothing (its ZooKeeper session lives on); released on leaving."""
+    loop = controller.loop
+    assert loop is not None
+    blocked, release = threading.Event(), threading.Event()
+
+    def block() -> None:
+        blocked.set()
+        release.wait()
+
+    loop.call_soon_threadsafe(block)
+    assert blocked.wait(10), "the controller's event loop did not stop"
+    try:
+        yield
     finally:
-        for controller in controllers:
-            controller.stop()
+        release.set()

@@ -2,7 +2,10 @@
 
 One process start: a Raft observer following `__cluster_metadata` (Fetch with the broker's id), registration
 with a new incarnation, heartbeats every interval with the offset it has applied, asking to be unfenced once
-the controller says it is caught up, controlled shutdown through heartbeats, or a crash. The ZooKeeper-mode
+the controller says it is caught up, controlled shutdown through heartbeats, or a crash. Given the quorum's
+voters (`voters`), it finds the active controller as a broker with `controller.quorum.voters` does: a request
+answered NOT_CONTROLLER, a dropped connection or one unanswered within `request_timeout_s` sends it on to the
+next voter (Kafka's brokers learn the leader from their Raft client; trying each voter in turn gets there too). The ZooKeeper-mode
 and KRaft brokers (`zk_broker.py`, `kraft_broker.py`) differ only in their hooks. Every request and response
 goes through kio's classes.
 """
@@ -14,7 +17,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
@@ -23,7 +26,7 @@ from kio.schema.broker_registration.v4 import request as registration_v4
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64, u16
 
-from bridge.kafka.client import ConnectionClosedError, KafkaConnection
+from bridge.kafka.client import DEFAULT_TIMEOUT, ConnectionClosedError, KafkaConnection
 from bridge.shim.follower import MetadataFollower
 from migrate.kraft import metadata_version as mvs
 
@@ -31,6 +34,7 @@ LISTENER = "PLAINTEXT"
 RegistrationRequest = registration_v4.BrokerRegistrationRequest
 PLAINTEXT_ID = 0
 T = TypeVar("T")
+Address = tuple[str, int]
 
 
 def log_dir_id(broker_id: int) -> uuid.UUID:
@@ -51,6 +55,12 @@ class HeartbeatView:
     heartbeats_answered: int = 0
     """Heartbeats the controller answered without an error."""
     errors: list[int] = field(default_factory=list)
+    times_fenced: int = 0
+    """Heartbeat answers that said fenced after an earlier one had said unfenced."""
+    last_answered_s: float | None = None
+    """time.monotonic() of the last heartbeat answered without an error."""
+    longest_gap_s: float = 0.0
+    """The longest time between two heartbeats answered without an error (reset it to measure from a mark)."""
 
 
 class SimulatedBroker:
@@ -68,9 +78,14 @@ class SimulatedBroker:
         metadata_version: mvs.MetadataVersion = mvs.LATEST_PRODUCTION,
         heartbeat_interval_s: float = 0.2,
         port: int = 9092,
+        voters: Sequence[Address] = (),
+        request_timeout_s: float = DEFAULT_TIMEOUT,
     ) -> None:
+        """`voters`: every controller of the quorum (`controller` first among them); default `controller` alone."""
         self.broker_id = broker_id
         self.controller = controller
+        self.voters = list(voters) or [controller]
+        self.request_timeout_s = request_timeout_s
         self.cluster_id = cluster_id
         self.metadata_version = metadata_version
         self.interval = heartbeat_interval_s
@@ -185,9 +200,17 @@ class SimulatedBroker:
         self._thread.join(10)
 
     def _new_follower(self) -> MetadataFollower:
+        start = self.voters.index(self.controller) if self.controller in self.voters else 0
+        controllers = self.voters[start:] + self.voters[:start] if len(self.voters) > 1 else [self.controller]
         return MetadataFollower(
-            [self.controller], cluster_id=self.cluster_id, poll_interval=0.05, replica_id=self.broker_id
+            controllers, cluster_id=self.cluster_id, poll_interval=0.05, replica_id=self.broker_id
         )
+
+    def _next_voter(self) -> None:
+        """On to the next voter (a broker's controller channel, once the one it used is no longer active)."""
+        if len(self.voters) > 1:
+            at = self.voters.index(self.controller) if self.controller in self.voters else -1
+            self.controller = self.voters[(at + 1) % len(self.voters)]
 
     async def _run(self) -> None:
         self.follower = self._new_follower()
@@ -200,7 +223,9 @@ class SimulatedBroker:
             try:
                 if connection is None:
                     connection = await KafkaConnection.open(
-                        *self.controller, client_id=f"{self.kind}-{self.broker_id}"
+                        *self.controller,
+                        client_id=f"{self.kind}-{self.broker_id}",
+                        timeout=self.request_timeout_s,
                     )
                     await self.on_connect(connection)
                 if self.view.broker_epoch < 0:
@@ -208,10 +233,13 @@ class SimulatedBroker:
                 else:
                     await self._heartbeat(connection)
                     await self.after_heartbeat(connection)
+                if self.view.last_error == ErrorCode.not_controller and len(self.voters) > 1:
+                    raise ConnectionClosedError(f"{self.controller} is not the active controller")
             except ConnectionClosedError:
                 if connection is not None:
                     await connection.close()
                 connection = None
+                self._next_voter()
             await asyncio.sleep(self.pause_s())
 
     def registration_request(self) -> RegistrationRequest:
@@ -242,7 +270,7 @@ class SimulatedBroker:
         if self.registration_fault is not None:
             request = self.registration_fault(request)
         self.last_registration = request
-        response = await connection.send(request)
+        response = await connection.send(request, timeout=self.request_timeout_s)
         self.view.last_error = int(response.error_code)
         if response.error_code == ErrorCode.none:
             self.view.broker_epoch = int(response.broker_epoch)
@@ -260,12 +288,18 @@ class SimulatedBroker:
             want_fence=not view.is_caught_up,
             want_shut_down=self._want_shut_down,
         )
-        response = await connection.send(request)
+        response = await connection.send(request, timeout=self.request_timeout_s)
         view.last_error = int(response.error_code)
         if response.error_code != ErrorCode.none:
             view.errors.append(int(response.error_code))
             return
+        now = time.monotonic()
+        if view.last_answered_s is not None:
+            view.longest_gap_s = max(view.longest_gap_s, now - view.last_answered_s)
+        view.last_answered_s = now
         view.heartbeats_answered += 1
         view.is_caught_up = view.is_caught_up or response.is_caught_up
+        if response.is_fenced and not view.is_fenced:
+            view.times_fenced += 1
         view.is_fenced = response.is_fenced
         view.should_shut_down = response.should_shut_down

@@ -19,13 +19,14 @@ import contextlib
 import dataclasses
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kio.static.primitive import i16
 
+from bridge.kafka.client import DEFAULT_TIMEOUT
 from bridge.kafka.listener import KafkaListener, RequestContext
 from bridge.kafka.protocol import KafkaPrincipal
 from bridge.kafka.sasl import SaslConfig
@@ -34,7 +35,7 @@ from migrate.zk import model as zk_model
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.znodes.brokers import encode_broker
 from migrate.zk.znodes.topics import decode_topic
-from tests.support.sim_broker import LISTENER, RegistrationRequest, SimulatedBroker
+from tests.support.sim_broker import LISTENER, Address, RegistrationRequest, SimulatedBroker
 from tests.support.zk_broker_control import SUPPORTED, LogDir, ZkControlState
 
 HOST = "localhost"
@@ -65,10 +66,12 @@ class SimulatedZkBroker(SimulatedBroker):
         listener_name: str = LISTENER,
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslConfig | None = None,
+        voters: Sequence[Address] = (),
+        request_timeout_s: float = DEFAULT_TIMEOUT,
     ) -> None:
         super().__init__(
             broker_id, controller, cluster_id, metadata_version=metadata_version,
-            heartbeat_interval_s=heartbeat_interval_s, port=port,
+            heartbeat_interval_s=heartbeat_interval_s, port=port, voters=voters, request_timeout_s=request_timeout_s,
         )  # fmt: skip
         self.zk_connect = zk_connect
         self._zk: KazooClient | None = None
@@ -111,7 +114,8 @@ class SimulatedZkBroker(SimulatedBroker):
             self.broker_id, self.controller, self.cluster_id, zk_connect=self.zk_connect,
             metadata_version=self.metadata_version, heartbeat_interval_s=self.interval, port=self.port,
             logs=self.control.hosted(), listener_name=self.listener_name,
-            ssl_context=self.listener.ssl_context, sasl=self.listener.sasl,
+            ssl_context=self.listener.ssl_context, sasl=self.listener.sasl, voters=self.voters,
+            request_timeout_s=self.request_timeout_s,
         ).start()  # fmt: skip
 
     def features(self) -> tuple[tuple[str, int, int], ...]:

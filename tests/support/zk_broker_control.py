@@ -519,3 +519,24 @@ def _partition_errors(request: Any, response: Any) -> dict[TopicPartition, int]:
             for p in t.partition_errors
         }
     return {}
+
+
+def partition_count(request: Any) -> int:
+    """The partitions a LeaderAndIsr or UpdateMetadata request names."""
+    return sum(len(topic.partition_states) for topic in request.topic_states)
+
+
+def assert_one_full_sync(requests: list[ReceivedRequest], partitions: int, broker_id: int) -> None:
+    """`requests` (what one broker received since an activation) begin with one full sync, and hold no
+    other: UpdateMetadata (Type 0) with every partition, FULL LeaderAndIsr, FULL UpdateMetadata."""
+    first = requests[:3]
+    assert [(r.api_key, int(r.request.type)) for r in first] == [
+        (UPDATE_METADATA, 0),
+        (LEADER_AND_ISR, FULL),
+        (UPDATE_METADATA, FULL),
+    ], f"broker {broker_id}: {[(r.api_key, int(r.request.type)) for r in requests]}"
+    assert partition_count(first[0].request) == partitions
+    assert partition_count(first[2].request) == partitions
+    later_full = [r for r in requests[3:] if int(r.request.type) == FULL]
+    assert later_full == [], f"broker {broker_id} got a second full sync"
+    assert all(r.error_code == 0 and not r.injected for r in first), first
