@@ -130,11 +130,16 @@ class RaftNode:
         peer = self._peers[destination]
         timeout = self.core.config.request_timeout_ms / 1000
         if peer.connection is None:
-            peer.connection = await KafkaConnection.open(
+            opened = await KafkaConnection.open(
                 peer.endpoint.host, peer.endpoint.port, timeout=timeout, ssl_context=self._ssl,
                 client_id=f"raft-client-{self.core.node_id}",
             )  # fmt: skip
-            peer.versions = await self._api_versions(peer.connection, timeout)
+            try:  # a connection is used only once its versions are known (Kafka's NetworkClient)
+                peer.versions = await self._api_versions(opened, timeout)
+            except BaseException:
+                opened.abort()
+                raise
+            peer.connection = opened
         key = codec.request_api_key(request)
         version = self._version(peer, key)
         entity = codec.request_to_kio(request, version, voters=self.core.voters, listener=self.listener_name)
