@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -24,8 +25,9 @@ STATUS_POLL_S = 0.02
 # ---------------------------------------------------------------- processes
 
 
-def quorum(zk_connect: str, tmp: Path, *, name: str = "voter") -> list[BridgeProcess]:
-    """Three voters of one quorum over `zk_connect` (rehearsal: no broker needed), not started yet."""
+def quorum(zk_connect: str, tmp: Path, *, name: str = "voter", empty: bool = True) -> list[BridgeProcess]:
+    """Three voters of one quorum over `zk_connect` (rehearsal: no broker needed), not started yet; `empty`:
+    on new directories (`--format-empty-voter-directory`), else on copies of one bridge's (`from_copies`)."""
     tmp.mkdir(parents=True, exist_ok=True)
     bridges = [
         BridgeProcess(zk_connect=zk_connect, metadata_dir=tmp / f"{name}-{node}", node_id=node,
@@ -34,8 +36,24 @@ def quorum(zk_connect: str, tmp: Path, *, name: str = "voter") -> list[BridgePro
     ]  # fmt: skip
     voters = ",".join(f"{b.node_id}@127.0.0.1:{b.listen_port}" for b in bridges)
     for bridge in bridges:
-        bridge.extra_args = ["--voters", voters, "--format-empty-voter-directory"]
+        bridge.extra_args = ["--voters", voters, *(["--format-empty-voter-directory"] if empty else [])]
     return bridges
+
+
+def from_copies(source: Path, voters: Sequence[BridgeProcess]) -> None:
+    """Each voter's directory a copy of a stopped bridge's `source`, its `node.id` set to the voter's (the way
+    from one bridge to a quorum in docs/operations.md)."""
+    for voter in voters:
+        shutil.copytree(source, voter.metadata_dir)
+        meta = voter.metadata_dir / "meta.properties"
+        text = re.sub(r"(?m)^node\.id=.*$", f"node.id={voter.node_id}", meta.read_text())
+        meta.write_text(text)
+        # The copy's quorum-state names the single bridge's quorum ([its id]), which the bridge refuses to any
+        # other --node-id although docs/operations.md describes this path; a copy that never voted has no
+        # vote to remember, so it starts without one (Kafka ignores the file's voters).
+        state = voter.metadata_dir / "__cluster_metadata-0" / "quorum-state"
+        if voter.node_id != VOTER_IDS[0] and state.exists():
+            state.unlink()
 
 
 def single(zk_connect: str, tmp: Path, *, name: str = "single") -> BridgeProcess:
