@@ -4,14 +4,16 @@ dual-writes and acknowledges an admin change, against floors measured in the sam
     python -m bench.bench_failover [--partitions 200000] [--floor-kills 5] [--single-restart]
 
 A private embedded ZooKeeper (2 GB heap) starts from a generated cluster (`bench.generate_cluster`, 100
-partitions a topic, 3 brokers, replication factor 3). Three `zk2kraft bridge run --voters ... --rehearsal`
-subprocesses form one quorum over it (rehearsal: no broker runs, so nothing is sent to brokers; the
-snapshot's broker sessions are let expire first, as on a copy of ZooKeeper). Once one dual-writes and both
-followers have caught up, one IncrementalAlterConfigs to it succeeds; then it is SIGKILLed. Measured from the
-kill: when a survivor's `/status` first says DUAL_WRITE, and when a survivor first acknowledges an
+partitions a topic, 3 brokers, replication factor 3); the snapshot's broker sessions are let expire, as on a
+copy of ZooKeeper (every bridge runs with `--rehearsal`: no broker runs and nothing is sent to brokers). One
+bridge migrates it to DUAL_WRITE and is stopped; three `--voters` bridges start on copies of its directory
+(`node.id` set per copy), the way docs/operations.md moves one bridge to a quorum. Once one dual-writes and
+both followers have caught up, one IncrementalAlterConfigs to it succeeds; then it is SIGKILLed. Measured
+from the kill: when a survivor's `/status` first says DUAL_WRITE, and when that survivor then acknowledges an
 IncrementalAlterConfigs (each survivor is sent one on a new connection in turns, every ~20 ms; a follower
-answers NOT_CONTROLLER). Afterwards ZooKeeper must hold the acknowledged value. The new leader's log lines
-after the kill (Raft roles, `raft_leading`, the driver's state transitions) give the phases.
+answers NOT_CONTROLLER; a change acknowledged before DUAL_WRITE is reported, with whether ZooKeeper held it
+right after, but does not count). Afterwards ZooKeeper must hold the acknowledged value. The new leader's
+log lines after the kill (Raft roles, `raft_leading`, the driver's state transitions) give the phases.
 
 FLOORS, same run, same ZooKeeper, same machine:
 - MEASURED: the same kill and probe `--floor-kills` times on three voters over a small cluster (4 topics, in
@@ -22,8 +24,8 @@ FLOORS, same run, same ZooKeeper, same machine:
   each measured on this disk; and the PROTOCOL floor: Kafka 3.9's followers start an election only when their
   fetch timeout (2,000 ms) passes without a successful Fetch, so after a hard kill no Kafka 3.9 quorum can
   elect sooner than that plus a vote and the two fsyncs.
-`--single-restart`: also the old way, one bridge (no `--voters`) over a fresh copy of the same ZooKeeper,
-SIGKILLed and restarted at once, until it acknowledges a change again (full reconcile).
+`--single-restart`: also the old way, measured on the single bridge before it is stopped: SIGKILLed and
+restarted at once, until it says DUAL_WRITE and acknowledges a change again (full reconcile).
 Prints a JSON result, then the verdict (target: < 5 s).
 """
 
