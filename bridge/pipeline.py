@@ -73,6 +73,8 @@ T = TypeVar("T")
 REPAIR_FIRST_DELAY_S = 0.2
 REPAIR_MAX_DELAY_S = 30.0
 JUDGE_WAIT_S = 30.0
+SYNC_POLL_S = 0.02
+"""How often a write event waiting for SYNC_KRAFT_TO_ZK's plan looks again."""
 
 
 class ControllerFailed(Zk2KraftError):
@@ -290,6 +292,15 @@ class DualWritePipeline:
                 raise FencedOut(driver.fenced_reason) from exc
             raise
         return value, last
+
+    async def until_changes_reach_zookeeper(self) -> None:
+        """Wait while SYNC_KRAFT_TO_ZK still reads ZooKeeper: a change appended then would be acknowledged
+        before ZooKeeper has it (the sync writes it later). Once the sync planned its writes, later changes
+        are dual-written before they are answered."""
+        driver = self.driver
+        while driver is not None and driver.accepts_writes and not driver.writes_to_zookeeper:
+            await asyncio.sleep(SYNC_POLL_S)
+            driver = self.driver
 
     async def committed(self) -> None:
         """Wait until everything appended so far is durable (Kafka reads at the committed offset); raises

@@ -300,6 +300,9 @@ class ControllerApis:
                 if api_key in COMMITTED_READ_KEYS:
                     await self._controller.pipeline.committed()  # what it read is committed before it is told
                 return answer
+            # An admin change waits out SYNC_KRAFT_TO_ZK's read of ZooKeeper (brokers' own RPCs do not, as in
+            # Kafka): it is answered only once ZooKeeper has it.
+            await self._controller.pipeline.until_changes_reach_zookeeper()
             response, _last = await self._controller.pipeline.write(generate)
         except (FencedOut, ControllerFailed):
             return error_response(api_key, api_version, body, ErrorCode.not_controller)
