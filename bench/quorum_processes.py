@@ -48,12 +48,6 @@ def from_copies(source: Path, voters: Sequence[BridgeProcess]) -> None:
         meta = voter.metadata_dir / "meta.properties"
         text = re.sub(r"(?m)^node\.id=.*$", f"node.id={voter.node_id}", meta.read_text())
         meta.write_text(text)
-        # The copy's quorum-state names the single bridge's quorum ([its id]), which the bridge refuses to any
-        # other --node-id although docs/operations.md describes this path; a copy that never voted has no
-        # vote to remember, so it starts without one (Kafka ignores the file's voters).
-        state = voter.metadata_dir / "__cluster_metadata-0" / "quorum-state"
-        if voter.node_id != VOTER_IDS[0] and state.exists():
-            state.unlink()
 
 
 def single(zk_connect: str, tmp: Path, *, name: str = "single") -> BridgeProcess:
