@@ -193,6 +193,13 @@ class SimulatedBroker:
             if self.follower is not None:
                 await self.follower.stop()
             await self.on_stop()
+            # Every task ends before the loop stops ("Task was destroyed but it is pending!" otherwise); a cancel
+            # can be swallowed by Python 3.11's wait_for as its inner wait ends, so it is repeated.
+            pending = {task for task in asyncio.all_tasks() if task is not asyncio.current_task()}
+            while pending:
+                for task in pending:
+                    task.cancel()
+                _, pending = await asyncio.wait(pending, timeout=0.1)
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
