@@ -5,9 +5,9 @@ with a new incarnation, heartbeats every interval with the offset it has applied
 the controller says it is caught up, controlled shutdown through heartbeats, or a crash. Given the quorum's
 voters (`voters`), it finds the active controller as a broker with `controller.quorum.voters` does: a request
 answered NOT_CONTROLLER, a dropped connection or one unanswered within `request_timeout_s` sends it on to the
-next voter (Kafka's brokers learn the leader from their Raft client; trying each voter in turn gets there too). The ZooKeeper-mode
-and KRaft brokers (`zk_broker.py`, `kraft_broker.py`) differ only in their hooks. Every request and response
-goes through kio's classes.
+next voter (Kafka's brokers learn the leader from their Raft client; trying each voter in turn gets there too).
+The ZooKeeper-mode and KRaft brokers (`zk_broker.py`, `kraft_broker.py`) differ only in their hooks. Every
+request and response goes through kio's classes.
 """
 
 from __future__ import annotations
