@@ -43,8 +43,8 @@ HEARTBEATS_PAST_A_SESSION = 20
 HEARTBEATS_PAST_A_DEFAULT_SESSION = 50
 """Heartbeats 0.2 s apart: more than broker.session.timeout.ms (9 s) passes between them."""
 REQUEST_TIMEOUT_S = 3.0
-AFTER_FAILOVER = "created-after-the-failover"
 """The brokers' controller channel gives up on an unanswered request after this long and tries another voter."""
+AFTER_FAILOVER = "created-after-the-failover"
 
 
 def running(broker: SimulatedBroker) -> bool:

@@ -5,9 +5,9 @@ with a new incarnation, heartbeats every interval with the offset it has applied
 the controller says it is caught up, controlled shutdown through heartbeats, or a crash. Given the quorum's
 voters (`voters`), it finds the active controller as a broker with `controller.quorum.voters` does: a request
 answered NOT_CONTROLLER, a dropped connection or one unanswered within `request_timeout_s` sends it on to the
-next voter (Kafka's brokers learn the leader from their Raft client; trying each voter in turn gets there too). The ZooKeeper-mode
-and KRaft brokers (`zk_broker.py`, `kraft_broker.py`) differ only in their hooks. Every request and response
-goes through kio's classes.
+next voter (Kafka's brokers learn the leader from their Raft client; trying each voter in turn gets there too).
+The ZooKeeper-mode and KRaft brokers (`zk_broker.py`, `kraft_broker.py`) differ only in their hooks. Every
+request and response goes through kio's classes.
 """
 
 from __future__ import annotations
@@ -193,6 +193,13 @@ class SimulatedBroker:
             if self.follower is not None:
                 await self.follower.stop()
             await self.on_stop()
+            # Every task ends before the loop stops ("Task was destroyed but it is pending!" otherwise); a cancel
+            # can be swallowed by Python 3.11's wait_for as its inner wait ends, so it is repeated.
+            pending = {task for task in asyncio.all_tasks() if task is not asyncio.current_task()}
+            while pending:
+                for task in pending:
+                    task.cancel()
+                _, pending = await asyncio.wait(pending, timeout=0.1)
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
