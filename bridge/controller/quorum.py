@@ -100,6 +100,7 @@ class QuorumSeat:
         node = self.node = RaftNode(core, listener_name=config.controller_listener_name)
         node.watch(self._changed)
         replica.on_flushed = lambda: _wake_from_thread(loop, node.wake)
+        replica.metadata_log.on_written = replica.on_flushed  # parked fetches take it while the fsync runs
         core.start(monotonic_ms())
         self._task = loop.create_task(node.run())
         self._task.add_done_callback(lambda _task: self._changed())

@@ -563,6 +563,9 @@ class MetadataLog:
                 continue  # appends are refused from now on; close() still stops the thread
             self._on_synced(items)
 
+    def _on_written(self) -> None:
+        """Writer thread, once a round is in the segment file and before its fsync (a replica's hook)."""
+
     def _on_synced(self, items: list[_Pending]) -> None:
         """Writer thread, after the fsync covering `items`: they are durable."""
         with self.lock:
@@ -594,6 +597,7 @@ class MetadataLog:
                 self.on_writing()
             except Exception:  # the hook's failure is not the log's
                 log.exception("the metadata log's on_writing hook failed")
+        self._on_written()
         self._sync()
 
     def _write_out(self, chunk: list[bytes]) -> None:

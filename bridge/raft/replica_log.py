@@ -125,6 +125,8 @@ class CommittedMetadataLog(MetadataLog):
     leading: bool
     """Whether appends are taken (this replica leads `leader_epoch`)."""
     on_flushed: Callable[[], None] | None
+    on_written: Callable[[], None] | None
+    """Called on the writer thread once a round is in the file, before its fsync (followers may fetch it)."""
     applied_end: int
     """The image holds every record below this offset."""
     data_records: int
@@ -137,6 +139,7 @@ class CommittedMetadataLog(MetadataLog):
         self.durable_offset = min(self.flushed_offset, self.committed_offset)
         self.leading = False
         self.on_flushed = None
+        self.on_written = None
         self.applied_end = self.end_offset
         self.data_records = loaded.data_records
         self.opened = recovered
@@ -153,6 +156,14 @@ class CommittedMetadataLog(MetadataLog):
                 entry.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------------------ durability
+
+    def _on_written(self) -> None:
+        callback = self.on_written
+        if callback is not None:
+            try:
+                callback()
+            except Exception:  # the owner's failure is not the log's
+                log.exception("the metadata log's on_written callback failed")
 
     def _on_synced(self, items: list[_Pending]) -> None:
         with self.lock:
@@ -662,7 +673,9 @@ class ReplicaLog:
     def read(self, offset: int, max_bytes: int = MAX_FETCH_SIZE_BYTES) -> bytes:
         ml = self.metadata_log
         with ml.lock:
-            self._view.durable_offset = ml.flushed_offset
+            # Written, fsynced or not: followers fetch while the leader's fsync runs (as Kafka serves unflushed
+            # batches); the leader counts its own end offset only once fsynced.
+            self._view.durable_offset = ml.writing_offset
             self._view.end_offset = ml.end_offset
             self._view.leader_epoch = ml.leader_epoch
         self._reader.refresh()
