@@ -1,10 +1,12 @@
-"""`make demo`'s quorum steps: three bridges as one Raft quorum (`--voters`), the leader killed under admin traffic.
+"""`make demo`'s quorum steps: three bridges as one Raft quorum (`--voters`), the leader killed under load.
 
-Each bridge has its own metadata directory; they replicate one log as Kafka's controllers do. An admin client
-keeps changing a topic config, trying the voters until the leader answers (as Kafka's clients follow the
-active controller). The leader is SIGKILLed; another voter is elected, brings ZooKeeper up to the committed
-log and serves in DUAL_WRITE; every acknowledged change is in ZooKeeper. The killed bridge then rejoins as a
-follower.
+Each bridge has its own metadata directory; they replicate one log as Kafka's controllers do. Three simulated
+ZooKeeper-mode brokers (processes of their own, given the voters as `controller.quorum.voters`) register with
+whichever bridge leads and heartbeat; an admin client keeps changing a topic config, trying the voters until
+the leader answers (as Kafka's clients follow the active controller). The leader is SIGKILLed; another voter
+is elected, brings ZooKeeper up to the committed log, sends the brokers one full sync and serves in
+DUAL_WRITE: every acknowledged change is in ZooKeeper and no broker is fenced. The killed bridge then
+rejoins as a follower.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -75,13 +78,18 @@ def quorum_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
         args = [
             "bridge", "run", "--zk", zk_connect, "--metadata-dir", str(demo.OUT / f"quorum-meta-{node}"),
             "--node-id", str(node), "--listen", f"127.0.0.1:{listen}", "--metrics", f"127.0.0.1:{metrics}",
-            "--rehearsal", "--voters", voters_option, "--format-empty-voter-directory",
+            "--voters", voters_option, "--format-empty-voter-directory",
         ]  # fmt: skip
         voters.append(Voter(node, listen, metrics, args))
+    brokers: dict[int, tuple[subprocess.Popen[bytes], Path]] = {}
     try:
         for voter in voters:
             voter.start(show=True)
-        leader = _wait_for_leader(voters, "the first election and the initial migration")
+        addresses = ",".join(f"127.0.0.1:{voter.port}" for voter in voters)
+        for broker_id in demo.BROKER_IDS:
+            brokers[broker_id] = _start_broker(broker_id, zk_connect, addresses)
+        leader = _wait_for_leader(voters, "the first election, the brokers and the initial migration")
+        _wait_until(leader, "every broker registered and unfenced", _brokers_unfenced)
         demo.say(f"voter {leader.node_id} leads and dual-writes; the others follow its log:")
         for voter in voters:
             raft = (voter.status() or {}).get("raft") or {}
@@ -105,6 +113,15 @@ def quorum_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
             f"(one election timeout is 1-2 s)"
         )
         time.sleep(2.0)
+        after = (new_leader.status() or {}).get("brokers") or {}
+        demo.say(
+            f"brokers on the new leader: {after.get('registered')} registered, {after.get('fenced')} fenced "
+            f"(their sessions carried over, as Kafka's ClusterControlManager.activate gives them)"
+        )
+        for broker_id, (_process, broker_log) in brokers.items():
+            demo.say(f"  broker {broker_id}, last line: {broker_log.read_text().splitlines()[-1]}")
+        if after.get("fenced"):
+            raise SystemExit(1)
         traffic.stop()
         demo.say(
             f"admin traffic: {traffic.acknowledged} changes acknowledged, {traffic.refused} answered "
@@ -130,9 +147,40 @@ def quorum_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
             )
             raise SystemExit(1)
     finally:
+        for broker_id, (process, broker_log) in brokers.items():
+            demo._stop_child(process, broker_log, f"broker {broker_id}")
         for voter in voters:
             if voter.process is not None:
                 demo._stop_child(voter.process, voter.log_path, f"bridge {voter.node_id}")
+
+
+def _start_broker(broker_id: int, zk_connect: str, voters: str) -> tuple[subprocess.Popen[bytes], Path]:
+    args = [
+        "-m", "tests.support.broker_process", "--id", str(broker_id), "--zk", zk_connect,
+        "--controller", voters.split(",")[0], "--voters", voters,
+    ]  # fmt: skip
+    log_path = demo.OUT / f"quorum-broker-{broker_id}.log"
+    demo.say(f"[bold cyan]$ python {' '.join(shlex.quote(a) for a in args)} > {log_path.name} &[/]")
+    with open(log_path, "w") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, *args], cwd=demo.ROOT, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file
+        )
+    return process, log_path
+
+
+def _brokers_unfenced(status: dict[str, Any]) -> bool:
+    brokers = status.get("brokers") or {}
+    return brokers.get("registered") == len(demo.BROKER_IDS) and brokers.get("fenced") == 0
+
+
+def _wait_until(voter: Voter, what: str, done: Any) -> None:
+    deadline = time.monotonic() + FAILOVER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if done(voter.status() or {}):
+            return
+        time.sleep(0.1)
+    demo.say(f"[bold red]bridge {voter.node_id}: not {what} within {FAILOVER_TIMEOUT_S:g} s[/]")
+    raise SystemExit(1)
 
 
 def _wait_for_leader(voters: list[Voter], what: str) -> Voter:

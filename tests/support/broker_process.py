@@ -70,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--controller", required=True, metavar="HOST:PORT", help="the bridge's listener")
     parser.add_argument(
+        "--voters",
+        metavar="HOST:PORT,...",
+        help="every bridge of a quorum (controller.quorum.voters' addresses): the broker finds the leader among them",
+    )
+    parser.add_argument(
         "--kraft",
         action="store_true",
         help="run as a KRaft broker (process.roles=broker), as after the rolling restart of a migration",
@@ -85,18 +90,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.zk is None and not (args.kraft and args.cluster_id):
         parser.error("--zk is required (with --kraft, --cluster-id may stand in for it)")
     host, _, port = args.controller.rpartition(":")
+    voters = [(h, int(p)) for h, _, p in (v.strip().rpartition(":") for v in (args.voters or "").split(",") if v)]
     cluster_id = args.cluster_id or cluster_id_from_zookeeper(args.zk)
     broker: SimulatedBroker
     if args.kraft:
         kraft = SimulatedKraftBroker(
             args.id, (host, int(port)), cluster_id,
-            heartbeat_interval_s=args.heartbeat_interval_ms / 1000, port=args.port,
+            heartbeat_interval_s=args.heartbeat_interval_ms / 1000, port=args.port, voters=voters,
         )  # fmt: skip
         broker, summary, where = kraft, (lambda: kraft_summary(kraft)), "in KRaft mode"
     else:
         zk_broker = SimulatedZkBroker(
             args.id, (host, int(port)), cluster_id, zk_connect=args.zk,
-            heartbeat_interval_s=args.heartbeat_interval_ms / 1000, port=args.port,
+            heartbeat_interval_s=args.heartbeat_interval_ms / 1000, port=args.port, voters=voters,
         )  # fmt: skip
         broker, summary, where = zk_broker, zk_broker.control.summary, "registered in ZooKeeper"
     stop = threading.Event()
