@@ -16,24 +16,7 @@ def chaos_run(seed: int, voters: int, observers: int) -> RaftSimulation:
     """Kills, restarts, partitions and 10% loss for about 40 s of simulated time, then a healed finish."""
     sim = RaftSimulation(seed, SimSettings(voters=voters, observers=observers, loss=0.1, max_delay_ms=80))
     sim.start_all()
-    chaos = sim.rng
-    for _round in range(80):
-        sim.run_for(chaos.randint(100, 800))
-        node_id = chaos.choice(sorted(sim.nodes))
-        action = chaos.randrange(5)
-        if action == 0:
-            sim.kill(node_id)
-        elif action == 1:
-            sim.partition(node_id)
-        elif action == 2:
-            sim.block(node_id, chaos.choice(sorted(sim.nodes)))
-        else:
-            sim.heal()
-            for dead in sorted(sim.nodes):
-                sim.start(dead)
-    sim.heal()
-    for node_id in sorted(sim.nodes):
-        sim.start(node_id)
+    sim.chaos()
     target = sim.committed_end + 10
     sim.run_until(
         lambda: all(sim.high_watermark(n.node_id) >= target for n in sim.alive()), 60_000, "progress"

@@ -158,12 +158,7 @@ class CommittedMetadataLog(MetadataLog):
     # ------------------------------------------------------------------------------ durability
 
     def _on_written(self) -> None:
-        callback = self.on_written
-        if callback is not None:
-            try:
-                callback()
-            except Exception:  # the owner's failure is not the log's
-                log.exception("the metadata log's on_written callback failed")
+        _tell_owner(self.on_written, "on_written")
 
     def _on_synced(self, items: list[_Pending]) -> None:
         with self.lock:
@@ -174,12 +169,7 @@ class CommittedMetadataLog(MetadataLog):
             self._release_durable()
         if abandoned:
             _resolve(abandoned, Zk2KraftError(self._abandoned_reason))
-        callback = self.on_flushed
-        if callback is not None:
-            try:
-                callback()
-            except Exception:  # the owner's failure is not the log's
-                log.exception("the metadata log's on_flushed callback failed")
+        _tell_owner(self.on_flushed, "on_flushed")
 
     def abandon_uncommitted(self, reason: str) -> None:
         """Leadership lost: fail now what waits to be committed (the new leader may still commit it), as
@@ -419,6 +409,15 @@ class CommittedMetadataLog(MetadataLog):
             self._awaiting.clear()
         self._resolver.shutdown(wait=True)
         _resolve(left, Zk2KraftError(f"the metadata log in {self.partition_dir} closed before committing"))
+
+
+def _tell_owner(callback: Callable[[], None] | None, name: str) -> None:
+    """Writer thread: run the owner's callback; its failure is not the log's."""
+    if callback is not None:
+        try:
+            callback()
+        except Exception:
+            log.exception("the metadata log's %s callback failed", name)
 
 
 def _cut_position(path: Path, base_offset: int, offset: int) -> tuple[int, int]:

@@ -470,6 +470,29 @@ class RaftSimulation:
         self.blocked.add((source, destination))
         self._record(f"block {source}->{destination}")
 
+    def chaos(self, rounds: int = 80) -> None:
+        """Kills, restarts, partitions and one-way blocks at random moments, then every node healed and alive."""
+        chaos = self.rng
+        for _round in range(rounds):
+            self.run_for(chaos.randint(100, 800))
+            node_id = chaos.choice(sorted(self.nodes))
+            action = chaos.randrange(6)
+            if action == 0:
+                self.kill(node_id)
+            elif action == 1:
+                self.start(node_id)
+            elif action == 2:
+                self.partition(node_id)
+            elif action == 3:
+                self.block(node_id, chaos.choice(sorted(self.nodes)))
+            else:
+                self.heal()
+                for dead in sorted(self.nodes):
+                    self.start(dead)
+        self.heal()
+        for node_id in sorted(self.nodes):
+            self.start(node_id)
+
     def heal(self) -> None:
         self.blocked.clear()
         self._record("heal")

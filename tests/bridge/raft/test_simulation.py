@@ -154,26 +154,7 @@ def test_back_to_back_leader_failures(seed: int, voters: int, observers: int) ->
 @pytest.mark.parametrize(("voters", "observers"), SHAPES)
 def test_message_loss_reordering_and_chaos(seed: int, voters: int, observers: int) -> None:
     sim = cluster(seed, voters, observers, loss=0.1, max_delay_ms=80)
-    chaos = sim.rng
-    for _round in range(80):
-        sim.run_for(chaos.randint(100, 800))
-        node_id = chaos.choice(sorted(sim.nodes))
-        action = chaos.randrange(6)
-        if action == 0:
-            sim.kill(node_id)
-        elif action == 1:
-            sim.start(node_id)
-        elif action == 2:
-            sim.partition(node_id)
-        elif action == 3:
-            sim.block(node_id, chaos.choice(sorted(sim.nodes)))
-        else:
-            sim.heal()
-            for dead in sorted(sim.nodes):
-                sim.start(dead)
-    sim.heal()
-    for node_id in sorted(sim.nodes):
-        sim.start(node_id)
+    sim.chaos()
     elect(sim)
     progress(sim)
     assert sim.steps > 2_000
