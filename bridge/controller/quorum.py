@@ -26,6 +26,7 @@ from bridge.raft.metadata_log import MetadataLog
 from bridge.raft.quorum import FileElectionStore, Role
 from bridge.raft.replica_log import ReplicaLog
 from bridge.raft.transport import RaftNode, monotonic_ms
+from migrate.errors import Zk2KraftError
 from migrate.kraft.logdir import QUORUM_STATE
 
 log = logging.getLogger(__package__)
@@ -158,6 +159,10 @@ class QuorumSeat:
             await self._wait_for(lambda: core.leader_ready() or self.failure is not None)
             if self.failure is not None:
                 raise self.failure
+            if not core.leader_ready():
+                if self._task is not None and self._task.done():
+                    raise Zk2KraftError("the Raft layer stopped before this bridge was elected")
+                continue
             epoch = core.epoch
             records = replica.activation_records()
             if records and not await node.wait_committed(node.append(records)):
