@@ -281,6 +281,8 @@ class MigrationDriver:
         self.metadata_version = metadata_version
         self.adopt_existing_migration = adopt_existing_migration
         self.quorum_committed = quorum_committed
+        self.brokers_synced = False
+        """KRAFT_CONTROLLER_TO_BROKER_COMM queued the full sync of the brokers: incremental requests may follow."""
         """The log is a Raft quorum's, led after its committed entries: what it holds was committed."""
         self.min_batch_size = min_batch_size
         self.on_transition = on_transition

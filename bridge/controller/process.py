@@ -756,16 +756,13 @@ class BridgeController:
             zk_controller_epoch=driver.leadership.zk_controller_epoch,
             inter_broker_listener=self.config.inter_broker_listener_name,
         )
+        driver.brokers_synced = True  # incremental requests follow the full sync (nothing runs in between)
         self.channel.full_sync(metadata_log.image, ctx)
 
     def _may_send_to_brokers(self) -> bool:
-        """Only a controller that holds ZooKeeper, from KRAFT_CONTROLLER_TO_BROKER_COMM on, sends (any thread)."""
+        """Only a controller that holds ZooKeeper and has queued its full sync sends (any thread)."""
         driver = self.driver
-        return (
-            driver is not None
-            and driver.fenced_reason is None
-            and driver.state in (DriverState.KRAFT_CONTROLLER_TO_BROKER_COMM, DriverState.DUAL_WRITE)
-        )
+        return driver is not None and driver.fenced_reason is None and driver.brokers_synced
 
     def _on_published(self, batch: PublishedBatch) -> None:
         """Event loop, in log order: a committed batch's incremental requests (if it touched topics or brokers)."""
