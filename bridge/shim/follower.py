@@ -321,6 +321,8 @@ class MetadataFollower:
         leader = data.current_leader
         error = data.error_code
         if error in (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower):
+            # Another leader (or none yet): what the last one committed is no measure of being caught up.
+            self._high_watermark = -1
             if leader.leader_epoch > self._leader_epoch:
                 self._leader_id, self._leader_epoch = int(leader.leader_id), int(leader.leader_epoch)
                 if self._last_fetched_epoch > self._leader_epoch:

@@ -23,9 +23,13 @@ def test_records_above_the_high_watermark_are_not_applied_until_committed_nor_ca
     first = encode_data_batch(0, 1, 0, [(rec.TopicRecord(name="committed", topic_id=committed_topic), 0)])
     second = encode_data_batch(1, 1, 0, [(rec.TopicRecord(name="pending", topic_id=pending_topic), 0)])
     high_watermark = [1]  # the leader has the second batch, the quorum has not committed it yet
+    leaderless = [False]  # the leader died: the voter asked knows a newer epoch, no leader yet
 
     async def fetch(ctx: RequestContext, body: Any) -> Any:
         offset = body.topics[0].partitions[0].fetch_offset
+        if leaderless[0]:
+            answer = m.FetchResponse(m.NONE, m.NOT_LEADER_OR_FOLLOWER, -1, 2, -1, 0)
+            return codec.response_to_kio(answer, ctx.api_version, voters={})
         answer = m.FetchResponse(
             m.NONE, m.NONE, LEADER, 1, high_watermark[0], 0, first + second if offset == 0 else second
         )
@@ -51,6 +55,17 @@ def test_records_above_the_high_watermark_are_not_applied_until_committed_nor_ca
             assert follower.position == 1
             high_watermark[0] = -1  # a new leader that has not committed in its epoch yet
             assert not await follower.catch_up(0.5)
+            high_watermark[0] = 1
+            assert await follower.catch_up(10)
+            leaderless[0] = True  # what the last leader had committed no longer tells how far to read
+            follower.wake()
+            for _ in range(100):
+                if follower.status().leader_epoch == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert follower.status().leader_epoch == 2
+            assert not follower.caught_up
+            leaderless[0] = False
             high_watermark[0] = 2
             assert await follower.catch_up(10)
             assert pending_topic in follower.image.topics_by_id
