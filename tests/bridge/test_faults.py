@@ -16,7 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
-from bridge.kafka.client import send_request_sync
+from bridge.kafka.client import ConnectionClosedError, send_request_sync
 from migrate.errors import EXIT_FAILED
 from tests.support.bridge_process import (
     Change,
@@ -107,7 +107,13 @@ def test_a_full_disk_makes_the_bridge_renounce_with_exit_4_and_nothing_unacknowl
         refused: list[tuple[str, int]] = []
         for i in range(500):
             name = f"filler-{i}"
-            answer = send_request_sync("127.0.0.1", bridge.listen_port, create_topic(name, 50))
+            try:
+                answer = send_request_sync("127.0.0.1", bridge.listen_port, create_topic(name, 50))
+            except ConnectionClosedError:
+                # On a loaded machine the renouncing bridge may close before its 2 s of answering are over:
+                # unanswered, not acknowledged (what follows still holds it out of ZooKeeper).
+                refused.append((name, ErrorCode.not_controller))
+                break
             code = int(answer.topics[0].error_code)
             if code != ErrorCode.none:
                 refused.append((name, code))
