@@ -141,7 +141,6 @@ class RaftClient:
         self._shutting_down = False
         self._poll_due = True
         """A transition or a response happened since the last poll: requests may be due at once."""
-        self.elections_won = 0
 
     # ------------------------------------------------------------------------------ queries
 
@@ -160,9 +159,6 @@ class RaftClient:
     def leader_ready(self) -> bool:
         """The leader has committed an entry of its own epoch: the state machine may now act as leader."""
         return self.leading is not None and self.leading.high_watermark is not None
-
-    def election(self) -> Election:
-        return Election(self.epoch, self.leader_id, self.voted_id)
 
     def next_deadline(self, now_ms: int) -> int:
         """When `poll` next has something to do (the caller may also poll earlier)."""
@@ -246,7 +242,6 @@ class RaftClient:
         assert self._candidacy is not None
         granting = tuple(sorted(self._candidacy.granted))
         self._set(Role.LEADER, self.epoch, self.node_id, self.node_id)
-        self.elections_won += 1
         start = self.log.end_offset()
         self.leading = _Leading(
             epoch_start_offset=start,

@@ -26,14 +26,10 @@ NO_EPOCH: Final = -1
 
 @dataclass(frozen=True, slots=True, order=True)
 class OffsetAndEpoch:
-    """Kafka's OffsetAndEpoch; ordered offset first (use `epoch_first` for Kafka's compareTo)."""
+    """Kafka's OffsetAndEpoch (ordered offset first, unlike Kafka's compareTo)."""
 
     offset: int
     epoch: int
-
-    def epoch_first(self) -> tuple[int, int]:
-        """The key Kafka's OffsetAndEpoch.compareTo sorts by: epoch, then offset."""
-        return (self.epoch, self.offset)
 
 
 @dataclass(frozen=True, slots=True)

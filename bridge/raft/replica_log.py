@@ -100,8 +100,9 @@ class _FetchedBatch:
 
 
 @dataclass(slots=True)
-class _FlushedView:
-    """What MetadataLogReader reads through: the fsynced log (a leader serves its followers that)."""
+class _WrittenView:
+    """What MetadataLogReader reads through: the log as written to its segments, fsynced or not (what a leader
+    serves its followers; it counts its own end offset only once fsynced)."""
 
     partition_dir: Path
     cluster_id: str
@@ -470,7 +471,7 @@ class ReplicaLog:
         assert recovered is not None
         self._epochs = self._load_epochs(recovered)
         self._start = self._start_of(recovered)
-        self._view = _FlushedView(
+        self._view = _WrittenView(
             metadata_log.partition_dir, metadata_log.cluster_id, metadata_log.node_id, metadata_log.lock
         )
         self._reader = MetadataLogReader(self._view)
