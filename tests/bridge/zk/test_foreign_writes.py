@@ -580,7 +580,9 @@ def test_watches_are_rearmed_after_a_server_restart(tmp_path: Path) -> None:
             watcher = start_watcher(session, driver)
             server.stop()
             server.start()
-            deadline = time.monotonic() + 20
+            # one reconnection attempt that meets the JVM still loading can hang for the whole 30 s session
+            # timeout before kazoo tries again, so the wait outlasts that
+            deadline = time.monotonic() + 90
             while not session.connected and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert session.connected
