@@ -34,6 +34,7 @@ from migrate.zk.protocol import (
     INT,
     NOAUTH,
     NONODE,
+    OP_ADD_WATCH,
     OP_AUTH,
     OP_CLOSE_SESSION,
     OP_ERROR,
@@ -671,28 +672,32 @@ class _TreeReader:
         self._session: _Session | None = None
         self._host_index = 0
         self._reported = 0
+        self.walk_children = True  # False: a getData reads that znode alone (a mirror's refresh)
 
     # -- main loop
 
     def run(self) -> ZTree:
         try:
-            while self.todo or self.todo_acl or self.retry or self.outstanding:
-                session = self._ensure_session()
-                try:
-                    self._fill(session)
-                    if not self.outstanding:
-                        continue
-                    session.ping_if_idle()
-                    for frame in session.read_frames():
-                        self._on_frame(frame)
-                    self._report_progress()
-                except _ConnectionLost as exc:
-                    self._connection_lost(exc)
+            self._walk()
         finally:
             if self._session is not None:
                 self._session.close()
                 self._session = None
         return self._build_tree()
+
+    def _walk(self) -> None:
+        while self.todo or self.todo_acl or self.retry or self.outstanding:
+            session = self._ensure_session()
+            try:
+                self._fill(session)
+                if not self.outstanding:
+                    continue
+                session.ping_if_idle()
+                for frame in session.read_frames():
+                    self._on_frame(frame)
+                self._report_progress()
+            except _ConnectionLost as exc:
+                self._connection_lost(exc)
 
     def _report_progress(self) -> None:
         done = len(self.got.data)
@@ -774,9 +779,9 @@ class _TreeReader:
         if zxid > self.last_zxid:
             self.last_zxid = zxid
         try:
-            if request.opcode == OP_SYNC:
+            if request.opcode in (OP_SYNC, OP_ADD_WATCH):
                 if err:
-                    raise Zk2KraftError(f"sync of {self.source} failed with {_error_name(err)}")
+                    raise Zk2KraftError(f"{_op_name(request.opcode)} of {self.source} failed with {_error_name(err)}")
             elif request.opcode == OP_MULTI_READ:
                 self.multi_outstanding -= 1
                 self._on_multi(request, err, frame)
@@ -850,7 +855,7 @@ class _TreeReader:
             pos += _STAT.size
             self.got.data[rel] = (data, stat)
             self.avg_node_bytes += ((pos - start + 9) - self.avg_node_bytes) / 16
-            if stat.num_children:
+            if stat.num_children and self.walk_children:
                 self.todo.append((OP_GET_CHILDREN, rel))
         elif opcode == OP_GET_CHILDREN:
             names, pos = _read_children(frame, pos)
@@ -940,7 +945,7 @@ class _TreeReader:
 def _op_name(opcode: int) -> str:
     return {
         OP_GET_DATA: "getData", OP_GET_CHILDREN: "getChildren", OP_GET_ACL: "getACL",
-        OP_MULTI_READ: "multiRead", OP_SYNC: "sync",
+        OP_MULTI_READ: "multiRead", OP_SYNC: "sync", OP_ADD_WATCH: "addWatch",
     }.get(opcode, f"op {opcode}")  # fmt: skip
 
 

@@ -24,12 +24,21 @@ OP_PING = 11
 OP_CHECK = 13
 OP_MULTI_READ = 22
 OP_AUTH = 100
+OP_ADD_WATCH = 106
 OP_SASL = 102
 
 # Special xids of ClientCnxn.
 XID_WATCH = -1
 XID_PING = -2
 XID_AUTH = -4
+
+# AddWatchMode
+ADD_WATCH_PERSISTENT_RECURSIVE = 1
+
+# Watcher.Event.EventType
+EVENT_NODE_CREATED = 1
+EVENT_NODE_DELETED = 2
+EVENT_NODE_DATA_CHANGED = 3
 
 # KeeperException.Code
 OK = 0

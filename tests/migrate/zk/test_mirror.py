@@ -1,0 +1,153 @@
+"""The ZooKeeper mirror: a copy kept current by a persistent recursive watch equals a fresh read of ZooKeeper."""
+
+from __future__ import annotations
+
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kazoo.client import KazooClient
+
+from migrate.errors import Zk2KraftError
+from migrate.zk.embedded import EmbeddedZooKeeper
+from migrate.zk.live import ZkConnectOptions, read_tree
+from migrate.zk.mirror import ZkMirror, _MirrorReader
+from migrate.zk.tree import ZTree
+
+
+def contents(tree: ZTree) -> dict[str, Any]:
+    return {path: (node.data, node.stat) for path, node in tree.nodes.items()}
+
+
+def seed(client: KazooClient, topics: int = 30) -> None:
+    for t in range(topics):
+        client.create(f"/brokers/topics/t{t}", b'{"version":3}', makepath=True)
+        for p in range(3):
+            client.create(f"/brokers/topics/t{t}/partitions/{p}/state", b'{"leader":1}', makepath=True)
+
+
+def started(options: ZkConnectOptions) -> ZkMirror:
+    mirror = ZkMirror(options, retry_s=0.1).start()
+    assert mirror.wait_following(30)
+    return mirror
+
+
+def test_a_taken_copy_equals_a_fresh_read_after_creates_changes_and_deletes(
+    zk_client: KazooClient, zk_connect: str, zk_admin: KazooClient, zk_chroot: str
+) -> None:
+    seed(zk_client)
+    options = ZkConnectOptions(connect=zk_connect)
+    mirror = started(options)
+    try:
+        zk_client.set("/brokers/topics/t1/partitions/0/state", b'{"leader":2}')
+        zk_client.delete("/brokers/topics/t2", recursive=True)
+        zk_client.create("/config/topics/t3", b"{}", makepath=True)
+        zk_client.set("/brokers/topics/t4", b'{"version":3,"x":1}')
+        zk_admin.create(f"{zk_chroot}-outside", b"not ours")  # a sibling of the chroot, not inside it
+        taken = mirror.take(30)
+    finally:
+        mirror.stop()
+        zk_admin.delete(f"{zk_chroot}-outside")
+    assert taken is not None
+    assert mirror.loads == 1
+    assert "/brokers/topics/t2" not in taken.nodes
+    assert taken.nodes["/brokers/topics/t1/partitions/0/state"].data == b'{"leader":2}'
+    assert contents(taken) == contents(read_tree(options, acls=False))
+
+
+def test_changes_made_just_before_the_take_are_in_the_copy(zk_client: KazooClient, zk_connect: str) -> None:
+    seed(zk_client, topics=10)
+    options = ZkConnectOptions(connect=zk_connect)
+    mirror = started(options)
+    try:
+        # Sent without waiting for replies: their events may still be on the wire when take() starts.
+        pending = [zk_client.set_async(f"/brokers/topics/t{t}", f"v{t}".encode()) for t in range(10)]
+        for result in pending:
+            result.get(10)
+        taken = mirror.take(30)
+    finally:
+        mirror.stop()
+    assert taken is not None
+    assert [taken.nodes[f"/brokers/topics/t{t}"].data for t in range(10)] == [
+        f"v{t}".encode() for t in range(10)
+    ]
+    assert contents(taken) == contents(read_tree(options, acls=False))
+
+
+def test_a_mirror_that_cannot_reach_zookeeper_gives_nothing_to_take() -> None:
+    mirror = ZkMirror(ZkConnectOptions(connect="127.0.0.1:1", connection_timeout_ms=500), retry_s=0.1).start()
+    try:
+        assert not mirror.wait_following(1.0)
+        assert mirror.take(5) is None  # the caller reads ZooKeeper itself
+    finally:
+        mirror.stop()
+
+
+def test_a_lost_session_makes_the_mirror_read_everything_again(tmp_path: Path) -> None:
+    with EmbeddedZooKeeper(tmp_path / "zk") as server:
+        options = ZkConnectOptions(connect=server.connect_string + "/kafka")
+        client = KazooClient(hosts=server.connect_string)
+        client.start(timeout=15)
+        try:
+            client.ensure_path("/kafka")
+            client.create("/kafka/brokers/topics/a", b"1", makepath=True)
+            mirror = started(options)
+            try:
+                server.stop()
+                client.stop()
+                server.start()
+                client.start(timeout=30)
+                client.set("/kafka/brokers/topics/a", b"2")  # possibly while the mirror was away
+                deadline = time.monotonic() + 60
+                while mirror.loads < 2 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert mirror.loads == 2
+                assert mirror.wait_following(30)
+                taken = mirror.take(30)
+            finally:
+                mirror.stop()
+            assert taken is not None
+            assert taken.nodes["/brokers/topics/a"].data == b"2"
+            assert contents(taken) == contents(read_tree(options, acls=False))
+        finally:
+            client.stop()
+            client.close()
+
+
+def watch_frame(path: bytes, length: int | None = None) -> bytes:
+    header = struct.pack("!iqi", -1, 7, 0) + struct.pack("!ii", 3, 3)
+    return header + struct.pack("!i", len(path) if length is None else length) + path
+
+
+def test_watch_events_name_paths_relative_to_the_chroot() -> None:
+    reader = _MirrorReader(ZkConnectOptions(connect="127.0.0.1:1/kafka"), "/kafka")
+    reader._on_frame(watch_frame(b"/kafka/brokers/topics/a"))
+    reader._on_frame(watch_frame(b"/kafka"))
+    reader._on_frame(watch_frame(b"/kafka2/x"))  # another chroot sharing the prefix
+    assert reader.changed == {"/brokers/topics/a", "/"}  # data changes: the parents' Stat stays
+
+
+@settings(max_examples=300, deadline=None)
+@given(path=st.binary(max_size=40), length=st.integers(-5, 60) | st.none())
+def test_malformed_watch_events_raise_our_error(path: bytes, length: int | None) -> None:
+    reader = _MirrorReader(ZkConnectOptions(connect="127.0.0.1:1"), "")
+    frame = watch_frame(path, length)
+    try:
+        reader._on_frame(frame)
+    except Zk2KraftError:
+        return
+    assert length in (None, len(path))
+
+
+@settings(max_examples=300, deadline=None)
+@given(tail=st.binary(max_size=30))
+def test_arbitrary_watch_frames_are_decoded_or_raise_our_error(tail: bytes) -> None:
+    reader = _MirrorReader(ZkConnectOptions(connect="127.0.0.1:1"), "")
+    try:
+        reader._on_frame(struct.pack("!iqi", -1, 7, 0) + tail)
+    except Zk2KraftError:
+        return
+    assert reader.changed
