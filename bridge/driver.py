@@ -52,6 +52,7 @@ from migrate.zk import paths
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import ZkConnectOptions, read_tree
 from migrate.zk.model import ZkClusterModel
+from migrate.zk.tree import ZTree
 from migrate.zk.znodes.controller import decode_migration
 
 log = logging.getLogger(__name__)
@@ -271,6 +272,7 @@ class MigrationDriver:
         on_fenced: Callable[[str], None] | None = None,
         before_dual_write: Callable[[], Awaitable[None]] | None = None,
         wait_for_brokers: Callable[[], Awaitable[None]] | None = None,
+        warm_tree: Callable[[], ZTree | None] | None = None,
     ) -> None:
         self.zk = zk
         self.log = metadata_log
@@ -281,9 +283,12 @@ class MigrationDriver:
         self.metadata_version = metadata_version
         self.adopt_existing_migration = adopt_existing_migration
         self.quorum_committed = quorum_committed
+        """The log is a Raft quorum's, led after its committed entries: what it holds was committed."""
         self.brokers_synced = False
         """KRAFT_CONTROLLER_TO_BROKER_COMM queued the full sync of the brokers: incremental requests may follow."""
-        """The log is a Raft quorum's, led after its committed entries: what it holds was committed."""
+        self.warm_tree = warm_tree
+        """Blocking: ZooKeeper's tree as of the call from a copy kept while following (`ZkMirror.take`), or
+        None; SYNC_KRAFT_TO_ZK then reads every znode itself."""
         self.min_batch_size = min_batch_size
         self.on_transition = on_transition
         self.on_zk_write = on_zk_write
@@ -294,9 +299,9 @@ class MigrationDriver:
         self.migration: MigrationOutcome | None = None
         self.reconciliation_ops: list[ZkOperation] = []
         self.zk_sync_planned = False
+        """SYNC_KRAFT_TO_ZK planned its writes: later changes go to ZooKeeper through the pipeline."""
         self.zk_sync_failed: str | None = None
         """Why SYNC_KRAFT_TO_ZK's writes failed: ZooKeeper misses changes no later dual write may paper over."""
-        """SYNC_KRAFT_TO_ZK planned its writes: later changes go to ZooKeeper through the pipeline."""
         self.migration_before: bytes | None = None
         """`/migration` as it was before this driver read (or created) it; None: absent."""
         # Awaited right before DUAL_WRITE (the controller arms its foreign-write watches there).
@@ -592,10 +597,12 @@ class MigrationDriver:
     async def reconcile(self) -> list[ZkOperation]:
         """SYNC_KRAFT_TO_ZK: write to ZooKeeper what differs from the log's image, and what Kafka's full sync always
         rewrites (§7.5)."""
-        options = self.zk_options
         loop = asyncio.get_running_loop()
+        tree = await loop.run_in_executor(None, self.warm_tree) if self.warm_tree is not None else None
+        source = "read" if tree is None else "mirror"
+        options = self.zk_options
         model: ZkClusterModel = await loop.run_in_executor(
-            None, lambda: from_tree(read_tree(options, acls=False), strict=False)
+            None, lambda: from_tree(tree if tree is not None else read_tree(options, acls=False), strict=False)
         )
         ops = plan_reconciliation(self.log.image, model)
         # Changes appended from now on are written after these ops, by the pipeline, in log order.
@@ -606,9 +613,9 @@ class MigrationDriver:
         # planned from is durable: /migration must never name an offset the log could still lose.
         await self.run_zk(self._apply_when_durable, ops, offset, self.log.leader_epoch)
         log.info(
-            "event=reconciliation ops=%d %s writes: %s",
-            len(ops), format_op_counts(count_op_types(ops)), summarize(ops),
-            extra={"event": "reconciliation", "ops": len(ops)},
+            "event=reconciliation zookeeper=%s ops=%d %s writes: %s",
+            source, len(ops), format_op_counts(count_op_types(ops)), summarize(ops),
+            extra={"event": "reconciliation", "ops": len(ops), "zookeeper": source},
         )  # fmt: skip
         return ops
 

@@ -42,6 +42,7 @@ from bridge.controller.foreign import ForeignWrites
 from bridge.controller.quorum import QuorumSeat
 from bridge.controller.routing import ControllerApis
 from bridge.controller.zk_brokers import ZkBrokerTracking
+from bridge.controller.zk_copy import FollowerZkCopy
 from bridge.driver import FencedOut, MigrationDriver, MigrationMismatchError
 from bridge.handlers.alter_partition import unclean_election_enabled
 from bridge.handlers.registry import load_handlers
@@ -97,7 +98,8 @@ class BridgeController:
         broker_tls, broker_sasl = inter_broker_security(config)  # so do the channel's to the brokers
         self.zk_options = zk_connect_options(config)
         self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
-        self.quorum = QuorumSeat(config, self.metrics, self.notify) if len(config.voters) > 1 else None
+        zk_copy = FollowerZkCopy(self.zk_options) if len(config.voters) > 1 else None
+        self.quorum = QuorumSeat(config, self.metrics, self.notify, zk_copy) if zk_copy is not None else None
         if handlers is None:
             loaded, loaded_supported = load_handlers()
             self.handlers: dict[int, ControllerHandler] = loaded
@@ -583,6 +585,7 @@ class BridgeController:
             on_fenced=self._on_fence_lost,
             before_dual_write=self._before_dual_write,
             wait_for_brokers=None if self.config.rehearsal else self._broker_tracking.wait_for_brokers,
+            warm_tree=None if self.quorum is None or self.quorum.zk_copy is None else self.quorum.zk_copy.take,
         )
         self.pipeline.attach(metadata_log, driver)
         self._activate_brokers(metadata_log, driver)

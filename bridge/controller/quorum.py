@@ -3,6 +3,7 @@
 It opens the metadata directory as one replica of the quorum's log, runs the Raft core and its transport,
 answers the Raft requests of the other voters and of observers, and tells the controller process when this
 replica leads (with its epoch's first entry and the activation records committed) and when it stops leading.
+While it waits to lead it keeps a copy of ZooKeeper (`zk_copy`) for the reconciliation once elected.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from bridge.config import BridgeConfig
+from bridge.controller.zk_copy import FollowerZkCopy
 from bridge.kafka.listener import RequestContext
 from bridge.metrics import BridgeMetrics, RaftStatus, RaftVoterStatus
 from bridge.raft import codec
@@ -50,8 +52,15 @@ RAFT_KEYS: Final = frozenset(
 class QuorumSeat:
     """Kafka's RaftManager for one bridge: its ReplicaLog, RaftClient and RaftNode."""
 
-    def __init__(self, config: BridgeConfig, metrics: BridgeMetrics, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: BridgeConfig,
+        metrics: BridgeMetrics,
+        on_change: Callable[[], None],
+        zk_copy: FollowerZkCopy | None = None,
+    ) -> None:
         self.config = config
+        self.zk_copy = zk_copy
         self.metrics = metrics
         self.voters = {voter.node_id: m.Endpoint(voter.host, voter.port) for voter in config.voters}
         self._on_change = on_change
@@ -62,10 +71,10 @@ class QuorumSeat:
         self._pulse = asyncio.Event()
         self._candidate_since: int | None = None
         self.epoch_led = -1
+        """The epoch `until_leading` last returned."""
         self._seen_end = -1
         self._appended: deque[tuple[int, float]] = deque()
         """(log end offset, when) of the leader's appends not yet committed."""
-        """The epoch `until_leading` last returned."""
 
     @property
     def failure(self) -> BaseException | None:
@@ -155,6 +164,8 @@ class QuorumSeat:
         """Wait until this replica leads with its epoch's first entry and its activation records committed."""
         core, node, replica = self.core, self.node, self.replica
         assert core is not None and node is not None and replica is not None
+        if self.zk_copy is not None:
+            self.zk_copy.follow()
         while True:
             await self._wait_for(lambda: core.leader_ready() or self.failure is not None)
             if self.failure is not None:
@@ -242,6 +253,8 @@ class QuorumSeat:
 
     async def close(self) -> None:
         """Leave the quorum: a leader resigns (EndQuorumEpoch) so another is elected at once; close the log."""
+        if self.zk_copy is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.zk_copy.stop)
         if self.node is not None:
             await self.node.stop()
         if self._task is not None:

@@ -678,18 +678,18 @@ class _TreeReader:
 
     def run(self) -> ZTree:
         try:
-            self._walk()
+            self.walk()
         finally:
             if self._session is not None:
                 self._session.close()
                 self._session = None
-        return self._build_tree()
+        return self.build_tree()
 
-    def _walk(self) -> None:
+    def walk(self) -> None:
         while self.todo or self.todo_acl or self.retry or self.outstanding:
             session = self._ensure_session()
             try:
-                self._fill(session)
+                self.fill(session)
                 if not self.outstanding:
                     continue
                 session.ping_if_idle()
@@ -705,15 +705,15 @@ class _TreeReader:
             self._reported = done
             self.progress(done)
 
-    def _server_path(self, rel: str) -> str:
+    def server_path(self, rel: str) -> str:
         return (self.root + rel) if rel != "/" else (self.root or "/")
 
     def _describe(self, request: _Request) -> str:
-        first = self._server_path(request.ops[0][1])
+        first = self.server_path(request.ops[0][1])
         more = f" and {len(request.ops) - 1} more ops" if len(request.ops) > 1 else ""
         return f"reply from {self.source} to {_op_name(request.opcode)} of {first}{more}"
 
-    def _fill(self, session: _Session) -> None:
+    def fill(self, session: _Session) -> None:
         """Write as many requests as the in-flight limits allow, in one socket write."""
         out = bytearray()
         outstanding = self.outstanding
@@ -732,7 +732,7 @@ class _TreeReader:
             rel = todo_acl.popleft()
             xid = session.xid()
             outstanding.append((xid, _Request(OP_GET_ACL, [(OP_GET_ACL, rel)])))
-            out += _path_request(xid, OP_GET_ACL, self._server_path(rel))
+            out += _path_request(xid, OP_GET_ACL, self.server_path(rel))
         if out:
             session.send(out)
 
@@ -753,12 +753,12 @@ class _TreeReader:
         self.outstanding.append((xid, request))
         if request.opcode != OP_MULTI_READ:
             opcode, rel = request.ops[0]
-            return _path_request(xid, opcode, self._server_path(rel))
+            return _path_request(xid, opcode, self.server_path(rel))
         self.multi_outstanding += 1
         body = bytearray()
         for opcode, rel in request.ops:
             body += _MULTI_HEADER.pack(opcode, False, -1)
-            body += jute_string(self._server_path(rel))
+            body += jute_string(self.server_path(rel))
             body += b"\0"
         body += _MULTI_END
         return _HEADER.pack(8 + len(body), xid, OP_MULTI_READ) + body
@@ -841,12 +841,12 @@ class _TreeReader:
             return pos
         if err == NOAUTH:
             raise Zk2KraftError(
-                f"not allowed to {_op_name(opcode)} znode {self._server_path(rel)} on {self.source} (NOAUTH): "
+                f"not allowed to {_op_name(opcode)} znode {self.server_path(rel)} on {self.source} (NOAUTH): "
                 + NOAUTH_HINT
             )
         if err:
             raise Zk2KraftError(
-                f"{_op_name(opcode)} of znode {self._server_path(rel)} on {self.source} failed with {_error_name(err)}"
+                f"{_op_name(opcode)} of znode {self.server_path(rel)} on {self.source} failed with {_error_name(err)}"
             )
         if opcode == OP_GET_DATA:
             start = pos
@@ -876,14 +876,14 @@ class _TreeReader:
     def _ensure_session(self) -> _Session:
         """The open session, or a new one that starts with a sync so a lagging follower catches up."""
         if self._session is None:
-            session = self._connect()
+            session = self.connect()
             xid = session.xid()
             self.outstanding.append((xid, _Request(OP_SYNC, [(OP_SYNC, "/")])))
             self._session = session
-            session.send(_path_request(xid, OP_SYNC, self._server_path("/")))
+            session.send(_path_request(xid, OP_SYNC, self.server_path("/")))
         return self._session
 
-    def _connect(self) -> _Session:
+    def connect(self) -> _Session:
         """Open a session on the next reachable server, retrying until the connection timeout."""
         hosts = self.options.hosts
         deadline = time.monotonic() + self.options.connect_timeout_s
@@ -918,7 +918,7 @@ class _TreeReader:
         for request in failed:
             request.attempts += 1
             if request.attempts > self.max_retries:
-                first = self._server_path(request.ops[0][1])
+                first = self.server_path(request.ops[0][1])
                 raise Zk2KraftError(
                     f"gave up reading {self.source}: the connection was lost {request.attempts} times while "
                     f"reading {first} ({len(request.ops)} ops); last error: {exc}"
@@ -927,7 +927,7 @@ class _TreeReader:
 
     # -- result
 
-    def _build_tree(self) -> ZTree:
+    def build_tree(self) -> ZTree:
         got = self.got
         if "/" not in got.data:
             hint = replace(self.options, connect=self.options.connect.split("/", 1)[0] + self.root).kafka_chroot_hint()

@@ -62,7 +62,7 @@ class _MirrorReader(_TreeReader):
 
     def load(self) -> None:
         """Set the watch, then read every znode (changes during the read are noted and read again later)."""
-        self._walk()
+        self.walk()
         for rel in self.got.gone:
             self.got.data.pop(rel, None)
         self.got.gone.clear()
@@ -74,7 +74,7 @@ class _MirrorReader(_TreeReader):
         session = self._session
         if not self.barrier_answered:
             self._queue_changed()
-        self._fill(session)
+        self.fill(session)
         session.ping_if_idle()
         sock = session.sock
         pending = isinstance(sock, ssl.SSLSocket) and sock.pending() > 0
@@ -95,14 +95,14 @@ class _MirrorReader(_TreeReader):
         xid = self._session.xid()
         self.barrier_xid = xid
         self.outstanding.append((xid, _Request(OP_SYNC, [(OP_SYNC, "/")])))
-        self._session.send(_path_request(xid, OP_SYNC, self._server_path("/")))
+        self._session.send(_path_request(xid, OP_SYNC, self.server_path("/")))
 
     def settled(self) -> bool:
         """The barrier is answered and every znode changed before it has been read again."""
         return self.barrier_answered and not self.todo and not self.outstanding
 
     def tree(self) -> ZTree:
-        return self._build_tree()
+        return self.build_tree()
 
     def close(self) -> None:
         if self._session is not None:
@@ -115,10 +115,10 @@ class _MirrorReader(_TreeReader):
         if self._session is None:
             if self.got.data:
                 raise _ConnectionLost("the watch session was lost: changes may have been missed")
-            session = self._connect()
+            session = self.connect()
             self._session = session
             watch, sync = session.xid(), session.xid()
-            path = self._server_path("/")
+            path = self.server_path("/")
             self.outstanding.append((watch, _Request(OP_ADD_WATCH, [(OP_ADD_WATCH, "/")])))
             self.outstanding.append((sync, _Request(OP_SYNC, [(OP_SYNC, "/")])))
             body = jute_string(path) + INT.pack(ADD_WATCH_PERSISTENT_RECURSIVE)
