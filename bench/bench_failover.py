@@ -60,6 +60,7 @@ from bench.quorum_processes import (
     stop_all,
     wait_caught_up,
     wait_for_leader,
+    wait_zookeeper_copies,
 )
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import ZkConnectOptions
@@ -157,6 +158,7 @@ def rejoin(bridges: list[BridgeProcess], killed: BridgeProcess, leader: BridgePr
     killed.extra_args = [a for a in killed.extra_args if a != "--format-empty-voter-directory"]
     killed.start().wait_for_status(120)
     wait_caught_up(leader, 300)
+    wait_zookeeper_copies(bridges, 300)
 
 
 # ---------------------------------------------------------------- the floors
@@ -171,6 +173,7 @@ def measured_floor(zk_connect: str, tmp: Path, kills: int, values: Values) -> di
             bridge.start()
         leader = wait_for_leader(bridges, 300)
         wait_caught_up(leader, 120)
+        wait_zookeeper_copies(bridges, 120)
         for _ in range(kills):
             with zk_session(zk_connect) as zk:
                 topic = sorted(t for t in zk.get_children("/brokers/topics") if not t.startswith("__"))[0]
@@ -298,6 +301,9 @@ def run(
                 leader = wait_for_leader(bridges, DUAL_WRITE_TIMEOUT_S)
                 result["quorum_start_to_dual_write_s"] = round(time.perf_counter() - started, 1)
                 wait_caught_up(leader, 600)
+                copies_started = time.perf_counter()
+                wait_zookeeper_copies(bridges, 600)
+                result["followers_zookeeper_copy_s"] = round(time.perf_counter() - copies_started, 1)
                 with zk_session(zk_connect) as zk:
                     failover = fail_over(bridges, leader, topic, values, zk)
                 failover.pop("_new_leader")

@@ -104,6 +104,17 @@ def wait_caught_up(leader: BridgeProcess, timeout: float) -> None:
     raise RuntimeError(f"the followers did not catch up within {timeout} s: {leader.status()}")
 
 
+def wait_zookeeper_copies(bridges: Sequence[BridgeProcess], timeout: float) -> None:
+    """Until every running follower's `/status` says its copy of ZooKeeper is current."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rafts = [(b.status() or {}).get("raft") or {} for b in bridges if b.running]
+        if all(r.get("role") == "leader" or r.get("zookeeper_copy") == "current" for r in rafts):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the followers' copies of ZooKeeper were not current within {timeout} s")
+
+
 def stop_all(bridges: Sequence[BridgeProcess]) -> None:
     for bridge in bridges:
         if bridge.running:

@@ -111,6 +111,11 @@ class RaftStatus(BaseModel):
     voters: list[RaftVoterStatus] = Field(
         default_factory=list, description="every voter's progress; filled on the leader only"
     )
+    zookeeper_copy: str = Field(
+        "none",
+        description="current: a copy of ZooKeeper is kept, so once elected this bridge re-reads only what changed; "
+        "loading: it is still being read (elected now, it reads all of ZooKeeper); none: not kept (the leader)",
+    )
 
 
 class BridgeStatus(BaseModel):

@@ -77,6 +77,8 @@ def quorum_line(raft: RaftStatus) -> str:
         )
         for v in raft.voters
     ]
+    if raft.zookeeper_copy == "loading":
+        line += "; still reading its copy of ZooKeeper (elected now, it would read all of ZooKeeper)"
     return line + (f"; voters: {', '.join(voters)}" if voters else "")
 
 

@@ -249,6 +249,7 @@ class QuorumSeat:
             epoch=core.epoch,
             high_watermark=core.high_watermark,
             voters=voters,
+            zookeeper_copy="none" if self.zk_copy is None else self.zk_copy.state,
         )
 
     async def close(self) -> None:

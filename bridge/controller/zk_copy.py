@@ -28,6 +28,11 @@ class FollowerZkCopy:
         """A copy is loaded and kept current: an election now would not read all of ZooKeeper."""
         return self._mirror is not None and self._mirror.following
 
+    @property
+    def state(self) -> str:
+        """`/status`'s raft.zookeeper_copy: current, loading or none."""
+        return "none" if self._mirror is None else "current" if self._mirror.following else "loading"
+
     def follow(self) -> None:
         """Keep a copy from now on (a whole read first, off the event loop, on the mirror's own thread)."""
         if self._mirror is None:

@@ -288,3 +288,15 @@ def test_status_shows_the_raft_quorum_and_names_a_lagging_voter(
         "3001 at 120, 3002 at 37 (LAGGING, last fetch 5200 ms ago)" in shown
     )
 
+
+
+def test_status_says_when_a_follower_would_read_all_of_zookeeper_if_elected(
+    zk_client: KazooClient, real_tree: ZTree, zk_connect: str
+) -> None:
+    metrics = dual_writing_metrics()
+    metrics.set_raft(RaftStatus(role="follower", leader_id=3001, epoch=4, high_watermark=120, zookeeper_copy="loading"))
+    url, shown = status_of(metrics, zk_client, real_tree, zk_connect)
+    assert (
+        f"Raft quorum ({url}/status): follower in epoch 4, leader 3001, high watermark 120; still reading its copy "
+        "of ZooKeeper (elected now, it would read all of ZooKeeper)" in shown
+    )
