@@ -598,13 +598,17 @@ class MigrationDriver:
         """SYNC_KRAFT_TO_ZK: write to ZooKeeper what differs from the log's image, and what Kafka's full sync always
         rewrites (§7.5)."""
         loop = asyncio.get_running_loop()
+        started = time.perf_counter()
         tree = await loop.run_in_executor(None, self.warm_tree) if self.warm_tree is not None else None
         source = "read" if tree is None else "mirror"
-        options = self.zk_options
-        model: ZkClusterModel = await loop.run_in_executor(
-            None, lambda: from_tree(tree if tree is not None else read_tree(options, acls=False), strict=False)
-        )
+        if tree is None:
+            options = self.zk_options
+            tree = await loop.run_in_executor(None, lambda: read_tree(options, acls=False))
+        read = time.perf_counter()
+        model: ZkClusterModel = await loop.run_in_executor(None, lambda: from_tree(tree, strict=False))
+        parsed = time.perf_counter()
         ops = plan_reconciliation(self.log.image, model)
+        seconds = f"read_s={read - started:.2f} parse_s={parsed - read:.2f} plan_s={time.perf_counter() - parsed:.2f}"
         # Changes appended from now on are written after these ops, by the pipeline, in log order.
         self.zk_sync_planned = True
         self.reconciliation_ops = ops
@@ -613,8 +617,8 @@ class MigrationDriver:
         # planned from is durable: /migration must never name an offset the log could still lose.
         await self.run_zk(self._apply_when_durable, ops, offset, self.log.leader_epoch)
         log.info(
-            "event=reconciliation zookeeper=%s ops=%d %s writes: %s",
-            source, len(ops), format_op_counts(count_op_types(ops)), summarize(ops),
+            "event=reconciliation zookeeper=%s %s ops=%d %s writes: %s",
+            source, seconds, len(ops), format_op_counts(count_op_types(ops)), summarize(ops),
             extra={"event": "reconciliation", "ops": len(ops), "zookeeper": source},
         )  # fmt: skip
         return ops

@@ -41,7 +41,7 @@ from migrate.zk.protocol import (
     XID_WATCH,
     jute_string,
 )
-from migrate.zk.tree import ZTree
+from migrate.zk.tree import ZNode, ZTree
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,8 @@ class _MirrorReader(_TreeReader):
             max_retries=0, multi_read=None, acls=False,
         )  # fmt: skip
         self.changed: set[str] = set()
+        self.copy: ZTree | None = None
+        """The tree once loaded, kept current in place (so handing it over copies nothing)."""
         self.barrier_xid: int | None = None
         self.barrier_answered = False
 
@@ -66,6 +68,8 @@ class _MirrorReader(_TreeReader):
         for rel in self.got.gone:
             self.got.data.pop(rel, None)
         self.got.gone.clear()
+        self.copy = self.build_tree()
+        self.got.data.clear()
         self.walk_children = False  # each created or deleted znode has its own event from now on
 
     def refresh(self, wake: socket.socket, timeout_s: float) -> None:
@@ -102,7 +106,8 @@ class _MirrorReader(_TreeReader):
         return self.barrier_answered and not self.todo and not self.outstanding
 
     def tree(self) -> ZTree:
-        return self.build_tree()
+        assert self.copy is not None
+        return ZTree(source=self.copy.source, nodes=self.copy.nodes, last_zxid=self.last_zxid)
 
     def close(self) -> None:
         if self._session is not None:
@@ -142,10 +147,18 @@ class _MirrorReader(_TreeReader):
             self._queue_changed()
 
     def _on_result(self, op: tuple[int, str], err: int, frame: bytes, pos: int) -> int:
-        if err == NONODE and not self.walk_children:  # the znode is gone
-            self.got.data.pop(op[1], None)
+        copy = self.copy
+        if copy is None:
+            return super()._on_result(op, err, frame, pos)
+        rel = op[1]
+        if err == NONODE:  # the znode is gone
+            copy.nodes.pop(rel, None)
             return pos
-        return super()._on_result(op, err, frame, pos)
+        end = super()._on_result(op, err, frame, pos)
+        found = self.got.data.pop(rel, None)
+        if found is not None:
+            copy.nodes[rel] = ZNode(rel, found[0], found[1], ())
+        return end
 
     def _on_event(self, frame: bytes) -> None:
         try:
@@ -235,7 +248,7 @@ class ZkMirror:
                     reader.load()
                     self.loads += 1
                     log.info(
-                        "event=zk_mirror_loaded znodes=%d root=%s", len(reader.got.data), self.root or "/"
+                        "event=zk_mirror_loaded znodes=%d root=%s", len(reader.tree()), self.root or "/"
                     )
                     with self._cond:
                         self._following = True

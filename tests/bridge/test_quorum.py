@@ -57,5 +57,5 @@ def test_a_new_leader_reconciles_from_the_copy_it_kept_while_following_and_still
         assert leader.stop() == EXIT_OK
         successor = leader_of(followers, timeout=60.0)
         line = next(r.getMessage() for r in caplog.records if "event=reconciliation" in r.getMessage())
-        assert "zookeeper=mirror ops=1 {UpdatePartition=1}" in line, line
+        assert "zookeeper=mirror" in line and "ops=1 {UpdatePartition=1}" in line, line
         assert successor.quorum is not None and not successor.quorum.zk_copy.current
