@@ -51,8 +51,8 @@ from migrate.translate import RecordAndVersion, translate
 from migrate.zk import paths
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import ZkConnectOptions, read_tree
+from migrate.zk.mirror import MirroredTree
 from migrate.zk.model import ZkClusterModel
-from migrate.zk.tree import ZTree
 from migrate.zk.znodes.controller import decode_migration
 
 log = logging.getLogger(__name__)
@@ -272,7 +272,7 @@ class MigrationDriver:
         on_fenced: Callable[[str], None] | None = None,
         before_dual_write: Callable[[], Awaitable[None]] | None = None,
         wait_for_brokers: Callable[[], Awaitable[None]] | None = None,
-        warm_tree: Callable[[], ZTree | None] | None = None,
+        warm_tree: Callable[[], MirroredTree | None] | None = None,
     ) -> None:
         self.zk = zk
         self.log = metadata_log
@@ -287,8 +287,8 @@ class MigrationDriver:
         self.brokers_synced = False
         """KRAFT_CONTROLLER_TO_BROKER_COMM queued the full sync of the brokers: incremental requests may follow."""
         self.warm_tree = warm_tree
-        """Blocking: ZooKeeper's tree as of the call from a copy kept while following (`ZkMirror.take`), or
-        None; SYNC_KRAFT_TO_ZK then reads every znode itself."""
+        """Blocking: ZooKeeper's tree as of the call from a copy kept while following (`ZkMirror.take`), its
+        unchanged topics decoded already; or None, and SYNC_KRAFT_TO_ZK reads every znode itself."""
         self.min_batch_size = min_batch_size
         self.on_transition = on_transition
         self.on_zk_write = on_zk_write
@@ -599,13 +599,14 @@ class MigrationDriver:
         rewrites (§7.5)."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        tree = await loop.run_in_executor(None, self.warm_tree) if self.warm_tree is not None else None
-        source = "read" if tree is None else "mirror"
-        if tree is None:
+        copy = await loop.run_in_executor(None, self.warm_tree) if self.warm_tree is not None else None
+        source = "read" if copy is None else "mirror"
+        if copy is None:
             options = self.zk_options
             tree = await loop.run_in_executor(None, lambda: read_tree(options, acls=False))
+            copy = MirroredTree(tree, {})
         read = time.perf_counter()
-        model: ZkClusterModel = await loop.run_in_executor(None, lambda: from_tree(tree, strict=False))
+        model: ZkClusterModel = await loop.run_in_executor(None, copy.model)
         parsed = time.perf_counter()
         ops = plan_reconciliation(self.log.image, model)
         seconds = f"read_s={read - started:.2f} parse_s={parsed - read:.2f} plan_s={time.perf_counter() - parsed:.2f}"

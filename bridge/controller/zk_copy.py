@@ -9,8 +9,7 @@ from __future__ import annotations
 import logging
 
 from migrate.zk.live import ZkConnectOptions
-from migrate.zk.mirror import ZkMirror
-from migrate.zk.tree import ZTree
+from migrate.zk.mirror import MirroredTree, ZkMirror
 
 log = logging.getLogger(__package__)  # the controller process logs as one: "bridge.controller"
 
@@ -38,7 +37,7 @@ class FollowerZkCopy:
         if self._mirror is None:
             self._mirror = ZkMirror(self.options).start()
 
-    def take(self) -> ZTree | None:
+    def take(self) -> MirroredTree | None:
         """Blocking: the tree as of now, or None when the copy is not current (the caller reads ZooKeeper)."""
         mirror, self._mirror = self._mirror, None
         if mirror is None:

@@ -7,13 +7,13 @@ topics so orphans can be recognised. Everything the model does not interpret is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from typing import TypeVar
 
 from migrate.errors import ZnodeFormatError
 from migrate.gcpause import gc_paused
 from migrate.zk import paths
-from migrate.zk.model import ClientQuotaConfig, EntityConfig, ResourcePattern, ZkClusterModel
+from migrate.zk.model import ClientQuotaConfig, EntityConfig, ResourcePattern, Topic, ZkClusterModel
 from migrate.zk.tree import Stat, ZNode, ZTree
 from migrate.zk.znodes.acls import (
     decode_acl_change,
@@ -72,20 +72,33 @@ from migrate.zk.znodes.topics import (
 
 T = TypeVar("T")
 
-def from_tree(tree: ZTree, *, strict: bool = True) -> ZkClusterModel:
+def from_tree(tree: ZTree, *, strict: bool = True, reuse: Mapping[str, Topic] | None = None) -> ZkClusterModel:
     """The model of a chroot-relative tree (`/brokers/...`); see `from_tree_at` for a tree with a chroot.
 
     Malformed data raises `ZnodeFormatError`, except where Kafka itself ignores bad data (notifications,
     legacy admin requests): those become warnings and stay raw in `other_znodes`. With `strict=False`
     every malformed znode is handled that way, and the ones a strict read refuses (or Kafka's migration
-    cannot read) are listed in `malformed`.
+    cannot read) are listed in `malformed`. `reuse` (see `reusable_topics`) holds topics decoded before from
+    znodes that have not changed since: the topics of `tree` named there are taken from it, not decoded.
     """
     with gc_paused():
-        return _read(tree, strict)
+        return _read(tree, strict, reuse or {})
 
 
-def _read(tree: ZTree, strict: bool) -> ZkClusterModel:
-    reader = _TreeReader(strict)
+def reusable_topics(model: ZkClusterModel, changed: Collection[str]) -> dict[str, Topic]:
+    """The topics of `model` that `from_tree(reuse=...)` may take over once the znodes of the topics named in
+    `changed` changed: the others that decoded cleanly (nothing under them kept raw or malformed)."""
+    prefix, skip = paths.TOPICS + "/", len(paths.TOPICS) + 1
+    raw = {p[skip:].split("/", 1)[0] for p in (*model.other_znodes, *model.malformed) if p.startswith(prefix)}
+    return {name: topic for name, topic in model.topics.items() if name not in changed and name not in raw}
+
+
+_REUSED = ZNode("", None)
+"""Stands for a topic znode whose topic is taken from `reuse`."""
+
+
+def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic]) -> ZkClusterModel:
+    reader = _TreeReader(strict, reuse)
     visit, states, dirs = reader.visit, reader.state_nodes, reader.partition_dirs
     prefix, skip = paths.TOPICS + "/", len(paths.TOPICS) + 1
     for path, node in tree.nodes.items():
@@ -93,6 +106,10 @@ def _read(tree: ZTree, strict: bool) -> ZkClusterModel:
         if path.startswith(prefix):
             parts = path[skip:].split("/")
             n = len(parts)
+            if reuse and parts[0] in reuse:
+                if n == 1:
+                    reader.topic_nodes[parts[0]] = _REUSED  # keeps the topic's place in the order
+                continue
             if n == 4 and parts[1] == "partitions" and parts[3] == "state":
                 topic_states = states.get(parts[0])
                 if topic_states is None:
@@ -117,8 +134,9 @@ def from_tree_at(tree: ZTree, chroot: str, *, strict: bool = True) -> ZkClusterM
 class _TreeReader:
     """One pass over the nodes; collects partition subtrees and unclaimed znodes for the final step."""
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, reuse: Mapping[str, Topic]) -> None:
         self.strict = strict
+        self.reuse = reuse
         self.model = ZkClusterModel()
         self.unclaimed: dict[str, bytes | None] = {}
         self.topic_nodes: dict[str, ZNode] = {}
@@ -358,6 +376,9 @@ class _TreeReader:
     def finish(self) -> ZkClusterModel:
         m = self.model
         for name, node in self.topic_nodes.items():
+            if node is _REUSED:
+                m.topics[name] = self.reuse[name]
+                continue
             path = paths.topic_path(name)
             if node.data is None:
                 # Left behind e.g. by a recursive create after a deletion; Kafka cannot read it either.

@@ -15,9 +15,14 @@ import socket
 import ssl
 import struct
 import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Self
 
 from migrate.errors import CorruptDataError, Zk2KraftError, error_text
+from migrate.zk import paths
+from migrate.zk.cluster import from_tree, reusable_topics
 from migrate.zk.live import (
     _HEADER,
     _REPLY,
@@ -29,6 +34,7 @@ from migrate.zk.live import (
     _Session,
     _TreeReader,
 )
+from migrate.zk.model import Topic, ZkClusterModel
 from migrate.zk.protocol import (
     ADD_WATCH_PERSISTENT_RECURSIVE,
     EVENT_NODE_CREATED,
@@ -48,6 +54,21 @@ log = logging.getLogger(__name__)
 _EVENT = struct.Struct("!ii")  # WatcherEvent: type, state; then the path
 
 
+_TOPICS_PREFIX = paths.TOPICS + "/"
+
+
+@dataclass(frozen=True, slots=True)
+class MirroredTree:
+    """What a taker gets: the tree, and its topics already decoded from znodes unchanged since."""
+
+    tree: ZTree
+    decoded_topics: Mapping[str, Topic]
+
+    def model(self) -> ZkClusterModel:
+        """`from_tree(tree, strict=False)`, decoding only what the mirror had not decoded already."""
+        return from_tree(self.tree, strict=False, reuse=self.decoded_topics)
+
+
 class _MirrorReader(_TreeReader):
     """The bulk reader on a session that first sets the watch; afterwards it re-reads what the events name."""
 
@@ -59,6 +80,10 @@ class _MirrorReader(_TreeReader):
         self.changed: set[str] = set()
         self.copy: ZTree | None = None
         """The tree once loaded, kept current in place (so handing it over copies nothing)."""
+        self.decoded: ZkClusterModel | None = None
+        self.changed_topics: set[str] = set()
+        """Topics with a znode read again since `decoded` was made."""
+        self.decoded_at = 0.0
         self.barrier_xid: int | None = None
         self.barrier_answered = False
 
@@ -71,6 +96,15 @@ class _MirrorReader(_TreeReader):
         self.copy = self.build_tree()
         self.got.data.clear()
         self.walk_children = False  # each created or deleted znode has its own event from now on
+        self.decode()
+
+    def decode(self) -> None:
+        """Decode the copy again, the unchanged topics taken over (the taker's decode then reuses them)."""
+        assert self.copy is not None
+        reuse = None if self.decoded is None else reusable_topics(self.decoded, self.changed_topics)
+        self.decoded = from_tree(self.copy, strict=False, reuse=reuse)
+        self.changed_topics.clear()
+        self.decoded_at = time.monotonic()
 
     def refresh(self, wake: socket.socket, timeout_s: float) -> None:
         """One round: send reads for the changed znodes, then handle what arrives within `timeout_s`."""
@@ -109,6 +143,10 @@ class _MirrorReader(_TreeReader):
         assert self.copy is not None
         return ZTree(source=self.copy.source, nodes=self.copy.nodes, last_zxid=self.last_zxid)
 
+    def handover(self) -> MirroredTree:
+        assert self.decoded is not None
+        return MirroredTree(self.tree(), reusable_topics(self.decoded, self.changed_topics))
+
     def close(self) -> None:
         if self._session is not None:
             self._session.close()
@@ -118,7 +156,7 @@ class _MirrorReader(_TreeReader):
 
     def _ensure_session(self) -> _Session:
         if self._session is None:
-            if self.got.data:
+            if self.got.data or self.copy is not None:
                 raise _ConnectionLost("the watch session was lost: changes may have been missed")
             session = self.connect()
             self._session = session
@@ -151,6 +189,8 @@ class _MirrorReader(_TreeReader):
         if copy is None:
             return super()._on_result(op, err, frame, pos)
         rel = op[1]
+        if rel.startswith(_TOPICS_PREFIX):
+            self.changed_topics.add(rel[len(_TOPICS_PREFIX) :].split("/", 1)[0])
         if err == NONODE:  # the znode is gone
             copy.nodes.pop(rel, None)
             return pos
@@ -182,8 +222,12 @@ class _MirrorReader(_TreeReader):
 class ZkMirror:
     """Keeps a copy of ZooKeeper's tree under `options`' chroot on its own thread and session."""
 
-    def __init__(self, options: ZkConnectOptions, *, retry_s: float = 1.0, poll_s: float = 0.5) -> None:
+    def __init__(
+        self, options: ZkConnectOptions, *, retry_s: float = 1.0, poll_s: float = 0.5, decode_s: float = 30.0
+    ) -> None:
         self.options = options
+        self.decode_s = decode_s
+        """At most this often the copy is decoded again, for the topics changed since."""
         self.root = options.chroot + _normalise_path("/")
         self.retry_s = retry_s
         self.poll_s = poll_s
@@ -192,7 +236,7 @@ class ZkMirror:
         self._cond = threading.Condition()
         self._following = False
         self._take = False
-        self._result: ZTree | None = None
+        self._result: MirroredTree | None = None
         self._done = False
         self._stopped = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -220,7 +264,7 @@ class ZkMirror:
         with self._cond:
             return self._cond.wait_for(lambda: self._following or self._done, timeout)
 
-    def take(self, timeout: float) -> ZTree | None:
+    def take(self, timeout: float) -> MirroredTree | None:
         """ZooKeeper's tree as of this call, and the mirror stops; None if it is not loaded and current."""
         with self._cond:
             if not self._following:
@@ -279,7 +323,9 @@ class ZkMirror:
                 reader.start_barrier()
             reader.refresh(self._wake_r, timeout)
             if reader.settled():
-                tree = reader.tree()
+                copy = reader.handover()
                 with self._cond:
-                    self._result = tree
+                    self._result = copy
                 return
+            if reader.changed_topics and not self._take and time.monotonic() - reader.decoded_at > self.decode_s:
+                reader.decode()

@@ -14,7 +14,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 from migrate.errors import ZnodeFormatError
 from migrate.zk import paths
-from migrate.zk.cluster import ephemeral_paths, from_tree, from_tree_at, to_tree, to_znodes
+from migrate.zk.cluster import ephemeral_paths, from_tree, from_tree_at, reusable_topics, to_tree, to_znodes
 from migrate.zk.live import read_tree
 from migrate.zk.model import (
     AclChangeNotification,
@@ -391,6 +391,38 @@ def test_model_to_tree_and_back(model: ZkClusterModel) -> None:
     znodes = to_znodes(again)
     _assert_parents_first(znodes)
     assert znodes == {p: n.data for p, n in tree.nodes.items()}
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(model=cluster_models(), data=st.data())
+def test_a_decode_that_reuses_the_unchanged_topics_equals_a_whole_decode(
+    model: ZkClusterModel, data: st.DataObject
+) -> None:
+    before = to_tree(model)
+    decoded = from_tree(before, strict=False)
+    after = ZTree(source=before.source, nodes=dict(before.nodes))
+    topic_znodes = sorted(p for p in after.nodes if p.startswith(paths.TOPICS + "/"))
+    edited = data.draw(st.lists(st.sampled_from(topic_znodes), max_size=4)) if topic_znodes else []
+    for path in edited:
+        edit = data.draw(st.sampled_from(["garble", "null", "delete", "child"]))
+        if edit == "delete":
+            for gone in [p for p in after.nodes if p == path or p.startswith(path + "/")]:
+                del after.nodes[gone]
+        elif edit == "child":
+            after.nodes[path + "/extra"] = ZNode(path + "/extra", b"x")
+        elif path in after.nodes:
+            after.nodes[path] = ZNode(path, b"{not json" if edit == "garble" else None, after.nodes[path].stat)
+    new_topic = paths.topic_path("added-later")
+    after.nodes[new_topic] = ZNode(new_topic, b'{"version":1,"partitions":{"0":[1]}}')
+    changed = {p.split("/")[3] for p in [*edited, new_topic]}
+    reused = from_tree(after, strict=False, reuse=reusable_topics(decoded, changed))
+    whole = from_tree(after, strict=False)
+    assert reused == whole
+    assert list(reused.topics) == list(whole.topics)
+    assert sorted(reused.warnings) == sorted(whole.warnings)
+    assert reused.malformed == whole.malformed
 
 
 def test_large_synthetic_cluster_round_trips() -> None:

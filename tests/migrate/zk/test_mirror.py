@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
 from migrate.errors import Zk2KraftError
+from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import ZkConnectOptions, read_tree
+from migrate.zk.load import load_tree
 from migrate.zk.mirror import ZkMirror, _MirrorReader
 from migrate.zk.tree import ZTree
 
@@ -22,30 +24,40 @@ def contents(tree: ZTree) -> dict[str, Any]:
     return {path: (node.data, node.stat) for path, node in tree.nodes.items()}
 
 
+CURRENT_STOCK_STATE = "/brokers/topics/current_stock/partitions/0/state"
+TOPIC = b'{"version":1,"partitions":{"0":[1],"1":[1],"2":[1]}}'
+
+
+def state(leader: int) -> bytes:
+    return b'{"controller_epoch":1,"leader":%d,"version":1,"leader_epoch":0,"isr":[1]}' % leader
+
+
 def seed(client: KazooClient, topics: int = 30) -> None:
     for t in range(topics):
-        client.create(f"/brokers/topics/t{t}", b'{"version":3}', makepath=True)
+        client.create(f"/brokers/topics/t{t}", TOPIC, makepath=True)
         for p in range(3):
-            client.create(f"/brokers/topics/t{t}/partitions/{p}/state", b'{"leader":1}', makepath=True)
+            client.create(f"/brokers/topics/t{t}/partitions/{p}/state", state(1), makepath=True)
 
 
-def started(options: ZkConnectOptions) -> ZkMirror:
-    mirror = ZkMirror(options, retry_s=0.1).start()
+def started(options: ZkConnectOptions, decode_s: float = 30.0) -> ZkMirror:
+    mirror = ZkMirror(options, retry_s=0.1, decode_s=decode_s).start()
     assert mirror.wait_following(30)
     return mirror
 
 
 def test_a_taken_copy_equals_a_fresh_read_after_creates_changes_and_deletes(
-    zk_client: KazooClient, zk_connect: str, zk_admin: KazooClient, zk_chroot: str
+    zk_client: KazooClient, zk_connect: str, zk_admin: KazooClient, zk_chroot: str, real_tree: ZTree
 ) -> None:
-    seed(zk_client)
+    load_tree(zk_client, real_tree)
+    seed(zk_client, topics=3)
     options = ZkConnectOptions(connect=zk_connect)
     mirror = started(options)
     try:
-        zk_client.set("/brokers/topics/t1/partitions/0/state", b'{"leader":2}')
+        data, _stat = zk_client.get(CURRENT_STOCK_STATE)
+        zk_client.set(CURRENT_STOCK_STATE, data)  # a new version of the same state
+        zk_client.set("/brokers/topics/t1/partitions/0/state", state(2))
         zk_client.delete("/brokers/topics/t2", recursive=True)
         zk_client.create("/config/topics/t3", b"{}", makepath=True)
-        zk_client.set("/brokers/topics/t4", b'{"version":3,"x":1}')
         zk_admin.create(f"{zk_chroot}-outside", b"not ours")  # a sibling of the chroot, not inside it
         taken = mirror.take(30)
     finally:
@@ -53,9 +65,13 @@ def test_a_taken_copy_equals_a_fresh_read_after_creates_changes_and_deletes(
         zk_admin.delete(f"{zk_chroot}-outside")
     assert taken is not None
     assert mirror.loads == 1
-    assert "/brokers/topics/t2" not in taken.nodes
-    assert taken.nodes["/brokers/topics/t1/partitions/0/state"].data == b'{"leader":2}'
-    assert contents(taken) == contents(read_tree(options, acls=False))
+    assert "/brokers/topics/t2" not in taken.tree.nodes
+    assert taken.tree.nodes["/brokers/topics/t1/partitions/0/state"].data == state(2)
+    fresh = read_tree(options, acls=False)
+    assert contents(taken.tree) == contents(fresh)
+    # A changed topic is decoded again by the taker; an unchanged one is taken over as the mirror decoded it.
+    assert set(taken.decoded_topics) == {"__consumer_offsets"}
+    assert taken.model() == from_tree(fresh, strict=False)
 
 
 def test_changes_made_just_before_the_take_are_in_the_copy(zk_client: KazooClient, zk_connect: str) -> None:
@@ -71,10 +87,27 @@ def test_changes_made_just_before_the_take_are_in_the_copy(zk_client: KazooClien
     finally:
         mirror.stop()
     assert taken is not None
-    assert [taken.nodes[f"/brokers/topics/t{t}"].data for t in range(10)] == [
-        f"v{t}".encode() for t in range(10)
-    ]
-    assert contents(taken) == contents(read_tree(options, acls=False))
+    expected = [f"v{t}".encode() for t in range(10)]
+    assert [taken.tree.nodes[f"/brokers/topics/t{t}"].data for t in range(10)] == expected
+    assert contents(taken.tree) == contents(read_tree(options, acls=False))
+
+
+def test_the_mirror_decodes_changed_topics_again_while_it_follows(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree
+) -> None:
+    load_tree(zk_client, real_tree)
+    options = ZkConnectOptions(connect=zk_connect)
+    mirror = started(options, decode_s=0.0)
+    try:
+        data, _stat = zk_client.get(CURRENT_STOCK_STATE)
+        zk_client.set(CURRENT_STOCK_STATE, data)
+        time.sleep(1.0)  # several rounds of the mirror's loop: it decodes again after a change
+        taken = mirror.take(30)
+    finally:
+        mirror.stop()
+    assert taken is not None
+    assert set(taken.decoded_topics) == {"__consumer_offsets", "current_stock"}
+    assert taken.model() == from_tree(read_tree(options, acls=False), strict=False)
 
 
 def test_a_mirror_that_cannot_reach_zookeeper_gives_nothing_to_take() -> None:
@@ -110,8 +143,8 @@ def test_a_lost_session_makes_the_mirror_read_everything_again(tmp_path: Path) -
             finally:
                 mirror.stop()
             assert taken is not None
-            assert taken.nodes["/brokers/topics/a"].data == b"2"
-            assert contents(taken) == contents(read_tree(options, acls=False))
+            assert taken.tree.nodes["/brokers/topics/a"].data == b"2"
+            assert contents(taken.tree) == contents(read_tree(options, acls=False))
         finally:
             client.stop()
             client.close()
