@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Self
 
-from migrate.errors import CorruptDataError, Zk2KraftError, error_text
+from migrate.errors import CorruptDataError, UnsupportedVersionError, Zk2KraftError, error_text
 from migrate.zk import paths
 from migrate.zk.cluster import from_tree, reusable_topics
 from migrate.zk.live import (
@@ -44,6 +44,7 @@ from migrate.zk.protocol import (
     OP_ADD_WATCH,
     OP_GET_DATA,
     OP_SYNC,
+    UNIMPLEMENTED,
     XID_WATCH,
     jute_string,
 )
@@ -55,6 +56,8 @@ _EVENT = struct.Struct("!ii")  # WatcherEvent: type, state; then the path
 
 
 _TOPICS_PREFIX = paths.TOPICS + "/"
+MAX_RETRY_S = 60.0
+"""A mirror that keeps failing reads all of ZooKeeper again at most this often."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +181,10 @@ class _MirrorReader(_TreeReader):
         if xid == XID_WATCH:
             self._on_event(frame)
             return
+        if self.outstanding and self.outstanding[0][1].opcode == OP_ADD_WATCH:
+            (err,) = INT.unpack_from(frame, _REPLY.size - 4)
+            if err == UNIMPLEMENTED:
+                raise UnsupportedVersionError(f"{self.source} has no persistent watches (ZooKeeper 3.6 or newer)")
         super()._on_frame(frame)
         if xid == self.barrier_xid and not self.barrier_answered:
             # Changes made after the sync are the new leader's to judge, not this copy's.
@@ -285,12 +292,14 @@ class ZkMirror:
             self._wake_w.send(b"\0")
 
     def _run(self) -> None:
+        retry_s = self.retry_s
         try:
             while not self._stopped.is_set():
                 reader = _MirrorReader(self.options, self.root)
                 try:
                     reader.load()
                     self.loads += 1
+                    retry_s = self.retry_s
                     log.info(
                         "event=zk_mirror_loaded znodes=%d root=%s", len(reader.tree()), self.root or "/"
                     )
@@ -299,15 +308,20 @@ class ZkMirror:
                         self._cond.notify_all()
                     self._follow(reader)
                     return
+                except UnsupportedVersionError as exc:
+                    log.warning("event=zk_mirror_off reason=%r: once elected, this bridge reads all of it", str(exc))
+                    return
                 except (_ConnectionLost, Zk2KraftError, OSError) as exc:
                     log.warning(
-                        "event=zk_mirror_lost reason=%r (reading all of ZooKeeper again)", error_text(exc)
-                    )
+                        "event=zk_mirror_lost reason=%r (reading all of ZooKeeper again in %.0f s)",
+                        error_text(exc), retry_s,
+                    )  # fmt: skip
                     with self._cond:
                         self._following = False
                         if self._take:
                             return
-                    self._stopped.wait(self.retry_s)
+                    self._stopped.wait(retry_s)
+                    retry_s = min(retry_s * 2, MAX_RETRY_S)
                 finally:
                     reader.close()
         finally:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import socket
 import struct
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
@@ -184,3 +189,37 @@ def test_arbitrary_watch_frames_are_decoded_or_raise_our_error(tail: bytes) -> N
     except Zk2KraftError:
         return
     assert reader.changed
+
+
+def test_a_zookeeper_without_persistent_watches_turns_the_mirror_off_for_good(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A ZooKeeper 3.5 answers addWatch UNIMPLEMENTED: no copy is kept, and ZooKeeper is not read again and again."""
+    server = socket.create_server(("127.0.0.1", 0))
+    connections: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                connections.append(conn)
+                conn.recv(1024)  # ConnectRequest
+                reply = struct.pack("!iiq", 0, 18000, 1) + struct.pack("!i", 16) + bytes(16) + b"\0"
+                conn.sendall(struct.pack("!i", len(reply)) + reply)
+                frame = conn.recv(1024)  # addWatch, then sync
+                (xid,) = struct.unpack_from("!i", frame, 4)
+                conn.sendall(struct.pack("!iiqi", 16, xid, 0, -6))
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = server.getsockname()[1]
+    mirror = ZkMirror(ZkConnectOptions(connect=f"127.0.0.1:{port}"), retry_s=0.05).start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="migrate.zk.mirror"):
+            assert mirror.wait_following(10)  # returns as the mirror ends
+            time.sleep(0.5)
+        assert mirror.take(1) is None
+        assert len(connections) == 1 and mirror.loads == 0
+        assert "event=zk_mirror_off" in caplog.text and "ZooKeeper 3.6 or newer" in caplog.text
+    finally:
+        mirror.stop()
+        server.close()
