@@ -501,7 +501,7 @@ def _visit_partitions(walk: _TopicsWalk, topic: TopicImage, zk_topic: Topic) -> 
     for partition_id in sorted(zk_topic.partitions):
         walk.partitions_in_zk.setdefault(topic.topic_id, set()).add(partition_id)
         kraft = topic.partitions.get(partition_id)
-        if kraft is None:
+        if kraft is None or equals_zk_state(kraft, zk_topic, partition_id):
             continue
         in_zk = zk_partition_registration(zk_topic, partition_id)
         # ZooKeeper holds no directories: the log's are no difference it could ever resolve.
@@ -510,6 +510,25 @@ def _visit_partitions(walk: _TopicsWalk, topic: TopicImage, zk_topic: Topic) -> 
             walk.changed_partitions.setdefault(topic.topic_id, {})[partition_id] = kraft
         if not same_assignment(kraft, in_zk):
             walk.changed_topics.add(topic.topic_id)
+
+
+def equals_zk_state(kraft: PartitionRegistration, zk_topic: Topic, partition_id: int) -> bool:
+    """`kraft` equals what `zk_partition_registration` would make of a partition with a state znode, checked
+    without building it (the bulk of a big cluster's full sync); False may also mean "compare in full"."""
+    state = zk_topic.states.get(partition_id)
+    return (
+        state is not None
+        and kraft.leader == state.leader
+        and kraft.leader_epoch == state.leader_epoch
+        and kraft.partition_epoch == state.zk_version
+        and kraft.leader_recovery_state == state.leader_recovery_state
+        and kraft.isr == state.isr
+        and kraft.replicas == zk_topic.partitions[partition_id]
+        and kraft.removing_replicas == zk_topic.removing_replicas.get(partition_id, [])
+        and kraft.adding_replicas == zk_topic.adding_replicas.get(partition_id, [])
+        and not kraft.elr
+        and not kraft.last_known_elr
+    )
 
 
 def _configs_snapshot(image: MetadataImage, zk: ZkClusterModel, ops: list[ZkOperation]) -> None:

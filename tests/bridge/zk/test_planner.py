@@ -14,6 +14,8 @@ from functools import cache
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.generate_cluster import ClusterSpec, generate
 from bridge.zk.operations import (
@@ -40,6 +42,7 @@ from bridge.zk.operations import (
 from bridge.zk.planner import (
     count_op_types,
     describe,
+    equals_zk_state,
     format_op_counts,
     plan_delta,
     plan_reconciliation,
@@ -1398,3 +1401,57 @@ def test_reconciliation_makes_zookeeper_equal_to_the_image(
     _apply(ops, zk)
     assert _comparable(zk) == _comparable(in_sync)
     assert all(op.unchanged for op in plan_reconciliation(current, zk))
+
+
+SMALL_LISTS = st.lists(st.integers(0, 2), max_size=3)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    replicas=SMALL_LISTS,
+    isr=SMALL_LISTS,
+    leader=st.integers(-1, 2),
+    epochs=st.tuples(st.integers(0, 1), st.integers(0, 1)),
+    recovery=st.integers(0, 1),
+    moving=st.tuples(SMALL_LISTS, SMALL_LISTS),
+    elr=SMALL_LISTS,
+    data=st.data(),
+)
+def test_the_quick_partition_comparison_says_equal_only_when_the_whole_registrations_are(
+    replicas: list[int],
+    isr: list[int],
+    leader: int,
+    epochs: tuple[int, int],
+    recovery: int,
+    moving: tuple[list[int], list[int]],
+    elr: list[int],
+    data: st.DataObject,
+) -> None:
+    zk_topic = Topic(
+        "t",
+        uuid.UUID(int=1),
+        {0: replicas},
+        {0: moving[0]} if moving[0] else {},
+        {0: moving[1]} if moving[1] else {},
+        3,
+    )
+    if data.draw(st.booleans()):
+        zk_topic.states[0] = PartitionState(leader, epochs[0], isr, 1, recovery, epochs[1])
+    kraft = PartitionRegistration(
+        replicas=data.draw(st.sampled_from([replicas, replicas[::-1]])),
+        directories=[MIGRATING_DIRECTORY] * len(replicas),
+        isr=data.draw(st.sampled_from([isr, replicas])),
+        removing_replicas=data.draw(st.sampled_from([moving[1], []])),
+        adding_replicas=data.draw(st.sampled_from([moving[0], []])),
+        leader=data.draw(st.sampled_from([leader, -1])),
+        leader_recovery_state=recovery,
+        leader_epoch=epochs[0],
+        partition_epoch=epochs[1],
+        elr=data.draw(st.sampled_from([[], elr])),
+    )
+    in_zk = zk_partition_registration(zk_topic, 0)
+    in_zk.directories = list(kraft.directories)
+    if equals_zk_state(kraft, zk_topic, 0):
+        assert kraft == in_zk
+    elif 0 in zk_topic.states:
+        assert kraft != in_zk
