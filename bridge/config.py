@@ -52,7 +52,6 @@ class BridgeConfig(BaseModel):
     format_empty_voter_directory: bool = Field(
         False, description="a voter of several may start on a directory with no log (a new quorum, or a lost disk)"
     )
-    standby: bool = False
     dry_run: bool = False
     adopt_existing_migration: bool = False
     foreign_zk_writes: ForeignWrites = "report"
@@ -139,16 +138,11 @@ class BridgeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_of_the_voters(self) -> Self:
-        """With --voters: a set a quorum can run with, this node one of them at its --listen endpoint, no
-        --standby. Refused here, before any directory or ZooKeeper is touched."""
+        """With --voters: a set a quorum can run with, this node one of them at its --listen endpoint. Refused
+        here, before any directory or ZooKeeper is touched."""
         if not self.voters:
             return self
         voters = voter_set(self.voters, source="--voters")
-        if self.standby:
-            raise InvalidRequestError(
-                "--standby with --voters: the quorum of --voters replaces --standby and its shared disk (when a "
-                "voter fails, the others elect a new leader in seconds, each on its own disk); drop --standby"
-            )
         given = render_quorum_voters(self.voters)
         me = voters.get(self.node_id)
         if me is None:

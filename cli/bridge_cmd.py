@@ -21,6 +21,20 @@ from migrate.zk.model import listener_name_problem
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 FORMAT_EMPTY_VOTER_DIRECTORY = "--format-empty-voter-directory"
+QUORUM_FROM_ONE_BRIDGE = (
+    "stop the bridge (SIGTERM), copy its --metadata-dir to every voter's host, set node.id in each copy's "
+    "meta.properties to that voter's --node-id, and start them all with the same --voters, each on its copy "
+    "(no flag needed: the copies hold the log), as a rolling Kafka controller change would; docs/operations.md, "
+    '"A single bridge cannot grow into a quorum"'
+)
+"""The supported way from one bridge to a quorum: Kafka 3.9's static voters cannot grow a running quorum."""
+STANDBY_REPLACED = (
+    "--standby is no longer supported: a Raft quorum of three bridges (--voters) replaces it and its shared "
+    "disk; when a voter fails the others elect a new leader within seconds, each on its own disk. A single "
+    "bridge cannot grow into a quorum while it runs (Kafka 3.9's voters are static). To move: "
+    + QUORUM_FROM_ONE_BRIDGE
+    + ". Nothing was started or changed"
+)
 
 
 @click.group("bridge")
@@ -99,8 +113,8 @@ def check_voter_directory(config: BridgeConfig) -> None:
         "committed changes win (they would be lost). Kafka 3.9's static voters cannot replace a disk safely. "
         f"Pass {FORMAT_EMPTY_VOTER_DIRECTORY} on the first start of a new quorum (every voter empty), or for a "
         "lost disk only while the other voters run and have a leader, then stop or restart no other voter until "
-        "/status shows this one caught up. Moving a single bridge to a quorum needs no flag: start each voter on "
-        "a copy of its directory"
+        "/status shows this one caught up. A single bridge cannot grow into a quorum while it runs (Kafka 3.9's "
+        f"voters are static); to move one to a quorum, {QUORUM_FROM_ONE_BRIDGE}"
     )
 
 
@@ -265,7 +279,8 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     "3002@ctrl3:9093. Give every bridge the same value and the brokers controller.quorum.voters=<the same "
     "value>. --node-id must be one of the ids and --listen its endpoint, or a wildcard host (0.0.0.0, [::]) at "
     "its port. The voters elect one leader, which alone is the controller; a majority must run. Without it the "
-    "bridge is a quorum of itself at --listen. Refused with --standby, which the quorum replaces.",
+    "bridge is a quorum of itself at --listen. The quorum is the one way to be highly available; a single "
+    "bridge moves to one by being stopped and copied (docs/operations.md).",
 )
 @click.option(
     FORMAT_EMPTY_VOTER_DIRECTORY,
@@ -274,13 +289,7 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     "Needed on the first start of a new quorum. For a voter that lost its disk it is unsafe (KIP-853: it may "
     "vote twice in an epoch or help elect a leader that misses committed changes); see docs/operations.md.",
 )
-@click.option(
-    "--standby",
-    is_flag=True,
-    help="Wait instead of exiting: while another process of this node holds --metadata-dir (shared "
-    "storage), and after being fenced until /controller is free again; then claim it and resume. "
-    "Not with --voters: the quorum replaces it.",
-)
+@click.option("--standby", is_flag=True, hidden=True, help="Replaced by --voters: refused, saying how to move.")
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -474,6 +483,8 @@ def run_cmd(
       zk2kraft bridge run --zk zk1:2181/kafka --metadata-dir /var/lib/zk2kraft/meta --node-id 3000 \\
           --listen 0.0.0.0:9093 --voters 3000@ctrl1:9093,3001@ctrl2:9093,3002@ctrl3:9093
     """
+    if standby:
+        raise InvalidRequestError(STANDBY_REPLACED)
     # Here, not at the top: the controller loads kio's request schemas, a few hundred ms every other
     # command would pay at start-up.
     from bridge.controller import BridgeController
@@ -502,7 +513,6 @@ def run_cmd(
             metadata_version=metadata_version,
             voters=voters if voters is not None else (),
             format_empty_voter_directory=format_empty_voter_directory,
-            standby=standby,
             dry_run=dry_run,
             adopt_existing_migration=adopt_existing_migration,
             foreign_zk_writes=foreign_zk_writes,

@@ -138,7 +138,7 @@ def status_lines(s: Status) -> list[str]:
         if v.failed is not None:
             lines.append(
                 f"BRIDGE FAILED ({v.source}): {v.failed}; it renounced, serves nothing and exits with code 4: "
-                "restart it (or let its standby take over) once the cause (disk full?) is fixed"
+                "restart it once the cause (disk full?) is fixed (in a quorum, another voter leads meanwhile)"
             )
         if v.quorum is not None:
             lines.append(f"Raft quorum ({v.source}): {v.quorum}")

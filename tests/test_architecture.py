@@ -47,7 +47,6 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
     # top: the shim and the controller process
     "shim": frozenset({"api", "kafka", "handlers", "brokers", "raft", "metrics", "stopping"}),
     "config": frozenset({"kafka"}),
-    "standby": frozenset({"raft"}),
     "controller": frozenset(
         {
             "api",
@@ -58,7 +57,7 @@ BRIDGE_FLOORS: dict[str, frozenset[str]] = {
             "raft",
         }
         | {"driver", "pipeline", "brokers", "broker_lifecycle", "broker_channel"}
-        | {"config", "standby", "stopping"}
+        | {"config", "stopping"}
     ),
 }
 

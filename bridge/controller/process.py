@@ -3,7 +3,7 @@ start, leadership and shutdown).
 
 `BridgeController(config).run()` is `zk2kraft bridge run`; tests and tools use `start()` / `stop()`, which
 run the same thing on a background thread. Requests come in through `ControllerApis` (`routing`); the
-migration driver (`bridge.driver`) leads the way to DUAL_WRITE; a standby waits in `bridge.standby`.
+migration driver (`bridge.driver`) leads the way to DUAL_WRITE.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from bridge import broker_lifecycle, standby, stopping
+from bridge import broker_lifecycle, stopping
 from bridge.api import ControllerHandler, DriverState
 from bridge.broker_channel import BrokerChannel, ChannelSettings, Propagation
 from bridge.broker_lifecycle import BrokerLifecycle
@@ -290,8 +290,6 @@ class BridgeController:
         code = EXIT_FAILED
         try:
             code = await self._serve()
-        except standby.Stopped:
-            code = EXIT_OK
         except MigrationMismatchError as exc:
             self._fail(str(exc))
             code = EXIT_REFUSED
@@ -330,7 +328,7 @@ class BridgeController:
 
         Kafka's controller renounces on a failed append (its fatal fault handler then halts the process);
         ZooKeeper is released as the session closes, and holds nothing the log does not (dual writes follow
-        durability). A supervisor restarts the bridge; a standby or another voter takes over.
+        durability). A supervisor restarts the bridge; in a quorum another voter takes over.
         """
         if self.renounced is not None:
             return
@@ -339,7 +337,7 @@ class BridgeController:
         self.metrics.set_failed(reason)
         log.error(
             "event=renounced %s; this controller stops serving and exits with code %d so that a supervisor "
-            "restarts it (or a standby takes over)", reason, EXIT_FAILED,
+            "restarts it (or, in a quorum, another voter takes over)", reason, EXIT_FAILED,
         )  # fmt: skip
         self.notify()
         if self._stop is not None:
@@ -362,18 +360,14 @@ class BridgeController:
         if config.dry_run:
             await startup.dry_run(options, config.metadata_dir, self.dry_run_lines)
             return EXIT_OK
-        if not (config.standby and standby.directory_locked(config.metadata_dir)):
-            await startup.check_before_writing(config, zk, options, cluster_id, voter=self.quorum is not None)
-            await self._bind_addresses()
+        await startup.check_before_writing(config, zk, options, cluster_id, voter=self.quorum is not None)
+        await self._bind_addresses()
         self.brokers = await loop.run_in_executor(None, self._start_broker_registry)
         if self.quorum is not None:
             # A voter serves the Raft requests (and NOT_CONTROLLER) at once; it leads when the quorum elects it.
             await self._start_serving(cluster_id)
             self.log = await self.quorum.open(cluster_id)
             return await self._lead_when_elected(self.quorum)
-        if config.standby:
-            # A standby answers (NOT_CONTROLLER) and reports its state while it waits for the log.
-            await self._start_serving(cluster_id)
         self.log = await self._open_log(cluster_id)
         if self.log.cluster_id not in (None, cluster_id):
             raise MigrationMismatchError(
@@ -381,8 +375,7 @@ class BridgeController:
                 f"{config.zk_connect} holds cluster {cluster_id}"
             )
         self.driver = self._new_driver(self.log)
-        if not config.standby:
-            await self._start_serving(cluster_id)
+        await self._start_serving(cluster_id)
         self._sync_metrics()
         return await self._lead()
 
@@ -422,9 +415,9 @@ class BridgeController:
         if status_server is not None:
             status_server.start()
         log.info(
-            "event=listening listen=%s:%d metrics=%s node_id=%d cluster_id=%s standby=%s",
+            "event=listening listen=%s:%d metrics=%s node_id=%d cluster_id=%s",
             config.listen_host, self.listener.port,
-            self.status_server.url if self.status_server else "off", config.node_id, cluster_id, config.standby,
+            self.status_server.url if self.status_server else "off", config.node_id, cluster_id,
         )  # fmt: skip
         self._ready.set()
 
@@ -433,53 +426,29 @@ class BridgeController:
         return ZkBrokerRegistry(self.kazoo, on_change=self._broker_tracking.on_zk_brokers).start()
 
     async def _open_log(self, cluster_id: str) -> MetadataLog:
-        """Open the metadata log; a standby waits while another process holds its directory lock."""
+        """Open the metadata log (a single bridge's: it leads it alone)."""
         loop = asyncio.get_running_loop()
-        assert self._stop is not None
-        while True:
-            if self.config.standby:
-                await standby.wait_for_directory(self.config.metadata_dir, self._stop)
-            try:
-                opened = await loop.run_in_executor(None, startup.open_metadata_log, self.config, cluster_id)
-            except Zk2KraftError:
-                if self.config.standby and standby.directory_locked(self.config.metadata_dir):
-                    continue  # another standby got there first
-                raise
-            self.log_closed = False
-            return opened
+        opened = await loop.run_in_executor(None, startup.open_metadata_log, self.config, cluster_id)
+        self.log_closed = False
+        return opened
 
     async def _lead(self) -> int:
-        """Reach DUAL_WRITE and stay there until told to stop; standby waits out lost leadership."""
+        """Reach DUAL_WRITE and stay there until told to stop (EXIT_OK) or fenced by another controller."""
         assert self.driver is not None and self._stop is not None
-        while True:
-            try:
-                await self._until_stopped(self.driver.run())
-                if self._stop.is_set():
-                    return EXIT_OK
-                self._sync_metrics()
-                await self._until_stopped(self._watch_fence())
-            except FencedOut as exc:
-                self._on_fenced(str(exc))
-                await self._report_new_holder(str(exc))
-                if not self.config.standby:
-                    return EXIT_FENCED
-            finally:
-                await self.foreign.stop()
-                await self.channel.stop()  # a fenced or stopping controller sends brokers nothing more
-            if self._stop.is_set():
-                return EXIT_OK if not self.fenced or self.config.standby else EXIT_FENCED
-            # Let another process sharing the metadata directory take over while we wait.
-            await self._close_log()
-            assert self.kazoo is not None
-            await self._until_stopped(
-                standby.wait_for_takeover(self.kazoo, self.config.node_id, self.config.metadata_dir)
-            )
+        try:
+            await self._until_stopped(self.driver.run())
             if self._stop.is_set():
                 return EXIT_OK
-            try:
-                await self._reopen_for_takeover()
-            except standby.Stopped:
-                return EXIT_OK
+            self._sync_metrics()
+            await self._until_stopped(self._watch_fence())
+        except FencedOut as exc:
+            self._on_fenced(str(exc))
+            await self._report_new_holder(str(exc))
+            return EXIT_FENCED
+        finally:
+            await self.foreign.stop()
+            await self.channel.stop()  # a fenced or stopping controller sends brokers nothing more
+        return EXIT_FENCED if self.fenced else EXIT_OK
 
     async def _lead_when_elected(self, seat: QuorumSeat) -> int:
         """Follow the quorum's leader; whenever it elects this bridge, run the driver until the epoch ends."""
@@ -545,7 +514,7 @@ class BridgeController:
         self.driver.step_down(reason)
         self.metrics.set_fenced(True)
         self.metrics.set_last_error(reason)
-        log.error("event=fenced standby=%s reason=%r", self.config.standby, reason)
+        log.error("event=fenced reason=%r", reason)
         self.notify()
 
     async def _close_log(self) -> None:
@@ -554,17 +523,6 @@ class BridgeController:
             return
         self.log_closed = True
         await asyncio.get_running_loop().run_in_executor(None, self.log.close)
-
-    async def _reopen_for_takeover(self) -> None:
-        """Re-open the log (a new leader epoch, and whatever another writer appended) and start again."""
-        assert self.log is not None
-        old = self.log
-        await self._close_log()
-        self.log = await self._open_log(old.cluster_id or "")
-        self.driver = self._new_driver(self.log)
-        self.metrics.set_fenced(False)
-        self.metrics.set_last_error(None)
-        self.notify()
 
     def _new_driver(self, metadata_log: MetadataLog) -> MigrationDriver:
         """The driver of a new leadership over `metadata_log`; the pipeline writes its commits through it."""

@@ -1,5 +1,6 @@
-"""The controller-to-broker channel across a bridge SIGKILL and restart, a standby takeover, and a broker that
-stops answering, with three simulated ZooKeeper-mode brokers over TCP (controller-broker.md §1.2, §1.7).
+"""The controller-to-broker channel across a bridge SIGKILL and restart, a leader change of a quorum of three
+bridges, and a broker that stops answering, with three simulated ZooKeeper-mode brokers over TCP
+(controller-broker.md §1.2, §1.7).
 
 Every activation sends exactly one full sync (KAFKA-15010): UpdateMetadata with every partition, then FULL
 LeaderAndIsr and FULL UpdateMetadata; a broker that answered an incremental request with an error (so
@@ -26,6 +27,7 @@ from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config, eventually, start_controller
 from tests.support.bridge_process import bridge_process, seed_small_cluster
+from tests.support.quorum import leader_of, started_quorum, voter_addresses
 from tests.support.requests import SET, TOPIC, create_topic, incremental
 from tests.support.zk_broker import SimulatedZkBroker
 from tests.support.zk_broker_control import (
@@ -41,6 +43,8 @@ pytestmark = pytest.mark.zookeeper
 BROKER_IDS = (1, 2, 3)
 HOST = "127.0.0.1"
 MISSED = "missed-by-broker-2"
+REQUEST_TIMEOUT_S = 3.0
+"""The brokers' controller channel gives up on an unanswered request after this long and tries another voter."""
 
 
 def partition_states(client: KazooClient) -> dict[tuple[str, int], dict[str, Any]]:
@@ -176,7 +180,7 @@ def test_a_sigkilled_bridge_sends_one_full_sync_after_its_restart_and_it_repairs
             broker.kill()
 
 
-# ---------------------------------------------------------------------------------------------- standby
+# ---------------------------------------------------------------------------------------------- a leader change
 
 
 @pytest.fixture
@@ -199,47 +203,49 @@ def in_process_settled(bridge: BridgeController) -> bool:
     return settled(bridge.status().model_dump())
 
 
-def test_a_standby_takeover_sends_one_full_sync_and_it_repairs_a_missed_change(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, bridges: list[BridgeController]
+def test_a_leader_change_sends_one_full_sync_from_the_new_leader_and_it_repairs_a_missed_change(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
 ) -> None:
-    load_tree(zk_client, real_tree)
-    active = start_bridge(bridges, zk_connect, tmp_path / "meta", standby=True)
-    assert active.cluster_id is not None
-    brokers = {
-        b: SimulatedZkBroker(b, (HOST, active.listen_port), active.cluster_id, zk_connect=zk_connect).start()
-        for b in BROKER_IDS
-    }
-    try:
-        assert active.wait_for_state(DriverState.DUAL_WRITE), active.error
-        eventually(lambda: in_process_settled(active), timeout=60)
-        miss_one_topic(active.listen_port, brokers, zk_client)
-        standby = start_bridge(bridges, zk_connect, tmp_path / "meta", standby=True)
-        assert not standby.wait_for_state(DriverState.DUAL_WRITE, timeout=1.0)
-        assert standby.channel.full_syncs == 0  # waiting: it sends nothing
+    with started_quorum(zk_client, zk_connect, real_tree, tmp_path, rehearsal=False) as controllers:
+        voters = voter_addresses(controllers)
+        cluster_id = controllers[0].cluster_id
+        assert cluster_id is not None
+        brokers = {
+            broker_id: SimulatedZkBroker(
+                broker_id, voters[n % len(voters)], cluster_id, zk_connect=zk_connect, voters=voters,
+                request_timeout_s=REQUEST_TIMEOUT_S,
+            ).start()
+            for n, broker_id in enumerate(BROKER_IDS)
+        }  # fmt: skip
+        try:
+            old = leader_of(controllers, timeout=60)
+            eventually(lambda: in_process_settled(old), timeout=60)
+            miss_one_topic(old.listen_port, brokers, zk_client)
+            followers = [c for c in controllers if c is not old]
+            assert [f.channel.full_syncs for f in followers] == [0, 0]  # a follower sends brokers nothing
 
-        marks = {b: len(broker.control.snapshot().requests) for b, broker in brokers.items()}
-        active.stop()
-        for broker in brokers.values():
-            broker.follow((HOST, standby.listen_port))
-        assert standby.wait_for_state(DriverState.DUAL_WRITE), standby.error
+            marks = {b: len(broker.control.snapshot().requests) for b, broker in brokers.items()}
+            old.stop()
+            new = leader_of(followers, timeout=60)
 
-        eventually(lambda: hosts_as_zookeeper_says(brokers[2], zk_client, MISSED), timeout=60)
-        create(standby.listen_port, "after-takeover")
-        for broker in brokers.values():
-            eventually(partial(hosts_as_zookeeper_says, broker, zk_client, "after-takeover"), timeout=30)
-        eventually(lambda: in_process_settled(standby), timeout=30)
+            # The new leader's full sync gives broker 2 the topic the old leader's incremental requests missed.
+            eventually(lambda: hosts_as_zookeeper_says(brokers[2], zk_client, MISSED), timeout=60)
+            create(new.listen_port, "after-failover")
+            for broker in brokers.values():
+                eventually(partial(hosts_as_zookeeper_says, broker, zk_client, "after-failover"), timeout=30)
+            eventually(lambda: in_process_settled(new), timeout=30)
 
-        assert standby.log is not None
-        partitions = standby.log.image.partition_count() - 1  # "after-takeover" came after the sync
-        for broker_id, broker in brokers.items():
-            assert_one_full_sync(received_since(broker, marks[broker_id]), partitions, broker_id)
-        channel = standby.status().broker_channel
-        assert channel.full_syncs == 1
-        assert {b.broker_id: b.full_syncs_sent for b in channel.brokers} == dict.fromkeys(BROKER_IDS, 1)
-        assert all(b.errors == {} for b in channel.brokers), channel
-    finally:
-        for broker in brokers.values():
-            broker.kill()
+            assert new.log is not None
+            partitions = new.log.image.partition_count() - 1  # "after-failover" came after the sync
+            for broker_id, broker in brokers.items():
+                assert_one_full_sync(received_since(broker, marks[broker_id]), partitions, broker_id)
+            channel = new.status().broker_channel
+            assert channel.full_syncs == 1
+            assert {b.broker_id: b.full_syncs_sent for b in channel.brokers} == dict.fromkeys(BROKER_IDS, 1)
+            assert all(b.errors == {} for b in channel.brokers), channel
+        finally:
+            for broker in brokers.values():
+                broker.kill()
 
 
 # ---------------------------------------------------------------------------------------------- a stuck broker

@@ -1,6 +1,7 @@
 """Fencing: a second bridge controller takes over ZooKeeper leadership; every write the
 first one attempts afterwards is rejected and none lands. Counted in ZooKeeper's own transaction log: no
-tree-changing transaction of the first controller's session follows the second one's claim."""
+tree-changing transaction of the first controller's session follows the second one's claim. A quorum's leader
+fenced so steps down, and the quorum elects until a leader's Raft epoch passes the other's claim."""
 
 from __future__ import annotations
 
@@ -11,9 +12,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
+from kio.schema.errors import ErrorCode
 
+from bridge.api import DriverState
+from bridge.controller import BridgeController
+from bridge.kafka.client import send_request_sync
+from bridge.zk.migration_client import ZkMigrationClient
+from migrate.zk import paths
+from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import read_tree
+from migrate.zk.tree import ZTree
+from tests.support.bridge import eventually
 from tests.support.bridge_process import (
     ChangeStream,
     Outcomes,
@@ -26,10 +37,15 @@ from tests.support.bridge_process import (
     seeded_chroot,
     zk_writes,
 )
+from tests.support.quorum import leader_of, running_quorum
+from tests.support.requests import SET, TOPIC, incremental
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
 NODE_A, NODE_B = 3000, 3001
+OUTSIDER = 4001
+"""A KRaft controller outside the quorum (another bridge started with --adopt-existing-migration)."""
+STOCK = "current_stock"
 CLIENTS = 4
 EXIT_FENCED = 3
 
@@ -125,30 +141,24 @@ def test_takeover_fences_the_first_controller_which_lands_nothing_and_exits_3(
     assert not problems, "\n".join(problems)
 
 
-def test_takeover_under_load_lands_no_write_of_the_standby_first_controller(
-    zk: EmbeddedZooKeeper, tmp_path: Path
-) -> None:
+def test_takeover_under_load_lands_no_write_of_the_first_controller(zk: EmbeddedZooKeeper, tmp_path: Path) -> None:
     chroot = "/fence-load"
     connect = seeded_chroot(zk.connect_string, chroot)
     with (
-        bridge_process(
-            zk_connect=connect, metadata_dir=tmp_path / "a", node_id=NODE_A, log_path=tmp_path / "a.log", standby=True
-        ) as a,
+        bridge_process(zk_connect=connect, metadata_dir=tmp_path / "a", node_id=NODE_A, log_path=tmp_path / "a.log") as a,
         bridge_process(zk_connect=connect, metadata_dir=tmp_path / "b", node_id=NODE_B, log_path=tmp_path / "b.log") as b,
     ):
         bring_up(a, CLIENTS)
         copy_metadata_dir(a.metadata_dir, b.metadata_dir)
-        # A keeps accepting changes while B starts (its log is behind ZooKeeper now, so B adopts) and claims.
+        # A keeps accepting changes while B starts (its log is behind ZooKeeper now, so B adopts) and claims;
+        # A is asked until it has exited, fenced.
         stream = ChangeStream(a.listen_port, CLIENTS).start()
         time.sleep(0.5)
         b.extra_args = ["--adopt-existing-migration"]
         b.start().wait_for_state("DUAL_WRITE")
-        fenced = a.wait_for_state("FENCED", timeout=30)
-        time.sleep(0.5)  # A keeps being asked
+        assert a.wait(30) == EXIT_FENCED, a.log_tail()
         outcomes = stream.stop()
-        assert a.running, f"a --standby controller exited (code {a.returncode})\n{a.log_tail()}"
-        assert fenced["fenced"] is True
-        assert a.status() is not None and a.status()["state"] == "FENCED"  # type: ignore[index]
+        assert f"KRaft controller {NODE_B} holds /controller" in a.log_text()
         before, after, claim = writes_around_takeover(zk, chroot)
         assert before, "A wrote nothing before the takeover: the test proves nothing"
         print(f"A: {len(before)} writes before B's claim, {len(after)} after; {outcomes.summary()}")
@@ -156,7 +166,6 @@ def test_takeover_under_load_lands_no_write_of_the_standby_first_controller(
         assert after == [], f"{len(after)} write(s) of fenced controller A landed after B's claim at zxid {claim.zxid:#x}: {after[:5]}"
         assert migration_owner(connect) == NODE_B
         assert b.terminate() == 0, b.log_tail()
-        a.terminate()
     # Whatever A got acknowledged before B's claim and B's log lacks, B's reconciliation took back out.
     readback = read_back(tmp_path / "b", connect)
     problems = [p for p in check_acknowledged_and_converged(readback, Outcomes()) if "differs" in p]
@@ -186,21 +195,46 @@ def test_a_second_bridge_is_refused_naming_the_live_holder_and_never_told_to_jus
         assert a.terminate() == 0, a.log_tail()
 
 
-def test_a_fenced_standby_reports_fenced_without_being_asked_anything(zk: EmbeddedZooKeeper, tmp_path: Path) -> None:
-    chroot = "/fence-idle"
-    connect = seeded_chroot(zk.connect_string, chroot)
-    with (
-        bridge_process(
-            zk_connect=connect, metadata_dir=tmp_path / "a", node_id=NODE_A, log_path=tmp_path / "a.log", standby=True
-        ) as a,
-        bridge_process(zk_connect=connect, metadata_dir=tmp_path / "b", node_id=NODE_B, log_path=tmp_path / "b.log") as b,
-    ):
-        a.start().wait_for_state("DUAL_WRITE")
-        copy_metadata_dir(a.metadata_dir, b.metadata_dir)
-        b.start().wait_for_state("DUAL_WRITE")
-        # No request reaches A: its watches on the leadership znodes tell it.
-        fenced = a.wait_for_state("FENCED", timeout=30)
-        assert fenced["fenced"] is True
-        assert f"KRaft controller {NODE_B} holds /controller" in a.log_text()
-        assert b.terminate() == 0, b.log_tail()
-        assert a.terminate() == 0, a.log_tail()
+def led_epoch(controller: BridgeController) -> int:
+    assert controller.quorum is not None
+    return controller.quorum.epoch_led
+
+
+def zk_retention(zk_connect: str) -> str | None:
+    return from_tree(read_tree(zk_connect, acls=False)).topic_configs[STOCK].config.get("retention.ms")
+
+
+def test_a_quorum_leader_fenced_by_another_controller_steps_down_and_the_quorum_claims_zookeeper_back(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> None:
+    with running_quorum(zk_client, zk_connect, real_tree, tmp_path) as voters:
+        first = leader_of(voters)
+        epoch = led_epoch(first)
+        driver = first.driver
+        assert driver is not None
+
+        # A controller outside the quorum claims ZooKeeper with a higher epoch than the leader's.
+        outsider = ZkMigrationClient(zk_client)
+        claimed = outsider.claim_controller_leadership(outsider.get_or_create_migration_state(), OUTSIDER, epoch + 5)
+        outsider.set_migration_state(claimed, -1)
+
+        # The leader notices without a write of its own (its watch), and that leadership ends: no DUAL_WRITE.
+        eventually(lambda: driver.fenced_reason is not None, timeout=30)
+        assert driver.state != DriverState.DUAL_WRITE
+        assert "another controller took over" in (driver.fenced_reason or ""), driver.fenced_reason
+
+        # Leaders whose Raft epoch is not above the claim are fenced too; one above it takes ZooKeeper back.
+        eventually(lambda: led_epoch(leader_of(voters, timeout=60)) > epoch + 5, timeout=60)
+        leader = leader_of(voters)
+        controller = json.loads(zk_client.get(paths.CONTROLLER)[0])
+        assert (controller["brokerid"], controller["kraftControllerEpoch"]) == (leader.config.node_id, led_epoch(leader))
+        migration = json.loads(zk_client.get(paths.MIGRATION)[0])
+        assert (migration["kraft_controller_id"], migration["kraft_controller_epoch"]) == (
+            leader.config.node_id, led_epoch(leader),
+        )  # fmt: skip
+        assert zk_retention(zk_connect) == "3600000"
+        reply = send_request_sync(
+            "127.0.0.1", leader.listen_port, incremental(TOPIC, STOCK, ("retention.ms", SET, "5000"))
+        )
+        assert [ErrorCode(r.error_code) for r in reply.responses] == [ErrorCode.none]
+        assert zk_retention(zk_connect) == "5000"

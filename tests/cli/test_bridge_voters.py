@@ -1,5 +1,6 @@
 """`zk2kraft bridge run --voters`: a static quorum in Kafka's terms, refused before anything is touched when the
-options do not fit together, and a voter of several refused on an empty directory (KIP-853's lost disk).
+options do not fit together, and a voter of several refused on an empty directory (KIP-853's lost disk). The
+old `--standby`, which the quorum replaces, is refused saying how to move to a quorum.
 
 --zk points at a closed port and the controller is a stand-in for the accepted cases: a refusal is exit 2 with
 --metadata-dir absent, so nothing was created and ZooKeeper was never asked.
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from kazoo.client import KazooClient
 
 from bridge.config import BridgeConfig
 from cli.bridge_cmd import check_voter_directory
@@ -19,6 +21,9 @@ from migrate.errors import InvalidRequestError
 from migrate.kraft.logdir import QUORUM_STATE
 from migrate.kraft.quorum_voters import QuorumVoter
 from migrate.kraft.reader import METADATA_PARTITION_DIR
+from migrate.zk.live import read_tree
+from migrate.zk.load import load_tree
+from migrate.zk.tree import ZTree
 from tests.support.bridge import record_bridge_runs
 
 VOTERS = "3000@ctrl1:9093,3001@ctrl2:9093,3002@ctrl3:9093"
@@ -76,11 +81,8 @@ def test_without_voters_a_bridge_is_a_quorum_of_itself_and_needs_no_flag(
         (["--voters", VOTERS, "--listen", "0.0.0.0:9094"],
          "--listen 0.0.0.0:9094: --voters names node 3000 at ctrl1:9093"),
         (["--voters", VOTERS, "--listen", "ctrl1:0"], "--listen ctrl1:0: --voters names node 3000 at ctrl1:9093"),
-        (["--voters", VOTERS, "--listen", "0.0.0.0:9093", "--standby"],
-         "--standby with --voters: the quorum of --voters replaces --standby"),
     ],
-    ids=["syntax", "wildcard-voter", "empty", "duplicate", "not-a-voter", "other-host", "other-port", "any-port",
-         "standby"],
+    ids=["syntax", "wildcard-voter", "empty", "duplicate", "not-a-voter", "other-host", "other-port", "any-port"],
 )  # fmt: skip
 def test_options_that_do_not_fit_a_quorum_are_refused_before_anything_is_touched(
     tmp_path: Path, options: list[str], message: str
@@ -107,6 +109,10 @@ def test_a_voter_of_several_on_an_empty_directory_is_refused_explaining_the_lost
         "vote twice in one epoch",
         "misses committed changes",
         FLAG,
+        # The other reason a directory is empty: a single bridge being moved to a quorum, which needs copies.
+        "A single bridge cannot grow into a quorum while it runs",
+        "copy its --metadata-dir to every voter's host",
+        "docs/operations.md",
     )
     assert told == []
     # An existing but empty directory is refused too, and left as it was.
@@ -144,4 +150,35 @@ def test_help_teaches_the_quorum_options() -> None:
     assert "--voters ID@HOST:PORT,..." in shown
     assert "controller.quorum.voters" in shown
     assert FLAG in shown and "KIP-853" in shown
-    assert "Not with --voters: the quorum replaces it." in shown
+    assert "The quorum is the one way to be highly available" in shown
+    assert "--standby" not in shown  # hidden: kept only to refuse it
+
+
+def znodes(zk_connect: str) -> dict[str, tuple[bytes | None, int, int, int]]:
+    """Every znode's data, data version, mzxid and cversion: any write or new child changes one of them."""
+    return {n.path: (n.data, n.stat.version, n.stat.mzxid, n.stat.cversion) for n in read_tree(zk_connect, acls=False)}
+
+
+@pytest.mark.zookeeper
+@pytest.mark.parametrize("quorum", [[], ["--voters", VOTERS, FLAG]], ids=["alone", "with-voters"])
+def test_the_old_standby_flag_is_refused_saying_how_to_move_to_a_quorum_and_touches_nothing(
+    tmp_path: Path, zk_client: KazooClient, zk_connect: str, real_tree: ZTree, told: list[BridgeConfig],
+    quorum: list[str],
+) -> None:
+    load_tree(zk_client, real_tree)
+    before = znodes(zk_connect)
+    args = ["bridge", "run", "--zk", zk_connect, "--metadata-dir", str(tmp_path / "meta"), "--node-id", "3000",
+            "--listen", "127.0.0.1:9093", "--metrics", "127.0.0.1:0", "--standby", *quorum]  # fmt: skip
+    result = CliRunner().invoke(cli, args, terminal_width=500)
+    refused(
+        result,
+        tmp_path,
+        "error: --standby is no longer supported: a Raft quorum of three bridges (--voters) replaces it",
+        "A single bridge cannot grow into a quorum while it runs",
+        "stop the bridge (SIGTERM), copy its --metadata-dir to every voter's host",
+        "start them all with the same --voters",
+        "docs/operations.md",
+        "Nothing was started or changed",
+    )
+    assert told == []  # no controller was built
+    assert znodes(zk_connect) == before  # ZooKeeper untouched

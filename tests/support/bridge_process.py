@@ -79,7 +79,6 @@ class BridgeProcess:
     metadata_dir: Path
     node_id: int
     log_path: Path
-    standby: bool = False
     fsync: bool = True
     rehearsal: bool = True
     """`--rehearsal` (no simulated brokers needed); False for tests that run brokers."""
@@ -101,8 +100,6 @@ class BridgeProcess:
         ]  # fmt: skip
         if self.rehearsal:
             command.append("--rehearsal")
-        if self.standby:
-            command.append("--standby")
         if not self.fsync:
             command.append("--no-fsync")
         return command + self.extra_args

@@ -1,14 +1,14 @@
 """The shim's protocol face and its paths to the controller, over real TCP against the real bridge controller:
 ApiVersions advertises exactly what the shim serves, AlterIsr-era and current AlterPartition from brokers reach
 the controller directly (log and ZooKeeper change; stale epochs get Kafka's errors), and forwarded requests
-survive a controller that is not active (NOT_CONTROLLER), one that is down, and a standby taking over. The
+survive a controller that is not active (NOT_CONTROLLER), one that is down, and a quorum's leader change. The
 bridge's own listener identifies the cluster (Metadata, DescribeCluster) and says where admin clients belong."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,20 +21,15 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.static.primitive import i8
 
-from bridge.api import DriverState
 from bridge.controller import BridgeController
 from bridge.kafka.client import send_request_sync
 from bridge.shim.server import ShimServer
 from migrate.errors import EXIT_OK
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
-from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
-from tests.support.bridge import (
-    controller_config,
-    running_shim,
-    start_controller,
-)
+from tests.support.bridge import running_shim
+from tests.support.quorum import leader_of, running_quorum
 from tests.support.requests import alter_partition
 
 pytestmark = pytest.mark.zookeeper
@@ -105,24 +100,6 @@ def test_alter_isr_and_alter_partition_through_the_shim(
 # ---------------------------------------------------------------------------------------------- failover
 
 
-@pytest.fixture
-def pair(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
-) -> Iterator[list[BridgeController]]:
-    """An active bridge controller and a standby of the same node sharing its metadata directory."""
-    load_tree(zk_client, real_tree)
-    started: list[BridgeController] = []
-    try:
-        active = start_controller(controller_config(zk_connect, tmp_path / "meta"))
-        started.append(active)
-        assert active.wait_for_state(DriverState.DUAL_WRITE), active.error
-        started.append(start_controller(controller_config(zk_connect, tmp_path / "meta", standby=True)))
-        yield started
-    finally:
-        for controller in started:
-            controller.stop()
-
-
 def create(admin: AdminClient, name: str) -> None:
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=1, replication_factor=1)], request_timeout=60
@@ -130,28 +107,35 @@ def create(admin: AdminClient, name: str) -> None:
     futures[name].result(timeout=60)
 
 
-def test_forwarding_finds_the_active_controller_and_follows_a_takeover(pair: list[BridgeController]) -> None:
-    active, standby = pair
-    dead = ("127.0.0.1", 1)
-    # The shim is told of a dead address and the standby before the active controller.
-    controllers = [dead, standby, active]
-    with running_shim(*controllers) as server:
-        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{server.port}"})
-        create(admin, "before-takeover")
-        assert active.log is not None and "before-takeover" in active.log.image.topics_by_name
-        assert "before-takeover" in admin.list_topics(timeout=30).topics
+def test_forwarding_finds_the_quorum_leader_and_follows_a_leader_change(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> None:
+    with running_quorum(zk_client, zk_connect, real_tree, tmp_path) as voters:
+        old = leader_of(voters)
+        followers = [v for v in voters if v is not old]
+        # The shim is told of a dead address and the followers (NOT_CONTROLLER) before the leader.
+        controllers = [("127.0.0.1", 1), *followers, old]
+        with running_shim(*controllers) as server:
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{server.port}"})
+            create(admin, "before-failover")
+            assert old.log is not None and "before-failover" in old.log.image.topics_by_name
+            assert "before-failover" in admin.list_topics(timeout=30).topics
+            old_epoch = json.loads(zk_client.get("/controller")[0])["kraftControllerEpoch"]
 
-        assert active.stop() == EXIT_OK
-        assert standby.wait_for_state(DriverState.DUAL_WRITE), standby.error
-        create(admin, "after-takeover")
-        assert standby.log is not None
-        assert {"before-takeover", "after-takeover"} <= set(standby.log.image.topics_by_name)
-        deadline = time.monotonic() + 30
-        while "after-takeover" not in admin.list_topics(timeout=30).topics:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        # The same log, continued: the shim's image never had to start over.
-        assert server.follower.resets == 0
+            assert old.stop() == EXIT_OK
+            new = leader_of(followers, timeout=60)
+            create(admin, "after-failover")
+            assert new.log is not None
+            assert {"before-failover", "after-failover"} <= set(new.log.image.topics_by_name)
+            controller = json.loads(zk_client.get("/controller")[0])
+            assert controller["brokerid"] == new.config.node_id and controller["kraftControllerEpoch"] > old_epoch
+            assert {"before-failover", "after-failover"} <= set(zk_client.get_children("/brokers/topics"))
+            deadline = time.monotonic() + 30
+            while "after-failover" not in admin.list_topics(timeout=30).topics:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            # The same log, continued by the new leader: the shim's image never had to start over.
+            assert server.follower.resets == 0
 
 
 # ---------------------------------------------------------------------------------------------- the bridge's own listener
