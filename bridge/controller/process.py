@@ -205,7 +205,7 @@ class BridgeController:
         status = self.metrics.status().model_copy(update={"broker_channel": self.channel.snapshot()})
         if self.renounced is not None:
             status = status.model_copy(update={"state": "FAILED"})
-        elif self.fenced:
+        elif self.fenced and (self.quorum is None or self.quorum.leading):  # a fenced voter follows afterwards
             status = status.model_copy(update={"state": "FENCED", "fenced": True})
         return status
 
@@ -475,6 +475,8 @@ class BridgeController:
             self.driver.step_down(f"Raft leadership of epoch {epoch} ended")  # an earlier reason stays
             seat.abandon_uncommitted(self.driver.fenced_reason or "")
             log.info("event=leadership_lost epoch=%d reason=%r", epoch, self.driver.fenced_reason)
+            self.metrics.set_fenced(False)  # a follower now: being fenced ended its leadership, not the bridge
+            self.notify()
         return EXIT_OK
 
     async def _run_driver(self) -> None:

@@ -77,6 +77,10 @@ class QuorumSeat:
         """(log end offset, when) of the leader's appends not yet committed."""
 
     @property
+    def leading(self) -> bool:
+        return self.core is not None and self.core.is_leader
+
+    @property
     def failure(self) -> BaseException | None:
         return None if self.node is None else self.node.failure
 

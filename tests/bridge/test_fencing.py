@@ -226,6 +226,9 @@ def test_a_quorum_leader_fenced_by_another_controller_steps_down_and_the_quorum_
         # Leaders whose Raft epoch is not above the claim are fenced too; one above it takes ZooKeeper back.
         eventually(lambda: led_epoch(leader_of(voters, timeout=60)) > epoch + 5, timeout=60)
         leader = leader_of(voters)
+        # The voters fenced on the way are followers now, and their /status says so rather than "fenced".
+        followers = [v for v in voters if v is not leader]
+        eventually(lambda: not any(v.status().fenced for v in followers), timeout=30)
         controller = json.loads(zk_client.get(paths.CONTROLLER)[0])
         assert (controller["brokerid"], controller["kraftControllerEpoch"]) == (leader.config.node_id, led_epoch(leader))
         migration = json.loads(zk_client.get(paths.MIGRATION)[0])
