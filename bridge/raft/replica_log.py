@@ -522,8 +522,11 @@ class ReplicaLog:
         self._writing: concurrent.futures.Future[WrittenSnapshot] | None = None
         self._snapshot_times: dict[SnapshotId, int] = {}
         self._next_clean_ms = _now_ms() + CLEANER_INTERVAL_MS
+        self._clean_due = False
+        """A snapshot was written since the cleaner last ran (it runs at the next commit)."""
+        # KafkaMetadataLog.recoverSnapshots: a snapshot below the log start is never needed again.
         for sid, path in list_snapshots(self.partition_dir):
-            if sid.end_offset < self._start:  # KafkaMetadataLog.recoverSnapshots: below the log start, unneeded
+            if sid.end_offset < self._start:
                 log.info("%s: deleting snapshot %s, below the log start %d", self.partition_dir, path.name, self._start)
                 path.unlink(missing_ok=True)
 
@@ -828,9 +831,7 @@ class ReplicaLog:
         final = self.partition_dir / snapshot_file_name(sid)
         os.replace(download.path, final)
         fsync_directory(self.partition_dir)
-        if self._writing is not None:
-            concurrent.futures.wait([self._writing])  # its older snapshot must not appear after the install
-            self._collect_written()
+        self.wait_for_snapshot()  # an older snapshot being written must not appear after the install
         self.metadata_log.install(sid)
         self._schedule.reset(_now_ms())  # SnapshotGenerator.publishSnapshot: the counters start again
         self._snapshot_due = None
@@ -849,12 +850,12 @@ class ReplicaLog:
 
     def _after_commit(self, now_ms: int) -> None:
         """SnapshotGenerator after each commit, and KafkaRaftClient's log cleaner (also after a new snapshot)."""
-        written = self._collect_written()
+        self._collect_written()
         reason = self._schedule.committed(self.metadata_log.take_committed_bytes(), now_ms)
         self._snapshot_due = self._snapshot_due or reason
         if self._snapshot_due is not None and self._writing is None:
             self._start_snapshot(now_ms)
-        if written or now_ms >= self._next_clean_ms:
+        if self._clean_due or now_ms >= self._next_clean_ms:
             self.maybe_clean(now_ms)
 
     def _start_snapshot(self, now_ms: int) -> None:
@@ -893,6 +894,12 @@ class ReplicaLog:
         )  # fmt: skip
         return written
 
+    def wait_for_snapshot(self) -> bool:
+        """Block until the snapshot being written, if any, is complete; whether one was."""
+        if self._writing is not None:
+            concurrent.futures.wait([self._writing])
+        return self._collect_written()
+
     def _collect_written(self) -> bool:
         """Whether a snapshot the snapshot thread was writing is now complete (a failure is logged)."""
         job = self._writing
@@ -903,6 +910,7 @@ class ReplicaLog:
         if error is not None:
             log.error("%s: writing a snapshot failed (the log is kept whole): %s", self.partition_dir, error)
             return False
+        self._clean_due = True
         return True
 
     def _snapshot_at_close(self) -> None:
@@ -925,7 +933,7 @@ class ReplicaLog:
         """KafkaMetadataLog.maybeClean: move the log start to a newer snapshot when retention says so, deleting
         the segments wholly below it and the older snapshots. Returns whether the log start moved."""
         now = _now_ms() if now_ms is None else now_ms
-        self._next_clean_ms = now + CLEANER_INTERVAL_MS
+        self._next_clean_ms, self._clean_due = now + CLEANER_INTERVAL_MS, False
         kept = [
             KeptSnapshot(sid, path.stat().st_size, self._snapshot_times.get(sid) or snapshot_timestamp(path))
             for sid, path in self._snapshots()
@@ -948,7 +956,8 @@ class ReplicaLog:
         # LeaderEpochFileCache.truncateFromStart: the epoch holding the new start now starts there.
         below = [entry for entry in self._epochs if entry.start_offset <= start]
         if below:
-            self._epochs = [EpochEntry(below[-1].epoch, start)] + [e for e in self._epochs if e.start_offset > start]
+            later = [entry for entry in self._epochs if entry.start_offset > start]
+            self._epochs = [EpochEntry(below[-1].epoch, start), *later]
             write_leader_epoch_checkpoint(self.partition_dir / LEADER_EPOCH_CHECKPOINT, self._epochs)
         log.info(
             "%s: the log now starts at offset %d (snapshot %s); deleted %d segments and %d older snapshots",
