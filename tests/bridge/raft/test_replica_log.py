@@ -637,3 +637,60 @@ def test_the_metadata_log_settings_take_kafkas_names_and_refuse_what_kafka_refus
     ]:
         with pytest.raises(Zk2KraftError, match=why):
             parse_metadata_log_config([bad], "--metadata-log-config")
+
+
+def test_a_voter_that_was_away_past_the_leaders_log_start_catches_up_through_fetch_snapshot(
+    tmp_path: Path,
+) -> None:
+    settings = {"max_record_bytes_between_snapshots": SNAPSHOT_EVERY, "max_retention_bytes": 0}
+    endpoints = {voter: Endpoint("localhost", 9000 + voter) for voter in VOTERS}
+    logs = {voter: open_replica(tmp_path / str(voter), voter, **settings) for voter in VOTERS}
+    away: set[int] = set()
+    try:
+        cores = {
+            voter: RaftClient(
+                node_id=voter, voters=endpoints, cluster_id=CLUSTER, log=log, rng=random.Random(voter),
+                store=FileElectionStore(log.partition_dir / QUORUM_STATE, CLUSTER, tuple(VOTERS)),
+            )
+            for voter, log in logs.items()
+        }  # fmt: skip
+        now = 0
+
+        def run(steps: int) -> None:
+            nonlocal now
+            for _ in range(steps):
+                now += 50
+                for voter, core in cores.items():
+                    if voter in away:
+                        continue
+                    for out in core.poll(now):
+                        if out.destination not in away:
+                            answer = cores[out.destination].handle_request(now, voter, out.request)
+                            core.handle_response(now, out.destination, out.request, answer)
+
+        for core in cores.values():
+            core.start(now)
+        run(100)
+        leader = next(core for core in cores.values() if core.role is Role.LEADER)
+        leader_log = logs[leader.node_id]
+        behind = next(voter for voter in VOTERS if voter != leader.node_id)
+        leader.append(leader_log.activation_records(), now)
+        run(20)
+        away.add(behind)
+        behind_end = logs[behind].end_offset()
+        for i in range(40):
+            leader.append([config(f"away-{i}"), config(f"away-{i}-b")], now)
+            run(2)
+            leader_log.wait_for_snapshot()
+        run(10)
+        assert leader_log.start_offset() > behind_end  # what the voter lacks is only in a snapshot now
+        away.clear()
+        run(60)
+        behind_log = logs[behind]
+        assert {core.high_watermark for core in cores.values()} == {leader_log.end_offset()}
+        assert behind_log.start_offset() > behind_end  # it installed a snapshot instead of fetching the log
+        assert image_of(behind_log) == image_of(leader_log)
+        assert "away-39" in config_names(behind_log)
+    finally:
+        for log in logs.values():
+            log.close()
