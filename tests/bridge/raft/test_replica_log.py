@@ -18,6 +18,7 @@ from bridge.raft.log import end_offset_for_epoch, validate_offset_and_epoch
 from bridge.raft.messages import Endpoint, OffsetAndEpoch
 from bridge.raft.quorum import FileElectionStore, Role
 from bridge.raft.replica_log import ReplicaLog
+from bridge.raft.snapshots import SnapshotSchedule
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.kraft import snapshot as snapshot_writer
@@ -694,3 +695,34 @@ def test_a_voter_that_was_away_past_the_leaders_log_start_catches_up_through_fet
     finally:
         for log in logs.values():
             log.close()
+
+
+def test_a_snapshot_is_due_at_the_first_commit_an_interval_after_the_last_and_never_with_zero() -> None:
+    hourly = SnapshotSchedule(MetadataLogConfig(), now_ms=0)
+    assert hourly.committed(100, now_ms=3_599_999) is None
+    assert hourly.committed(0, now_ms=3_600_000) is None  # nothing committed: nothing to snapshot
+    assert hourly.committed(100, now_ms=3_600_000) == "at least 3600000 ms passed since the last one"
+    never = SnapshotSchedule(MetadataLogConfig(max_snapshot_interval_ms=0), now_ms=0)
+    assert never.committed(100, now_ms=10**12) is None
+    assert never.committed(20 * 1024 * 1024, now_ms=1) is not None  # the byte trigger still holds
+
+
+def test_a_clean_stop_snapshots_the_committed_image_only(tmp_path: Path) -> None:
+    with open_replica(tmp_path / "c", 1) as leader:
+        activated_leader(leader, ["c0"])
+        commit(leader)
+        committed_end = leader.end_offset()
+        write_configs(leader, ["in-flight"], committed=False)  # appended, never committed
+    # The image ran ahead of the high watermark: no snapshot of it (the log keeps everything committed).
+    assert snapshot_ids_on_disk(tmp_path / "c") == []
+    with open_replica(tmp_path / "c", 1) as reopened:
+        assert reopened.end_offset() > committed_end
+        reopened.update_high_watermark(committed_end)  # what a quorum would say on restart
+    assert snapshot_ids_on_disk(tmp_path / "c") == []  # the image holds the uncommitted tail again
+    with open_replica(tmp_path / "d", 1) as leader:
+        activated_leader(leader, ["d0"])
+        commit(leader)
+        end = leader.end_offset()
+    assert snapshot_ids_on_disk(tmp_path / "d") == [SnapshotId(end, 1)]
+    snapshot = tmp_path / "d" / "__cluster_metadata-0" / snapshot_writer.snapshot_file_name(SnapshotId(end, 1))
+    assert read_snapshot_image(snapshot).configs[(4, "")]["d0"] == "v"
