@@ -527,7 +527,9 @@ class ReplicaLog:
         # KafkaMetadataLog.recoverSnapshots: a snapshot below the log start is never needed again.
         for sid, path in list_snapshots(self.partition_dir):
             if sid.end_offset < self._start:
-                log.info("%s: deleting snapshot %s, below the log start %d", self.partition_dir, path.name, self._start)
+                log.info(
+                    "%s: deleting %s, below the log start %d", self.partition_dir, path.name, self._start
+                )
                 path.unlink(missing_ok=True)
 
     @classmethod
@@ -918,7 +920,11 @@ class ReplicaLog:
         bridge or a Kafka controller) loads it instead of replaying the log."""
         source = self.metadata_log.committed_image()
         if source is None:
-            log.info("%s: no snapshot at close: the image is not at a committed offset", self.partition_dir)
+            log.info(
+                "%s: no snapshot at close: the image is not at a committed offset outside a metadata "
+                "transaction, or the log failed",
+                self.partition_dir,
+            )
             return
         if not self._is_new(source.snapshot_id):
             return

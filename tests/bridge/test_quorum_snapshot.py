@@ -77,7 +77,9 @@ def test_a_follower_down_while_the_leaders_log_start_passed_its_end_catches_up_t
         created = []
         deadline = time.monotonic() + 120
         while _log_start(leader) <= away_end:
-            assert time.monotonic() < deadline, f"the leader's log start never passed {away_end}\n{leader.log_tail()}"
+            assert time.monotonic() < deadline, (
+                f"the leader's log start never passed {away_end}\n{leader.log_tail()}"
+            )
             name = f"snap-{len(created)}"
             assert _create(leader.listen_port, name) == ErrorCode.none
             created.append(name)
@@ -85,12 +87,16 @@ def test_a_follower_down_while_the_leaders_log_start_passed_its_end_catches_up_t
 
         away.start()
         quorum.wait_for_raft(
-            behind, lambda raft: raft["role"] == "follower" and raft["leader_id"] == leader.node_id, "following"
+            behind,
+            lambda raft: raft["role"] == "follower" and raft["leader_id"] == leader.node_id,
+            "following",
         )
         assert _create(leader.listen_port, "after-return") == ErrorCode.none
         caught_up = quorum.wait_caught_up(leader, list(quorum.bridges))
         quorum.wait_for_raft(
-            behind, lambda raft: raft["high_watermark"] == caught_up["raft"]["high_watermark"], "the leader's HW"
+            behind,
+            lambda raft: raft["high_watermark"] == caught_up["raft"]["high_watermark"],
+            "the leader's HW",
         )
         installed = re.findall(r"installed snapshot (\d{20})-\d{10}\.checkpoint", away.log_text())
         assert installed and int(installed[-1]) > away_end, away.log_tail()
