@@ -18,7 +18,7 @@ from migrate.kraft.image import MetadataImage, Provenance
 from migrate.kraft.logdir import list_snapshots
 from migrate.kraft.reader import METADATA_PARTITION_DIR, load_image
 from tests.support.bridge_process import BridgeProcess, seed_small_cluster
-from tests.support.quorum_process import log_entries, voter_processes
+from tests.support.quorum_process import VoterProcesses, log_entries, voter_processes
 from tests.support.requests import create_topic
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
@@ -58,6 +58,14 @@ def _image(metadata_dir: Path) -> MetadataImage:
     return dataclasses.replace(image, provenance=Provenance())
 
 
+def _wait_committed_everywhere(quorum: VoterProcesses) -> None:
+    """Every running voter has the leader's log and knows it committed (so a clean stop snapshots its end)."""
+    leader = quorum.leader()
+    high_watermark = quorum.wait_caught_up(leader, list(quorum.bridges))["raft"]["high_watermark"]
+    for node in quorum.bridges:
+        quorum.wait_for_raft(node, lambda raft: raft["high_watermark"] == high_watermark, "the leader's HW")
+
+
 def test_a_follower_down_while_the_leaders_log_start_passed_its_end_catches_up_through_fetch_snapshot(
     zk_client: KazooClient, zk_connect: str, tmp_path: Path
 ) -> None:
@@ -68,13 +76,13 @@ def test_a_follower_down_while_the_leaders_log_start_passed_its_end_catches_up_t
         leader = quorum.start().leader()
         behind = next(node for node in quorum.bridges if node != leader.node_id)
         away = quorum.bridges[behind]
-        quorum.wait_caught_up(leader, list(quorum.bridges))
+        _wait_committed_everywhere(quorum)
         assert away.terminate() == 0
         # A clean stop leaves the committed image as a snapshot at the end of the log.
         away_end = _log_end(away.metadata_dir)
         assert _newest_snapshot_end(away.metadata_dir) == away_end
 
-        created = []
+        created: list[str] = []
         deadline = time.monotonic() + 120
         while _log_start(leader) <= away_end:
             assert time.monotonic() < deadline, (
@@ -92,12 +100,7 @@ def test_a_follower_down_while_the_leaders_log_start_passed_its_end_catches_up_t
             "following",
         )
         assert _create(leader.listen_port, "after-return") == ErrorCode.none
-        caught_up = quorum.wait_caught_up(leader, list(quorum.bridges))
-        quorum.wait_for_raft(
-            behind,
-            lambda raft: raft["high_watermark"] == caught_up["raft"]["high_watermark"],
-            "the leader's HW",
-        )
+        _wait_committed_everywhere(quorum)
         installed = re.findall(r"installed snapshot (\d{20})-\d{10}\.checkpoint", away.log_text())
         assert installed and int(installed[-1]) > away_end, away.log_tail()
 
