@@ -19,6 +19,7 @@ from bridge.kafka.sasl import KNOWN_MECHANISMS
 from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.kafka.tls import client_ssl_context, server_ssl_context
 from migrate.errors import EXIT_BAD_INPUT, InvalidRequestError, Zk2KraftError
+from migrate.kraft.log_config import MetadataLogConfig, parse_metadata_log_config
 from migrate.kraft.quorum_voters import QuorumVoter, parse_quorum_voters, render_quorum_voters, voter_set
 from migrate.plan.inputs import DEFAULT_CONTROLLER_LISTENER
 from migrate.zk.live import ZkConnectOptions
@@ -48,6 +49,10 @@ class BridgeConfig(BaseModel):
     metadata_version: str | None = None
     voters: tuple[QuorumVoter, ...] = Field(
         (), description="--voters, Kafka's controller.quorum.voters; empty: a quorum of this bridge alone"
+    )
+    metadata_log: MetadataLogConfig = Field(
+        default_factory=MetadataLogConfig,
+        description="--metadata-log-config NAME=VALUE: Kafka's snapshot, retention and segment settings",
     )
     format_empty_voter_directory: bool = Field(
         False, description="a voter of several may start on a directory with no log (a new quorum, or a lost disk)"
@@ -127,6 +132,11 @@ class BridgeConfig(BaseModel):
     )
     inter_broker_sasl_username: str | None = None
     inter_broker_sasl_password: SecretStr | None = None
+
+    @field_validator("metadata_log", mode="before")
+    @classmethod
+    def _parse_metadata_log(cls, value: Any) -> Any:
+        return parse_metadata_log_config(value, "--metadata-log-config") if isinstance(value, list | tuple) else value
 
     @field_validator("voters", mode="before")
     @classmethod

@@ -410,6 +410,14 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     help="Kafka's controller.listener.names, as the brokers' configs give it (comma-separated): DescribeQuorum "
     "names this voter's endpoint after the first, as a Kafka controller with a static voter set does.",
 )
+@click.option(
+    "--metadata-log-config",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A Kafka metadata log setting (repeatable): metadata.log.max.record.bytes.between.snapshots, "
+    "metadata.log.max.snapshot.interval.ms, metadata.max.retention.bytes, metadata.max.retention.ms, "
+    "metadata.log.segment.bytes; Kafka's defaults otherwise.",
+)
 @click.option("--no-fsync", is_flag=True, hidden=True, help="Skip fsync (tests and benchmarks only).")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
@@ -438,6 +446,7 @@ def run_cmd(
     leader_imbalance_check_interval_seconds: int,
     unclean_leader_election_interval_ms: int,
     controller_listener_names: str,
+    metadata_log_config: tuple[str, ...],
     no_fsync: bool,
     verbose: bool,
     **security: Any,
@@ -531,6 +540,7 @@ def run_cmd(
             leader_imbalance_check_interval_s=leader_imbalance_check_interval_seconds,
             unclean_leader_election_interval_ms=unclean_leader_election_interval_ms,
             controller_listener_names=controller_listener_names,
+            metadata_log=metadata_log_config,
         )
     )
     check_voter_directory(config)

@@ -96,6 +96,7 @@ class QuorumSeat:
                 cluster_id=cluster_id or None,
                 metadata_version=config.metadata_version,
                 fsync=config.fsync,
+                config=config.metadata_log,
             ),
         )
         store = FileElectionStore(

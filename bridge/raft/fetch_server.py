@@ -159,6 +159,11 @@ class MetadataLogReader:
                     continue
                 self._scan(segment, durable)
 
+    def forget_segments_below(self, base_offset: int) -> None:
+        """Segments before `base_offset` were deleted (the log start moved past them): stop serving them."""
+        with self._lock:
+            self._segments = [segment for segment in self._segments if segment.base_offset >= base_offset]
+
     def _scan(self, segment: _Segment, durable: int) -> None:
         source = str(segment.path)
         try:

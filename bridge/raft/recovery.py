@@ -21,7 +21,7 @@ from crc32c import crc32c
 from migrate.atomic import fsync_directory
 from migrate.errors import CorruptDataError, InvalidRequestError, UnsupportedVersionError, Zk2KraftError
 from migrate.gcpause import gc_paused
-from migrate.kraft.batch import CRC_START, HEADER_SIZE, MAGIC
+from migrate.kraft.batch import CRC_START, HEADER_SIZE, MAGIC, peek_header
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
     INDEX_SUFFIX,
@@ -56,6 +56,7 @@ __all__ = [
     "RecoveredSegments",
     "SegmentScan",
     "check_meta",
+    "cut_position",
     "index_paths",
     "is_unformatted",
     "load_log",
@@ -260,6 +261,27 @@ def recover_segments(pdir: Path) -> RecoveredSegments:
         epoch_starts=epoch_starts,
         truncations=truncations,
     )
+
+
+def cut_position(path: Path, base_offset: int, offset: int) -> tuple[int, int]:
+    """Byte position and offset of the first batch of a segment ending at or after `offset` (else its end)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return 0, base_offset
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            data = memoryview(mapped)
+            try:
+                position, next_offset = 0, base_offset
+                while position < size:
+                    header = peek_header(data, str(path), position)
+                    if header.last_offset >= offset:
+                        return position, header.base_offset
+                    position += header.size_in_bytes
+                    next_offset = header.last_offset + 1
+            finally:
+                data.release()
+    return size, next_offset
 
 
 def index_paths(pdir: Path, base_offset: int) -> tuple[Path, Path]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import mmap
 import os
 import tempfile
 import threading
@@ -35,7 +34,6 @@ from bridge.api import RecordAndVersion
 from bridge.raft.fetch_server import MAX_FETCH_SIZE_BYTES, MetadataLogReader
 from bridge.raft.messages import OffsetAndEpoch
 from bridge.raft.metadata_log import (
-    DEFAULT_SEGMENT_BYTES,
     AppendResult,
     MetadataLog,
     _activation_records,
@@ -44,15 +42,25 @@ from bridge.raft.metadata_log import (
 from bridge.raft.recovery import (
     LoadedLog,
     RecoveredSegments,
+    cut_position,
     index_paths,
     load_log,
     recover_segments,
+)
+from bridge.raft.snapshots import (
+    CLEANER_INTERVAL_MS,
+    KeptSnapshot,
+    SnapshotSchedule,
+    delete_before,
+    plan_clean,
+    snapshot_timestamp,
 )
 from migrate.atomic import fsync_directory
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.activation import encode_leader_change_batch
-from migrate.kraft.batch import iter_kraft_batches, peek_header
+from migrate.kraft.batch import iter_kraft_batches
+from migrate.kraft.log_config import MetadataLogConfig
 from migrate.kraft.logdir import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
@@ -65,6 +73,7 @@ from migrate.kraft.logdir import (
 )
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.kraft.reader import LogEntry, decode_batch_entries, read_snapshot_image
+from migrate.kraft.snapshot import WrittenSnapshot, write_snapshot
 
 __all__ = ["CommittedMetadataLog", "ReplicaLog"]
 
@@ -97,6 +106,15 @@ class _FetchedBatch:
     base_offset: int
     last_offset: int
     entries: list[LogEntry]
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedImage:
+    """What a snapshot of the committed image holds: its id, its records, its last record's time."""
+
+    snapshot_id: SnapshotId
+    records: list[tuple[Any, int]]
+    timestamp_ms: int
 
 
 @dataclass(slots=True)
@@ -148,6 +166,9 @@ class CommittedMetadataLog(MetadataLog):
         self._abandoned_end = 0
         self._abandoned_reason = ""
         self._unapplied: deque[_FetchedBatch] = deque()
+        self._uncommitted_sizes: deque[tuple[int, int]] = deque()
+        """(last offset, bytes) of each batch written since the high watermark, for the snapshot trigger."""
+        self._committed_bytes = 0
         self._resolver = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"metadata-log-commit-{self.node_id}"
         )
@@ -188,6 +209,40 @@ class CommittedMetadataLog(MetadataLog):
             if high_watermark - 1 > self.committed_offset:
                 self.committed_offset = high_watermark - 1
                 self._release_durable()
+            sizes = self._uncommitted_sizes
+            while sizes and sizes[0][0] <= self.committed_offset:
+                self._committed_bytes += sizes.popleft()[1]
+
+    def take_committed_bytes(self) -> int:
+        """Bytes of the batches committed since the last call (SnapshotGenerator counts what it replays)."""
+        with self.lock:
+            taken, self._committed_bytes = self._committed_bytes, 0
+        return taken
+
+    def committed_image(self) -> CommittedImage | None:
+        """The image's records if it holds exactly the log up to a committed offset outside any metadata
+        transaction (a leader's image runs ahead of its high watermark while appends wait for the quorum)."""
+        with self.lock:
+            if self._failure is not None or self.closed:
+                return None
+            provenance = self._replayer.image.provenance
+            end = provenance.last_contained_offset + 1
+            if (
+                end <= 0
+                or end != self.applied_end
+                or end - 1 > self.committed_offset
+                or self._replayer.pending_transaction_offset is not None
+            ):
+                return None
+            # Replay replaces the objects it changes, so these records stay as they are while the log goes on.
+            records = self._replayer.image.records()
+            snapshot = SnapshotId(end, max(provenance.last_contained_epoch, 0))
+            return CommittedImage(snapshot, records, max(provenance.last_contained_log_time_ms, 0))
+
+    def enqueue(self, data: bytes, base: int, last: int, stamp: int) -> concurrent.futures.Future[None]:
+        future = super().enqueue(data, base, last, stamp)
+        self._uncommitted_sizes.append((last, len(data)))
+        return future
 
     def _release_durable(self) -> None:
         """Caller holds `lock`: move `durable_offset` and resolve (in order, on one thread) what it passed."""
@@ -322,7 +377,7 @@ class CommittedMetadataLog(MetadataLog):
             self._quiesce()
             segments = list_segments(self.partition_dir)
             keep = [s for s in segments if s.base_offset <= offset] or segments[:1]
-            cut_at, new_end = _cut_position(keep[-1].path, keep[-1].base_offset, offset)
+            cut_at, new_end = cut_position(keep[-1].path, keep[-1].base_offset, offset)
             if new_end <= self.committed_offset:
                 raise Zk2KraftError(
                     f"{keep[-1].path}: offset {offset} is inside a batch starting at {new_end}, below the high "
@@ -347,6 +402,8 @@ class CommittedMetadataLog(MetadataLog):
                 dropped.append(self._awaiting.pop())
             while self._unapplied and self._unapplied[-1].last_offset >= end:
                 self._unapplied.pop()
+            while self._uncommitted_sizes and self._uncommitted_sizes[-1][0] >= end:
+                self._uncommitted_sizes.pop()
             if self.applied_end > end:
                 # The image holds records that are gone (a former leader's uncommitted appends): reload it.
                 log.warning(
@@ -375,6 +432,7 @@ class CommittedMetadataLog(MetadataLog):
                 self._reset_tail(recover_segments(self.partition_dir), snapshot.end_offset)
                 self.committed_offset = max(self.committed_offset, snapshot.end_offset - 1)
                 self._unapplied.clear()
+                self._uncommitted_sizes.clear()
                 self._reload(recover_segments(self.partition_dir))
             except BaseException as exc:
                 self._failure = self._failure or exc
@@ -421,27 +479,6 @@ def _tell_owner(callback: Callable[[], None] | None, name: str) -> None:
             log.exception("the metadata log's %s callback failed", name)
 
 
-def _cut_position(path: Path, base_offset: int, offset: int) -> tuple[int, int]:
-    """Byte position and offset of the first batch of a segment ending at or after `offset` (else its end)."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return 0, base_offset
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            data = memoryview(mapped)
-            try:
-                position, next_offset = 0, base_offset
-                while position < size:
-                    header = peek_header(data, str(path), position)
-                    if header.last_offset >= offset:
-                        return position, header.base_offset
-                    position += header.size_in_bytes
-                    next_offset = header.last_offset + 1
-            finally:
-                data.release()
-    return size, next_offset
-
-
 # ---------------------------------------------------------------------------------------------- the log
 
 
@@ -461,6 +498,7 @@ class ReplicaLog:
         *,
         metadata_version: MetadataVersion | None = None,
         zk_migration_enabled: bool = True,
+        config: MetadataLogConfig | None = None,
     ) -> None:
         self.metadata_log = metadata_log
         self.partition_dir = metadata_log.partition_dir
@@ -475,6 +513,24 @@ class ReplicaLog:
             metadata_log.partition_dir, metadata_log.cluster_id, metadata_log.node_id, metadata_log.lock
         )
         self._reader = MetadataLogReader(self._view)
+        self.config = config or MetadataLogConfig()
+        self._schedule = SnapshotSchedule(self.config, _now_ms())
+        self._snapshot_due: str | None = None
+        self._snapshotter = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"metadata-log-snapshot-{metadata_log.node_id}"
+        )
+        self._writing: concurrent.futures.Future[WrittenSnapshot] | None = None
+        self._snapshot_times: dict[SnapshotId, int] = {}
+        self._next_clean_ms = _now_ms() + CLEANER_INTERVAL_MS
+        self._clean_due = False
+        """A snapshot was written since the cleaner last ran (it runs at the next commit)."""
+        # KafkaMetadataLog.recoverSnapshots: a snapshot below the log start is never needed again.
+        for sid, path in list_snapshots(self.partition_dir):
+            if sid.end_offset < self._start:
+                log.info(
+                    "%s: deleting %s, below the log start %d", self.partition_dir, path.name, self._start
+                )
+                path.unlink(missing_ok=True)
 
     @classmethod
     def open(
@@ -485,29 +541,38 @@ class ReplicaLog:
         cluster_id: str | None = None,
         metadata_version: MetadataVersion | str | None = None,
         fsync: bool = True,
-        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        segment_bytes: int | None = None,
         zk_migration_enabled: bool = True,
+        config: MetadataLogConfig | None = None,
     ) -> ReplicaLog:
-        """Format or recover `directory` as `MetadataLog.open` does, without electing anyone."""
+        """Format or recover `directory` as `MetadataLog.open` does, without electing anyone; `config` says
+        when to snapshot and what to keep (and the segment size, unless `segment_bytes` overrides it)."""
+        config = config or MetadataLogConfig()
         opened = CommittedMetadataLog.open(
             directory,
             node_id=node_id,
             cluster_id=cluster_id,
             metadata_version=metadata_version,
             fsync=fsync,
-            segment_bytes=segment_bytes,
+            segment_bytes=config.segment_bytes if segment_bytes is None else segment_bytes,
             zk_migration_enabled=zk_migration_enabled,
             replica=True,
         )
         assert isinstance(opened, CommittedMetadataLog)
         requested = mvs.coerce(metadata_version) if metadata_version is not None else None
         try:
-            return cls(opened, metadata_version=requested, zk_migration_enabled=zk_migration_enabled)
+            return cls(
+                opened, metadata_version=requested, zk_migration_enabled=zk_migration_enabled, config=config
+            )
         except BaseException:
             opened.close()
             raise
 
     def close(self) -> None:
+        """Finish a snapshot being written, snapshot the committed image if it is newer, close the log."""
+        self._snapshotter.shutdown(wait=True)
+        self._collect_written()
+        self._snapshot_at_close()
         for snapshot_id in list(self._downloads):
             self.discard_partial_snapshot(snapshot_id)
         self.metadata_log.close()
@@ -649,7 +714,9 @@ class ReplicaLog:
         self.metadata_log.wait_flushed()
 
     def update_high_watermark(self, offset: int) -> None:
+        """Commit below `offset`, then snapshot the image and clean the log when they are due."""
         self.metadata_log.commit(offset)
+        self._after_commit(_now_ms())
 
     # ------------------------------------------------------------------------------ truncation
 
@@ -766,7 +833,10 @@ class ReplicaLog:
         final = self.partition_dir / snapshot_file_name(sid)
         os.replace(download.path, final)
         fsync_directory(self.partition_dir)
+        self.wait_for_snapshot()  # an older snapshot being written must not appear after the install
         self.metadata_log.install(sid)
+        self._schedule.reset(_now_ms())  # SnapshotGenerator.publishSnapshot: the counters start again
+        self._snapshot_due = None
         self._epochs = []
         write_leader_epoch_checkpoint(self.partition_dir / LEADER_EPOCH_CHECKPOINT, self._epochs)
         self._start = sid.end_offset
@@ -777,3 +847,125 @@ class ReplicaLog:
             final.name,
             self._start,
         )
+
+    # ------------------------------------------------------------------------------ snapshots of its own
+
+    def _after_commit(self, now_ms: int) -> None:
+        """SnapshotGenerator after each commit, and KafkaRaftClient's log cleaner (also after a new snapshot)."""
+        self._collect_written()
+        reason = self._schedule.committed(self.metadata_log.take_committed_bytes(), now_ms)
+        self._snapshot_due = self._snapshot_due or reason
+        if self._snapshot_due is not None and self._writing is None:
+            self._start_snapshot(now_ms)
+        if self._clean_due or now_ms >= self._next_clean_ms:
+            self.maybe_clean(now_ms)
+
+    def _start_snapshot(self, now_ms: int) -> None:
+        """Take the committed image's records now; encode and write them on the snapshot thread."""
+        source = self.metadata_log.committed_image()
+        if source is None:
+            return  # still due: the image is not at a committed offset yet (a leader's appends in flight)
+        reason, self._snapshot_due = self._snapshot_due, None
+        self._schedule.reset(now_ms)
+        if not self._is_new(source.snapshot_id):
+            return
+        log.info(
+            "%s: creating snapshot %s because %s",
+            self.partition_dir, snapshot_file_name(source.snapshot_id), reason,
+        )  # fmt: skip
+        self._writing = self._snapshotter.submit(self._write_snapshot, source)
+
+    def _is_new(self, snapshot: SnapshotId) -> bool:
+        """KafkaMetadataLog.createNewSnapshot: not below the log start, newer than every snapshot kept."""
+        latest = self.latest_snapshot_id()
+        return snapshot.end_offset >= self._start and (latest is None or snapshot.end_offset > latest.offset)
+
+    def _write_snapshot(self, source: CommittedImage) -> WrittenSnapshot:
+        sid = source.snapshot_id
+        written = write_snapshot(
+            self.partition_dir,
+            source.records,
+            end_offset=sid.end_offset,
+            epoch=sid.epoch,
+            last_contained_timestamp_ms=source.timestamp_ms,
+        )
+        self._snapshot_times[sid] = source.timestamp_ms
+        log.info(
+            "%s: wrote snapshot %s (%d records, %d bytes)",
+            self.partition_dir, written.path.name, written.record_count, written.size_bytes,
+        )  # fmt: skip
+        return written
+
+    def wait_for_snapshot(self) -> bool:
+        """Block until the snapshot being written, if any, is complete; whether one was."""
+        if self._writing is not None:
+            concurrent.futures.wait([self._writing])
+        return self._collect_written()
+
+    def _collect_written(self) -> bool:
+        """Whether a snapshot the snapshot thread was writing is now complete (a failure is logged)."""
+        job = self._writing
+        if job is None or not job.done():
+            return False
+        self._writing = None
+        error = job.exception()
+        if error is not None:
+            log.error("%s: writing a snapshot failed (the log is kept whole): %s", self.partition_dir, error)
+            return False
+        self._clean_due = True
+        return True
+
+    def _snapshot_at_close(self) -> None:
+        """A clean stop leaves the committed image as a snapshot, so that whoever opens the directory next (a
+        bridge or a Kafka controller) loads it instead of replaying the log."""
+        source = self.metadata_log.committed_image()
+        if source is None:
+            log.info(
+                "%s: no snapshot at close: the image is not at a committed offset outside a metadata "
+                "transaction, or the log failed",
+                self.partition_dir,
+            )
+            return
+        if not self._is_new(source.snapshot_id):
+            return
+        try:
+            self._write_snapshot(source)
+        except Exception as exc:  # the log itself is whole; the next start replays it
+            log.error("%s: writing the snapshot at close failed: %s", self.partition_dir, exc)
+
+    # ------------------------------------------------------------------------------ cleaning
+
+    def maybe_clean(self, now_ms: int | None = None) -> bool:
+        """KafkaMetadataLog.maybeClean: move the log start to a newer snapshot when retention says so, deleting
+        the segments wholly below it and the older snapshots. Returns whether the log start moved."""
+        now = _now_ms() if now_ms is None else now_ms
+        self._next_clean_ms, self._clean_due = now + CLEANER_INTERVAL_MS, False
+        kept = [
+            KeptSnapshot(sid, path.stat().st_size, self._snapshot_times.get(sid) or snapshot_timestamp(path))
+            for sid, path in self._snapshots()
+        ]
+        segments = [(s.base_offset, s.path.stat().st_size) for s in list_segments(self.partition_dir)]
+        target = plan_clean(kept, segments, self._start, now, self.config)
+        if target is None or target.end_offset > self.metadata_log.committed_offset + 1:
+            return False
+        self._delete_before(target)
+        return True
+
+    def _delete_before(self, target: SnapshotId) -> None:
+        """KafkaMetadataLog.deleteBeforeSnapshot: the log starts at `target`'s end offset from now on."""
+        start = target.end_offset
+        first_kept, segments, older = delete_before(self.partition_dir, start)
+        for sid in older:
+            self._snapshot_times.pop(sid, None)
+        self._start = start
+        self._reader.forget_segments_below(first_kept)
+        # LeaderEpochFileCache.truncateFromStart: the epoch holding the new start now starts there.
+        below = [entry for entry in self._epochs if entry.start_offset <= start]
+        if below:
+            later = [entry for entry in self._epochs if entry.start_offset > start]
+            self._epochs = [EpochEntry(below[-1].epoch, start), *later]
+            write_leader_epoch_checkpoint(self.partition_dir / LEADER_EPOCH_CHECKPOINT, self._epochs)
+        log.info(
+            "%s: the log now starts at offset %d (snapshot %s); deleted %d segments and %d older snapshots",
+            self.partition_dir, start, snapshot_file_name(target), segments, len(older),
+        )  # fmt: skip
