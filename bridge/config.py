@@ -151,6 +151,11 @@ class BridgeConfig(BaseModel):
         """With --voters: a set a quorum can run with, this node one of them at its --listen endpoint. Refused
         here, before any directory or ZooKeeper is touched."""
         if not self.voters:
+            if self.metadata_log != MetadataLogConfig():
+                raise InvalidRequestError(
+                    "--metadata-log-config needs --voters: only a quorum's voters snapshot and clean their logs; "
+                    "a single bridge keeps its whole log"
+                )
             return self
         voters = voter_set(self.voters, source="--voters")
         given = render_quorum_voters(self.voters)

@@ -182,3 +182,17 @@ def test_the_old_standby_flag_is_refused_saying_how_to_move_to_a_quorum_and_touc
     )
     assert told == []  # no controller was built
     assert znodes(zk_connect) == before  # ZooKeeper untouched
+
+
+@pytest.mark.zookeeper
+def test_log_settings_without_voters_are_refused_and_touch_nothing(
+    tmp_path: Path, zk_client: KazooClient, zk_connect: str, real_tree: ZTree, told: list[BridgeConfig]
+) -> None:
+    load_tree(zk_client, real_tree)
+    before = znodes(zk_connect)
+    args = ["bridge", "run", "--zk", zk_connect, "--metadata-dir", str(tmp_path / "meta"), "--node-id", "3000",
+            "--listen", "127.0.0.1:9093", "--metadata-log-config", "metadata.max.retention.bytes=1000"]  # fmt: skip
+    result = CliRunner().invoke(cli, args, terminal_width=500)
+    refused(result, tmp_path, "error: --metadata-log-config needs --voters", "a single bridge keeps its whole log")
+    assert told == []
+    assert znodes(zk_connect) == before
