@@ -68,7 +68,6 @@ class QuorumSeat:
         self.core: RaftClient | None = None
         self.node: RaftNode | None = None
         self._task: asyncio.Task[None] | None = None
-        self._pulse = asyncio.Event()
         self._candidate_since: int | None = None
         self.epoch_led = -1
         """The epoch `until_leading` last returned."""
@@ -136,8 +135,6 @@ class QuorumSeat:
         )  # fmt: skip
 
     def _changed(self) -> None:
-        pulse, self._pulse = self._pulse, asyncio.Event()
-        pulse.set()
         if self.core is not None:
             self._measure(self.core)
             self.metrics.set_raft(self.status())
@@ -158,12 +155,12 @@ class QuorumSeat:
         self._seen_end = end
 
     async def _wait_for(self, predicate: Callable[[], bool]) -> None:
-        while not predicate():
-            pulse = self._pulse
-            if self._task is not None and self._task.done():
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(pulse.wait(), 0.5)
+        """Until `predicate()` holds or the Raft layer stopped (woken by the node's "moved" signal; a stopped
+        node announces nothing, hence the half-second look)."""
+        node, task = self.node, self._task
+        assert node is not None
+        while not await node.until(lambda: predicate() or (task is not None and task.done()), timeout=0.5):
+            pass
 
     async def until_leading(self) -> int:
         """Wait until this replica leads with its epoch's first entry and its activation records committed."""

@@ -214,16 +214,20 @@ class RaftNode:
         self.wake()
         return last
 
+    async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until `predicate()` holds, asked again after every step that may have moved anything; returns
+        it (False when the time ran out first)."""
+        async with self._moved:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._moved.wait_for(predicate), timeout)
+        return predicate()
+
     async def wait_committed(self, offset: int, timeout: float | None = None) -> bool:
         """Wait until `offset` is committed; False if this replica stopped leading or the time ran out."""
         epoch = self.core.epoch
-
-        def settled() -> bool:
-            return self.core.high_watermark > offset or self.core.epoch != epoch or self._stopping
-
-        async with self._moved:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._moved.wait_for(settled), timeout)
+        await self.until(
+            lambda: self.core.high_watermark > offset or self.core.epoch != epoch or self._stopping, timeout
+        )
         return self.core.high_watermark > offset
 
     async def stop(self, *, resign_within_s: float = 1.0) -> None:
