@@ -615,8 +615,8 @@ def check_controller_epoch(zk: KazooClient) -> HandoffCheck:
 
 
 def check_broker_registrations(state: DirectoryState, zk: KazooClient) -> HandoffCheck:
-    """Every ZooKeeper-mode broker is registered in the log, and each registration's epoch is one Kafka could
-    have given (the offset of a RegisterBrokerRecord, never after its latest one)."""
+    """Each registration's epoch is one Kafka could have given (the offset of a RegisterBrokerRecord, never
+    after its latest one); ZooKeeper-mode brokers not registered in the log are a warning."""
     if state.image is None:
         return _not_checked("broker epochs", "no log was loaded", BROKERS_CLASS)
     try:
@@ -625,22 +625,31 @@ def check_broker_registrations(state: DirectoryState, zk: KazooClient) -> Handof
         zk_ids = []
     brokers = state.image.cluster.brokers
     snapshot_end = state.snapshots[-1].end_offset if state.snapshots else 0
-    problems = [f"ZooKeeper broker {i} is not registered in the log" for i in zk_ids if i not in brokers]
+    problems = []
     for broker_id, broker in sorted(brokers.items()):
         in_log = broker.register_record_offset >= snapshot_end
         if broker.epoch < 0 or (in_log and broker.epoch > broker.register_record_offset):
             problems.append(
                 f"broker {broker_id} has epoch {broker.epoch}, but its RegisterBrokerRecord is at offset "
-                f"{broker.register_record_offset}"
+                f"{broker.register_record_offset} (Kafka gives a new registration the offset of its record)"
             )
     if problems:
         return _check(
             "broker epochs", "fail", "; ".join(problems),
-            "answers these brokers' heartbeats with STALE_BROKER_EPOCH or sends them no UpdateMetadata/"
-            "LeaderAndIsr: they are fenced or orphaned",
+            "answers these brokers' heartbeats with STALE_BROKER_EPOCH: they are fenced and never re-register",
             BROKERS_CLASS,
         )  # fmt: skip
     described = ", ".join(f"{i}@{b.epoch}" for i, b in sorted(brokers.items())) or "none"
+    unregistered = [i for i in zk_ids if i not in brokers]
+    if unregistered:
+        return _check(
+            "broker epochs", "warn",
+            f"registered brokers (id@epoch): {described}; ZooKeeper brokers {unregistered} are not registered "
+            f"in the log",
+            f"leads, but sends brokers {unregistered} no UpdateMetadata/LeaderAndIsr until they register (a "
+            f"ZooKeeper-mode broker registers only with zookeeper.metadata.migration.enable=true)",
+            BROKERS_CLASS,
+        )  # fmt: skip
     return _check(
         "broker epochs", "pass", f"registered brokers (id@epoch): {described}; ZooKeeper brokers {zk_ids}",
         "re-registers every broker with a full session timeout; their heartbeats' epochs match", BROKERS_CLASS,
