@@ -25,6 +25,7 @@ from tests.support import FIXTURES
 from tests.support.audit import append_segment
 from tests.support.bridge import NODE_ID, running_bridge
 from tests.support.handoff import copy_directory, failed, flip_byte, kafka_would_lead, last_segment
+from tests.support.quorum import leader_of, running_quorum, voters_option
 from validators.handoff import HandoffReport, directory_checks, handoff_check, recover_log
 
 
@@ -276,3 +277,21 @@ def test_the_real_kafka_directory_passes_the_start_up_checks(tmp_path: Path) -> 
 def test_the_conformance_kit_accepts_the_bridge_directory(bridge_dir: Path, zk_client: KazooClient) -> None:
     report = kafka_would_lead(bridge_dir, zk_client, node_id=NODE_ID)
     assert report == handoff_check(bridge_dir, zk_client, node_id=NODE_ID)
+
+
+def test_the_leaders_directory_of_a_stopped_quorum_passes_with_its_voters(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> None:
+    with running_quorum(zk_client, zk_connect, real_tree, tmp_path) as controllers:
+        leader = leader_of(controllers)
+        voters = voters_option([c.listen_port for c in controllers])
+        for follower in (c for c in controllers if c is not leader):
+            follower.stop()
+        leader.stop()
+    for broker in zk_client.get_children(paths.BROKER_IDS):  # the snapshot's brokers are long dead
+        zk_client.delete(f"{paths.BROKER_IDS}/{broker}")
+    node = leader.config.node_id
+    code, report = run_cli(tmp_path / f"meta-{node}", zk_connect, "--node-id", str(node), "--voters", voters)
+    assert code == EXIT_OK, failed(report)
+    code, report = run_cli(tmp_path / f"meta-{node}", zk_connect, "--voters", voters.split(",", 1)[1])
+    assert code == EXIT_FINDING
