@@ -10,7 +10,9 @@ import click
 
 from cli.common import EXIT_FINDING, handles_errors, zk_session
 from cli.options import zk_connect_from, zk_security_options
+from migrate.errors import Zk2KraftError
 from migrate.kraft.quorum_voters import parse_quorum_voters, voter_set
+from migrate.kraft.reader import METADATA_PARTITION_DIR
 from validators.handoff import HandoffReport, handoff_check
 
 
@@ -87,6 +89,11 @@ def handoff_check_cmd(
       zk2kraft handoff check --metadata-dir /var/lib/kafka/controller --zk zk1:2181/kafka \\
           --node-id 3000 --voters 3000@ctrl1:9093,3001@ctrl2:9093,3002@ctrl3:9093
     """
+    if metadata_dir.name == METADATA_PARTITION_DIR:
+        raise Zk2KraftError(
+            f"--metadata-dir {metadata_dir} is the log's partition directory; give the metadata.log.dir that "
+            f"holds it (and meta.properties): {metadata_dir.parent}"
+        )
     voter_ids = None
     if voters is not None:
         voter_ids = frozenset(voter_set(parse_quorum_voters(voters, source="--voters"), source="--voters"))

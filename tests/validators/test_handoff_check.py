@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from kazoo.client import KazooClient
 
 from cli.main import cli
-from migrate.errors import EXIT_FINDING, EXIT_OK
+from migrate.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
 from migrate.kraft import records as rec
 from migrate.kraft.logdir import META_PROPERTIES, QUORUM_STATE, read_meta_properties
 from migrate.kraft.reader import METADATA_PARTITION_DIR
@@ -295,3 +295,40 @@ def test_the_leaders_directory_of_a_stopped_quorum_passes_with_its_voters(
     assert code == EXIT_OK, failed(report)
     code, report = run_cli(tmp_path / f"meta-{node}", zk_connect, "--voters", voters.split(",", 1)[1])
     assert code == EXIT_FINDING
+
+
+def test_a_torn_last_write_is_the_truncation_a_crash_leaves(bridge_dir: Path, zk_connect: str) -> None:
+    segment = last_segment(bridge_dir)
+    before = recover_log(bridge_dir / METADATA_PARTITION_DIR)
+    with open(segment, "r+b") as f:
+        f.truncate(segment.stat().st_size - 5)  # a crash in the middle of the last append
+    code, report = run_cli(bridge_dir, zk_connect)
+    assert code == EXIT_FINDING
+    check = failed(report)["log segments"]
+    assert "truncated tail" in check.detail
+    assert f"truncates the log to offset {recover_log(bridge_dir / METADATA_PARTITION_DIR).end_offset}" in (
+        check.kafka_would
+    )
+    assert recover_log(bridge_dir / METADATA_PARTITION_DIR).end_offset < before.end_offset
+
+
+def test_the_partition_directory_instead_of_the_metadata_dir_is_bad_input(
+    bridge_dir: Path, zk_connect: str
+) -> None:
+    pdir = bridge_dir / METADATA_PARTITION_DIR
+    result = CliRunner().invoke(cli, ["handoff", "check", "--metadata-dir", str(pdir), "--zk", zk_connect])
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert f"give the metadata.log.dir that holds it (and meta.properties): {bridge_dir}" in result.output
+
+
+def test_help_teaches_the_checks_the_exit_codes_and_an_example() -> None:
+    result = CliRunner().invoke(cli, ["handoff", "check", "--help"])
+    assert result.exit_code == 0
+    for words in (
+        "meta.properties",
+        "quorum-state",
+        "/migration",
+        "Exit codes",
+        "zk2kraft handoff check --metadata-dir",
+    ):
+        assert words in result.output
