@@ -227,20 +227,25 @@ def _not_checked(id: str, why: str, kafka_class: str) -> HandoffCheck:
 
 # ------------------------------------------------------------------------------------------ directory checks
 
-META_CLASS = "MetaPropertiesEnsemble.verify (KafkaRaftServer.initializeLogDirs)"
-LOG_CLASS = "KafkaMetadataLog.apply / LogLoader (UnifiedLog recovery)"
-SNAPSHOT_CLASS = "KafkaMetadataLog.recoverSnapshots"
-QUORUM_CLASS = "FileQuorumStateStore / QuorumState.initialize"
+# Kafka 3.9's classes and the lines that make each check (~line numbers of apache/kafka 3.9, handoff.md §2).
+META_CLASS = "MetaPropertiesEnsemble.verify ~L472-542 (KafkaRaftServer.initializeLogDirs ~L133-185)"
+LOG_CLASS = "KafkaMetadataLog.apply ~L555-626 (UnifiedLog / LogLoader recovery)"
+SNAPSHOT_CLASS = "KafkaMetadataLog.recoverSnapshots ~L628-675"
+QUORUM_CLASS = "FileQuorumStateStore ~L88-139 / QuorumState.initialize ~L136-264"
 REPLAY_CLASS = "QuorumController replay (MetadataLoader)"
-MV_CLASS = "ActivationRecordsGenerator.recordsForNonEmptyLog (QuorumController)"
-TXN_CLASS = "ActivationRecordsGenerator (AbortTransactionRecord on activation)"
+MV_CLASS = "ActivationRecordsGenerator.recordsForNonEmptyLog ~L147-157 (QuorumController ~L1239-1254)"
+MIGRATION_RECORD_CLASS = "ActivationRecordsGenerator ~L163-205"
+TXN_CLASS = "ActivationRecordsGenerator ~L131-145 (AbortTransactionRecord on activation)"
 MIGRATION_ZNODE_CLASS = (
-    "KRaftMigrationDriver (RecoverMigrationStateFromZKEvent, SYNC_KRAFT_TO_ZK) / ZkMigrationClient"
+    "KRaftMigrationDriver ~L627-672, ~L823-855 (WAIT_FOR_CONTROLLER_QUORUM, SYNC_KRAFT_TO_ZK) / "
+    "ZkMigrationClient, MigrationZNode.decode ~L1063-1084"
 )
 CONTROLLER_CLASS = (
-    "KafkaZkClient.tryRegisterKRaftControllerAsActiveController (KRaftMigrationDriver BECOME_CONTROLLER)"
+    "KafkaZkClient.tryRegisterKRaftControllerAsActiveController ~L194-243 (KRaftMigrationDriver)"
 )
-BROKERS_CLASS = "ClusterControlManager.activate / BrokerHeartbeatManager (checkBrokerEpoch)"
+BROKERS_CLASS = (
+    "ClusterControlManager.activate ~L322-327 / BrokerHeartbeatManager ~L365-403 (checkBrokerEpoch)"
+)
 
 
 def check_meta_properties(state: DirectoryState, node_id: int | None) -> HandoffCheck:
@@ -450,7 +455,7 @@ def check_metadata_version(state: DirectoryState) -> HandoffCheck:
 def check_migration_record(state: DirectoryState) -> HandoffCheck:
     """ZkMigrationStateRecord(MIGRATION) in the log as recovery leaves it."""
     if state.image is None:
-        return _not_checked("migration state", "no log was loaded", MV_CLASS)
+        return _not_checked("migration state", "no log was loaded", MIGRATION_RECORD_CLASS)
     migration = state.image.features.zk_migration_state
     name = zk_migration_state_name(migration)
     lost = ""
@@ -459,14 +464,20 @@ def check_migration_record(state: DirectoryState) -> HandoffCheck:
     if migration == ZkMigrationState.MIGRATION:
         return _check(
             "migration state", "pass", f"ZkMigrationStateRecord MIGRATION{lost}",
-            "activates without writing records (Staying in ZK migration mode)", MV_CLASS,
+            "activates without writing records (Staying in ZK migration mode)", MIGRATION_RECORD_CLASS,
         )  # fmt: skip
     would = {
         ZkMigrationState.NONE: "fails activation: a log with metadata but ZkMigrationState NONE cannot migrate",
         ZkMigrationState.PRE_MIGRATION: "re-migrates from ZooKeeper (the migration is not recorded as done)",
         ZkMigrationState.POST_MIGRATION: "does not migrate: the migration is finalized; its driver goes INACTIVE",
     }.get(ZkMigrationState(migration), "fails activation")
-    return _check("migration state", "fail", f"ZkMigrationState {name}{lost}, not MIGRATION", would, MV_CLASS)
+    return _check(
+        "migration state",
+        "fail",
+        f"ZkMigrationState {name}{lost}, not MIGRATION",
+        would,
+        MIGRATION_RECORD_CLASS,
+    )
 
 
 def check_open_transaction(state: DirectoryState) -> HandoffCheck:
