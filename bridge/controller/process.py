@@ -39,6 +39,7 @@ from bridge.config import (
 from bridge.controller import startup
 from bridge.controller.fence import watch_fence
 from bridge.controller.foreign import ForeignWrites
+from bridge.controller.handoff_hint import handoff_hint
 from bridge.controller.quorum import QuorumSeat
 from bridge.controller.routing import ControllerApis
 from bridge.controller.zk_brokers import ZkBrokerTracking
@@ -154,6 +155,7 @@ class BridgeController:
             may_send=self._may_send_to_brokers,
         )
         self.log_closed = False
+        self.left_behind = False  # a stop left ZooKeeper behind the log (then no hand-off is suggested)
         self.apis = ControllerApis(self)
         self.foreign = ForeignWrites(self)
         self._broker_tracking = ZkBrokerTracking(self)
@@ -316,6 +318,8 @@ class BridgeController:
             self.notify()
             self._ready.set()
         log.info("event=stopped exit_code=%d", code)
+        if code == EXIT_OK and self.log is not None and not self.left_behind:
+            log.info("%s", handoff_hint(self.config))
         return code
 
     def _on_signal(self, signum: int) -> None:
@@ -621,9 +625,9 @@ class BridgeController:
             await self._close_log()
         if self.status_server is not None:
             self.status_server.stop()
-        self._log_left_behind(unwritten, session)
+        self.left_behind = self._log_left_behind(unwritten, session)
 
-    def _log_left_behind(self, unwritten: int, session: str) -> None:
+    def _log_left_behind(self, unwritten: int, session: str) -> bool:
         """One line, when a stop could not hand everything to ZooKeeper (unreachable or slow)."""
         driver, metadata_log = self.driver, self.log
         missing, why = "none", []
@@ -651,6 +655,7 @@ class BridgeController:
                 "event=stopped_with_zk_behind missing_offsets=%s unwritten_dual_writes=%d zk_session=%s: %s",
                 missing, unwritten, session, "; ".join(why) or "ZooKeeper did not answer them in time",
             )  # fmt: skip
+        return bool(why or unwritten)
 
     # ------------------------------------------------------------------ metrics and status
 

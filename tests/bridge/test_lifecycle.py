@@ -5,18 +5,22 @@ puts `/migration` back, and the error says what ZooKeeper holds and how to resto
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shlex
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
 from bridge.config import EXIT_REFUSED, BridgeConfig
 from bridge.controller import BridgeController
 from bridge.driver import MigrationDriver
+from cli.main import cli
 from migrate.errors import EXIT_OK
 from migrate.kraft.logdir import list_segments
 from migrate.kraft.reader import METADATA_PARTITION_DIR
@@ -24,6 +28,7 @@ from migrate.plan.status import read_status
 from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
+from tests.support.bridge import running_bridge
 
 pytestmark = pytest.mark.zookeeper
 
@@ -321,3 +326,16 @@ def test_a_controller_claimed_by_someone_else_meanwhile_is_not_released(
     assert seeded.get("/controller")[0] == rival
     assert "3001" in (bridge.error or "")
 
+
+
+def test_a_clean_stop_names_the_hand_off_check_of_its_directory_and_that_check_passes(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="bridge.controller")
+    with running_bridge(zk_client, zk_connect, real_tree, tmp_path):
+        pass
+    line = next(r.getMessage() for r in caplog.records if "event=next_step" in r.getMessage())
+    command = shlex.split(line.split("check it first: ", 1)[1].split("; docs/handoff.md")[0])
+    assert command[:5] == ["zk2kraft", "handoff", "check", "--metadata-dir", str(tmp_path / "meta")]
+    result = CliRunner().invoke(cli, command[1:])
+    assert result.exit_code == EXIT_OK, result.output
