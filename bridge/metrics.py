@@ -196,6 +196,11 @@ class BridgeMetrics:
             ["state"],
             registry=r,
         )
+        self.zk_write_stuck = Gauge(
+            f"{PREFIX}_zk_write_stuck",
+            "1 while a dual write ZooKeeper refused is retried (/status stuck_write says which and why), else 0",
+            registry=r,
+        )
         self.zk_write_behind_lag = Gauge(
             f"{PREFIX}_zk_write_behind_lag",
             "Kafka's ZkWriteBehindLag: committed log offset minus the offset recorded in /migration",
@@ -517,6 +522,7 @@ class BridgeMetrics:
     def set_stuck_write(self, stuck: StuckWrite | None) -> None:
         with self._lock:
             self._stuck_write = stuck
+            self.zk_write_stuck.set(0 if stuck is None else 1)
 
     @property
     def stuck_write(self) -> StuckWrite | None:

@@ -695,6 +695,7 @@ def test_a_write_zookeeper_keeps_refusing_is_shown_until_it_lands(
     migration = cluster.read().migration
     assert migration is not None and migration.kraft_metadata_offset == end - 1
     assert status["zk_write_behind_lag"] > 0
+    assert "zk2kraft_zk_write_stuck 1.0" in metrics_of(cluster)  # what the example alert rules watch
     # Retried with backoff, without re-sending what already landed: no config notification per attempt.
     changes = zk_client.get_children("/config/changes")
     wait_until(lambda: stuck()["stuck_write"]["attempts"] >= 5, timeout=30)
@@ -710,11 +711,17 @@ def test_a_write_zookeeper_keeps_refusing_is_shown_until_it_lands(
     zk_client.set_acls("/kafka-acl", OPEN_ACL_UNSAFE)  # the operator lifts the restriction
     wait_until(lambda: stuck()["stuck_write"] is None, timeout=40)
     assert stuck()["last_error"] is None and stuck()["zk_write_behind_lag"] == 0
+    assert "zk2kraft_zk_write_stuck 0.0" in metrics_of(cluster)
     assert acls_of(cluster, LITERAL_TOPIC) == [
         AclEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
     ]
     migration = cluster.read().migration
     assert migration is not None and migration.kraft_metadata_offset == cluster.end_offset - 1
+
+
+def metrics_of(cluster: Cluster) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.bridge.metrics_port}/metrics") as reply:
+        return reply.read().decode()
 
 
 def acls_of(cluster: Cluster, pattern: ResourcePattern) -> list[AclEntry]:
