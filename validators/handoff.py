@@ -8,7 +8,6 @@ and KRaftMigrationDriver with ZkMigrationClient.
 
 from __future__ import annotations
 
-import mmap
 import os
 import tempfile
 from collections.abc import Iterator
@@ -22,9 +21,8 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
 from pydantic import BaseModel
 
-from migrate.errors import CorruptDataError, Zk2KraftError
+from migrate.errors import Zk2KraftError
 from migrate.kraft import metadata_version as mvs
-from migrate.kraft.batch import check_batch_file, iter_kraft_batches
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
     META_PROPERTIES,
@@ -44,6 +42,7 @@ from migrate.kraft.logdir import (
 )
 from migrate.kraft.migration_state import ZkMigrationState, zk_migration_state_name
 from migrate.kraft.reader import METADATA_PARTITION_DIR, LoadReport, load_image
+from migrate.kraft.segment_walk import StopKind, WalkStop, walk_segment
 from migrate.zk import paths
 from migrate.zk.model import ControllerRegistration, MigrationState
 from migrate.zk.znodes.controller import decode_controller, decode_controller_epoch, decode_migration
@@ -108,58 +107,26 @@ def recover_log(pdir: Path) -> LogRecovery:
     if segments:
         result.log_start_offset = result.end_offset = segments[0].base_offset
     for i, segment in enumerate(segments):
-        with _mapped(segment.path) as data:
-            if _recover_segment(result, segment.path, data):
-                result.dropped_segments = [s.path for s in segments[i + 1 :]]
-                break
+        walk = walk_segment(segment.path, result.end_offset)
+        for batch in walk.batches:
+            if batch.leader_epoch > result.last_epoch:
+                result.epoch_starts.append(EpochEntry(batch.leader_epoch, batch.base_offset))
+                result.last_epoch = batch.leader_epoch
+            result.end_offset = batch.last_offset + 1
+        if (stop := walk.stop) is not None:
+            result.problem = _describe_stop(segment.path, stop)
+            result.truncated_segment = segment.path
+            result.truncated_at_byte = stop.position
+            result.dropped_bytes = stop.bytes_left
+            result.dropped_segments = [s.path for s in segments[i + 1 :]]
+            break
     return result
 
 
-@contextmanager
-def _mapped(path: Path) -> Iterator[memoryview]:
-    """The file's bytes, memory-mapped (segments reach a gigabyte), released on leaving."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-    except OSError as exc:
-        raise Zk2KraftError(f"cannot read {path}: {exc.strerror or exc}") from None
-    view = memoryview(mapped if mapped is not None else b"")
-    try:
-        yield view
-    finally:
-        view.release()
-        if mapped is not None:
-            mapped.close()
-
-
-def _recover_segment(result: LogRecovery, path: Path, data: memoryview) -> bool:
-    """Walk one segment into `result`; True when recovery would truncate it (and drop every later one)."""
-    batches = iter_kraft_batches(data, str(path), tolerate_torn_tail=True)
-    problem = None
-    cut: int | None = None
-    try:
-        check_batch_file(data, str(path))
-        for pos, header, _entries in batches:
-            if header.base_offset < result.end_offset:
-                problem = f"batch at offset {header.base_offset} goes back before offset {result.end_offset}"
-                cut = pos
-                break
-            if header.partition_leader_epoch > result.last_epoch:
-                result.epoch_starts.append(EpochEntry(header.partition_leader_epoch, header.base_offset))
-                result.last_epoch = header.partition_leader_epoch
-            result.end_offset = header.base_offset + header.last_offset_delta + 1
-    except (CorruptDataError, Zk2KraftError) as exc:
-        problem = str(exc)
-    if problem is None and batches.torn_tail is not None:
-        problem = f"{path}: {batches.torn_tail.describe()}"
-    if problem is None:
-        return False
-    result.problem = problem
-    result.truncated_segment = path
-    result.truncated_at_byte = batches.position if cut is None else cut
-    result.dropped_bytes = len(data) - result.truncated_at_byte
-    return True
+def _describe_stop(path: Path, stop: WalkStop) -> str:
+    if stop.kind is StopKind.TORN:
+        return f"{path}: truncated tail of {stop.bytes_left} bytes at byte {stop.position} ({stop.problem})"
+    return f"{path}: {stop.problem} at byte {stop.position}"
 
 
 @contextmanager

@@ -13,15 +13,13 @@ import logging
 import mmap
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-
-from crc32c import crc32c
 
 from migrate.atomic import fsync_directory
 from migrate.errors import CorruptDataError, InvalidRequestError, UnsupportedVersionError, Zk2KraftError
 from migrate.gcpause import gc_paused
-from migrate.kraft.batch import CRC_START, HEADER_SIZE, MAGIC, peek_header
+from migrate.kraft.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, peek_header
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
     INDEX_SUFFIX,
@@ -48,6 +46,14 @@ from migrate.kraft.reader import (
     read_snapshot_image,
 )
 from migrate.kraft.replay import MetadataReplayer
+from migrate.kraft.segment_walk import (
+    SegmentWalk,
+    StopKind,
+    WalkedBatch,
+    intact_batch_after,
+    mapped_file,
+    walk_batches,
+)
 from migrate.kraft.snapshot import MAX_BATCH_SIZE_BYTES
 
 __all__ = [
@@ -67,41 +73,32 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_LOG_OVERHEAD = 12
-
-
-_MIN_BATCH_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
-
-
-_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-
-
-_AFTER_CRC = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp
-
+_LENGTH = struct.Struct(">i")
 
 # ---------------------------------------------------------------------------------------------- recovery scan
 
 
 @dataclass(slots=True)
-class _BatchInfo:
-    base_offset: int
-    last_offset: int
-    epoch: int
-    max_timestamp: int
-    size: int
-
-
-@dataclass(slots=True)
 class SegmentScan:
-    """Header walk of one segment: its valid batches and, if any, why the bytes after them are bad."""
+    """One segment's walk and whether the bad bytes after its valid batches, if any, may be truncated."""
 
     segment: SegmentFile
+    walk: SegmentWalk
     file_size: int
-    valid_bytes: int = 0
-    batches: list[_BatchInfo] = field(default_factory=list)
-    problem: str | None = None
     tail_like: bool = False
     """The bad bytes are a torn or corrupt final batch (or zero fill), which recovery may truncate."""
+
+    @property
+    def batches(self) -> list[WalkedBatch]:
+        return self.walk.batches
+
+    @property
+    def valid_bytes(self) -> int:
+        return self.walk.valid_bytes
+
+    @property
+    def problem(self) -> str | None:
+        return self.walk.stop.problem if self.walk.stop is not None else None
 
     @property
     def next_offset(self) -> int:
@@ -109,89 +106,29 @@ class SegmentScan:
 
 
 def _scan_segment(segment: SegmentFile, expected_offset: int) -> SegmentScan:
-    """Check every batch frame (length, magic, CRC-32C, offsets) of a segment without decoding records."""
-    path = segment.path
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            data: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-    except OSError as exc:
-        raise Zk2KraftError(f"cannot read {path}: {exc.strerror or exc}") from None
-    scan = SegmentScan(segment, size)
-    try:
-        view = memoryview(data)
-        try:
-            _walk_batches(scan, view, expected_offset)
-        finally:
-            view.release()
-    finally:
-        if isinstance(data, mmap.mmap):
-            data.close()
-    return scan
-
-
-def _walk_batches(scan: SegmentScan, view: memoryview, expected_offset: int) -> None:
-    size = scan.file_size
-    pos = 0
-    while pos < size:
-        remaining = size - pos
-        if remaining < HEADER_SIZE:
-            scan.problem = f"only {remaining} bytes left, less than a {HEADER_SIZE}-byte batch header"
+    """Walk a segment's batch frames; offsets going back are corruption wherever they are."""
+    with mapped_file(segment.path) as view:
+        walk = walk_batches(view, str(segment.path), expected_offset)
+        scan = SegmentScan(segment, walk, walk.file_size)
+        stop = walk.stop
+        if stop is None:
+            return scan
+        if stop.kind is StopKind.OFFSETS_BACK:
+            raise CorruptDataError(str(segment.path), stop.position, stop.problem)
+        if stop.bytes_left < HEADER_SIZE:
             scan.tail_like = True
-            break
-        base, length, epoch, magic, crc = _PREFIX.unpack_from(view, pos)
-        batch_size = length + _LOG_OVERHEAD
-        if length < _MIN_BATCH_LENGTH:
-            scan.problem = f"impossible batch length {length}"
-        elif batch_size > remaining:
-            scan.problem = f"batch of {batch_size} bytes but only {remaining} bytes left (torn write)"
-        elif magic != MAGIC:
-            scan.problem = f"record batch magic {magic}; only magic 2 is supported"
-        elif crc32c(view[pos + CRC_START : pos + batch_size]) != crc:
-            scan.problem = "CRC-32C does not match the batch bytes"
-        if scan.problem is not None:
-            # Only the last batch of the log may be damaged: one a crash interrupted (its declared end
-            # reaches past the end of the file), or zero fill the file system left after the last write.
-            # A torn batch is at most KRaft's largest batch; more bytes than that are not one batch.
-            reaches_end = length >= _MIN_BATCH_LENGTH and batch_size >= remaining <= MAX_BATCH_SIZE_BYTES
-            zero_fill = remaining <= 2 * MAX_BATCH_SIZE_BYTES and view[pos:size].tobytes() == bytes(remaining)
-            scan.tail_like = (reaches_end or zero_fill) and not _valid_batch_after(
-                view, pos, size, expected_offset
-            )
-            break
-        _attributes, last_delta, _base_ts, max_ts = _AFTER_CRC.unpack_from(view, pos + CRC_START)
-        if base < expected_offset or last_delta < 0:
-            raise CorruptDataError(
-                str(scan.segment.path),
-                pos,
-                f"batch offsets {base}..{base + last_delta} do not follow offset {expected_offset - 1}",
-            )
-        scan.batches.append(_BatchInfo(base, base + last_delta, epoch, max_ts, batch_size))
-        expected_offset = base + last_delta + 1
-        pos += batch_size
-        scan.valid_bytes = pos
-
-
-def _valid_batch_after(view: memoryview, pos: int, size: int, expected_offset: int) -> bool:
-    """Whether an intact batch starts after `pos`: then the damage at `pos` (say a corrupt length
-    field) is in the middle of the log, not a torn final write, whose bytes hold no complete batch."""
-    data = view[pos + 1 : size].tobytes()
-    start = pos + 1
-    magic_at = data.find(b"\x02", 16)
-    while magic_at >= 0:
-        q = start + magic_at - 16
-        if q + HEADER_SIZE <= size:
-            base, length, _epoch, _magic, crc = _PREFIX.unpack_from(view, q)
-            end = q + length + _LOG_OVERHEAD
-            if (
-                length >= _MIN_BATCH_LENGTH
-                and end <= size
-                and expected_offset <= base < expected_offset + 2**31
-                and crc32c(view[q + CRC_START : end]) == crc
-            ):
-                return True
-        magic_at = data.find(b"\x02", magic_at + 1)
-    return False
+            return scan
+        # Only the last batch of the log may be damaged: one a crash interrupted (its declared end
+        # reaches past the end of the file), or zero fill the file system left after the last write.
+        # A torn batch is at most KRaft's largest batch; more bytes than that are not one batch.
+        pos, remaining = stop.position, stop.bytes_left
+        (length,) = _LENGTH.unpack_from(view, pos + 8)
+        batch_size = length + LOG_OVERHEAD
+        reaches_end = length >= MIN_BATCH_LENGTH and batch_size >= remaining <= MAX_BATCH_SIZE_BYTES
+        zero_fill = remaining <= 2 * MAX_BATCH_SIZE_BYTES and view[pos:].tobytes() == bytes(remaining)
+        expected = walk.batches[-1].last_offset + 1 if walk.batches else expected_offset
+        scan.tail_like = (reaches_end or zero_fill) and not intact_batch_after(view, pos, expected)
+    return scan
 
 
 @dataclass(slots=True)
@@ -249,9 +186,9 @@ def recover_segments(pdir: Path) -> RecoveredSegments:
     last_epoch = -1
     for scan in scans:
         for batch in scan.batches:
-            if batch.epoch > last_epoch:
-                epoch_starts.append(EpochEntry(batch.epoch, batch.base_offset))
-                last_epoch = batch.epoch
+            if batch.leader_epoch > last_epoch:
+                epoch_starts.append(EpochEntry(batch.leader_epoch, batch.base_offset))
+                last_epoch = batch.leader_epoch
     return RecoveredSegments(
         segments=segments,
         active=scans[-1] if scans else None,

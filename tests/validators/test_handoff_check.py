@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from crc32c import crc32c
 from kazoo.client import KazooClient
 
 from cli.main import cli
 from migrate.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
 from migrate.kraft import records as rec
+from migrate.kraft.batch import CRC_START, HEADER_SIZE
 from migrate.kraft.logdir import META_PROPERTIES, QUORUM_STATE, read_meta_properties
 from migrate.kraft.reader import METADATA_PARTITION_DIR
+from migrate.kraft.segment_walk import walk_segment
 from migrate.zk import paths
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.live import ZkConnectOptions, read_tree
@@ -332,3 +335,22 @@ def test_help_teaches_the_checks_the_exit_codes_and_an_example() -> None:
         "zk2kraft handoff check --metadata-dir",
     ):
         assert words in result.output
+
+
+def test_a_record_that_does_not_decode_under_a_good_crc_fails_the_replay_not_recovery(
+    bridge_dir: Path, zk_connect: str
+) -> None:
+    segment = last_segment(bridge_dir)
+    last = walk_segment(segment, 0).batches[-1]
+    data = bytearray(segment.read_bytes())
+    data[last.position + HEADER_SIZE] = 0x7F  # the first record's length: negative
+    end = last.position + last.size
+    data[last.position + CRC_START - 4 : last.position + CRC_START] = crc32c(
+        bytes(data[last.position + CRC_START : end])
+    ).to_bytes(4, "big")
+    segment.write_bytes(bytes(data))
+    code, report = run_cli(bridge_dir, zk_connect)
+    assert code == EXIT_FINDING
+    failures = failed(report)
+    assert "log segments" not in failures  # Kafka's recovery checks the CRC, it does not decode records
+    assert "replay" in failures and str(segment) in failures["replay"].detail
