@@ -144,7 +144,7 @@ def _controller_head(inputs: PlanInputs, ctrl: QuorumVoter, quorum: dict[str, st
 def _controller_protocol_map(inputs: PlanInputs, ref: BrokerConfig | None) -> str:
     """The controller listener's protocol, then the brokers' (their inter-broker listener among them)."""
     name = inputs.controller_listener
-    brokers = ref.protocol_map() if ref is not None else {"PLAINTEXT": "PLAINTEXT"}
+    brokers = _used_protocol_map(ref) if ref is not None else {"PLAINTEXT": "PLAINTEXT"}
     return format_protocol_map({name: inputs.controller_protocol, **{k: v for k, v in brokers.items() if k != name}})
 
 
