@@ -175,7 +175,8 @@ def plan_cmd(
         for line in summary_lines(plan):
             click.echo(line)
         if out is not None:
-            click.echo(f"plan written to {out}/plan.md (configs per phase in {out}/<n>-<phase>/)")
+            handoff = f", hand-off controllers in {out}/handoff/" if plan.handoff is not None else ""
+            click.echo(f"plan written to {out}/plan.md (configs per phase in {out}/<n>-<phase>/{handoff})")
         else:
             click.echo("(pass --out DIR to write plan.md, plan.json and the generated configs)")
     print_source_notices(inputs.zk_warnings, inputs.zk_notes, older_state=inputs.accepted_older_zk_state)

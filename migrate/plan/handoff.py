@@ -32,8 +32,8 @@ def handoff_steps(inputs: PlanInputs, zk: str) -> list[str]:
     for c in ctrls:
         steps += [
             f"Voter {c.node_id} on {c.host}: stop bridge {c.node_id} cleanly with SIGTERM "
-            f"(`kill -TERM <pid of bridge {c.node_id}>`) and wait until it has exited; it leaves {metadata_dir} "
-            "ready and prints the next step. Never run it and the real controller at once.",
+            f"(`kill -TERM <pid of bridge {c.node_id}>`) and wait until it has exited (exit 0); its {metadata_dir} "
+            "is the real controller's. Never run both at once, nor a controller on an empty directory or another voter's.",
             f"Voter {c.node_id}: check its directory; it must exit 0: `zk2kraft handoff check --metadata-dir "
             f"{metadata_dir} --zk {zk} --node-id {c.node_id} --voters {voters}`.",
             f"Voter {c.node_id}: start the real controller on that directory, without formatting it: "
