@@ -118,7 +118,8 @@ def handoff_controller_file(inputs: PlanInputs, ctrl: QuorumVoter) -> NodeFile:
     voters = {"controller.quorum.voters": render_quorum_voters(target_controllers(inputs))}
     entries = _controller_head(inputs, ctrl, voters, bind=f"{BRIDGE_LISTEN_HOST}:{ctrl.port}")
     entries.append(("listener.security.protocol.map", _controller_protocol_map(inputs, ref)))
-    # log.dirs too: unset, Kafka adds its default /tmp/kafka-logs to the directories it checks and formats.
+    # log.dirs too: unset, Kafka also checks its default /tmp/kafka-logs and refuses to start without a
+    # meta.properties there (KafkaRaftServer.initializeLogDirs).
     entries += [("metadata.log.dir", inputs.bridge_metadata_dir), ("log.dirs", inputs.bridge_metadata_dir)]
     entries += _migration_entries(inputs, ref)
     if ref is not None:
