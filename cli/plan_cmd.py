@@ -13,12 +13,19 @@ from cli.options import print_source_notices, zk_source_from, zk_source_options
 from cli.plan_live import DEFAULT_TIMEOUT, ask_cluster, read_command_config
 from migrate.errors import Zk2KraftError
 from migrate.plan.checks import run_checks
-from migrate.plan.inputs import parse_controllers
+from migrate.plan.inputs import DEFAULT_BRIDGE_METADATA_DIR, parse_controllers
 from migrate.plan.live import live_checks
 from migrate.plan.load import load_inputs
 from migrate.plan.phases import build_plan
 from migrate.plan.render import check_out_dir, summary_lines, write_plan
 from migrate.zk.model import SECURITY_PROTOCOLS
+
+
+def _absolute_dir(value: str) -> str:
+    """A directory the bridges and the Kafka controllers name alike on every host: an absolute path."""
+    if not value.startswith("/"):
+        raise click.BadParameter(f"{value!r} is not an absolute path (Kafka would resolve it against its working directory)")
+    return value
 
 
 @click.command("plan")
@@ -69,6 +76,14 @@ from migrate.zk.model import SECURITY_PROTOCOLS
     help="Security protocol of the controller listener.",
 )
 @click.option("--controller-log-dir", help="log.dirs for the generated controller configs.")
+@click.option(
+    "--bridge-metadata-dir",
+    default=DEFAULT_BRIDGE_METADATA_DIR,
+    show_default=True,
+    callback=lambda _ctx, _param, value: _absolute_dir(value),
+    help="The bridges' --metadata-dir in the plan's bridge run lines, and metadata.log.dir of the Kafka "
+    "controllers that take their place (handoff/).",
+)
 @click.option("--target-ibp", default="3.9", show_default=True, help="inter.broker.protocol.version to migrate at.")
 @click.option(
     "--bootstrap-server",
@@ -95,6 +110,7 @@ def plan_cmd(
     controller_listener: str,
     controller_protocol: str,
     controller_log_dir: str | None,
+    bridge_metadata_dir: str,
     target_ibp: str,
     bootstrap_server: str | None,
     command_config: Path | None,
@@ -139,6 +155,7 @@ def plan_cmd(
             controller_listener=controller_listener.upper(),
             controller_protocol=controller_protocol,
             controller_log_dir=controller_log_dir,
+            bridge_metadata_dir=bridge_metadata_dir,
             target_ibp=target_ibp,
         )
     live = []
@@ -158,7 +175,8 @@ def plan_cmd(
         for line in summary_lines(plan):
             click.echo(line)
         if out is not None:
-            click.echo(f"plan written to {out}/plan.md (configs per phase in {out}/<n>-<phase>/)")
+            handoff = f", hand-off controllers in {out}/handoff/" if plan.handoff is not None else ""
+            click.echo(f"plan written to {out}/plan.md (configs per phase in {out}/<n>-<phase>/{handoff})")
         else:
             click.echo("(pass --out DIR to write plan.md, plan.json and the generated configs)")
     print_source_notices(inputs.zk_warnings, inputs.zk_notes, older_state=inputs.accepted_older_zk_state)

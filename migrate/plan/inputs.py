@@ -18,6 +18,8 @@ from migrate.zk.tree import Acl
 DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
 DEFAULT_CONTROLLER_LISTENER = "CONTROLLER"
 DEFAULT_RESERVED_BROKER_MAX_ID = 1000
+# The bridges' --metadata-dir in the plan's `bridge run` lines, and metadata.log.dir of the controllers taking over.
+DEFAULT_BRIDGE_METADATA_DIR = "/var/lib/zk2kraft/meta"
 ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # Kafka's EndPoint uriParseExp, matched against the whole entry.
@@ -160,4 +162,5 @@ class PlanInputs:
     controller_protocol: str = "PLAINTEXT"
     quorum: str = "dynamic"  # dynamic: controller.quorum.bootstrap.servers; static: controller.quorum.voters
     controller_log_dir: str | None = None
+    bridge_metadata_dir: str = DEFAULT_BRIDGE_METADATA_DIR
     live_brokers_checked: bool = False

@@ -14,6 +14,7 @@ from migrate.kraft.quorum_voters import render_quorum_voters
 from migrate.plan import configs as gen
 from migrate.plan.checks import blockers
 from migrate.plan.checks.registry import Check
+from migrate.plan.handoff import HANDOFF_FOLDER, handoff_steps
 from migrate.plan.inputs import PlanInputs
 from migrate.plan.inter_broker import BridgeInterBroker, bridge_inter_broker
 from migrate.plan.properties import PropertiesFile, parse_properties_text
@@ -78,6 +79,15 @@ class ControllerEntry(BaseModel):
     placeholder: bool = False
 
 
+class HandOff(BaseModel):
+    """The rolling hand-off from the bridges to Kafka 3.9 controllers: steps and the controllers' files."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[str]
+    configs: list[NodeConfig] = Field(default_factory=list)
+
+
 class Plan(BaseModel):
     """plan.json: stable, versioned by `schema_version`."""
 
@@ -109,6 +119,9 @@ class Plan(BaseModel):
     warnings: int
     checks: list[Check]
     phases: list[Phase]
+    handoff: HandOff | None = Field(
+        default=None, description="from the bridges to Kafka 3.9 controllers (None: no bridge can be the controller)"
+    )
 
 
 def _changes(before: dict[str, str], after: dict[str, str]) -> list[ConfigChange]:
@@ -185,6 +198,11 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
     status_cmd = f"zk2kraft status --zk {zk} --format json"
     format_cmds = _format_commands(inputs, cluster_id, folders["provision-controllers"])
     ibl = bridge_inter_broker(inputs)
+    handoff = None
+    if ibl is None or ibl.supported:
+        # Files new in whole, listed without their values: they carry the brokers' TLS and SASL secrets.
+        handoff_configs = [add(HANDOFF_FOLDER, gen.handoff_controller_file(inputs, c)).model_copy(update={"changes": []}) for c in ctrls]
+        handoff = HandOff(steps=handoff_steps(inputs, zk), configs=handoff_configs)
     phases = [
         Phase(
             number=0, id="prepare", title="Prepare: Kafka 3.9 and inter.broker.protocol.version",
@@ -307,6 +325,7 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
         warnings=sum(1 for c in found if c.severity == "warning"),
         checks=checks,
         phases=phases,
+        handoff=handoff,
     )
     return plan, files
 
@@ -321,8 +340,8 @@ def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) ->
     quorum = f" --voters {voters}" if len(ctrls) > 1 else ""
     extra = f" {' '.join(ibl.options)}" if ibl is not None and ibl.options else ""
     commands = [
-        f"zk2kraft bridge run --zk {zk} --metadata-dir <METADATA_DIR> --node-id {c.node_id} "
-        f"--listen 0.0.0.0:{c.port} --metrics 0.0.0.0:9404{quorum}{extra}"
+        f"zk2kraft bridge run --zk {zk} --metadata-dir {inputs.bridge_metadata_dir} --node-id {c.node_id} "
+        f"--listen {gen.BRIDGE_LISTEN_HOST}:{c.port} --metrics 0.0.0.0:9404{quorum}{extra}"
         for c in ctrls
     ]
     lead = "Or, with the zk2kraft bridge as the controller (docs/operations.md): "

@@ -94,7 +94,25 @@ def plan_markdown(plan: Plan) -> str:
             lines.append("expects status phase: " + " or ".join(f"`{p}`" for p in phase.watch.status_phase))
         lines += ["", "If you must revert after this phase:"]
         lines += [f"- {r}" for r in phase.rollback]
+    lines += handoff_lines(plan)
     return "\n".join(lines) + "\n"
+
+
+def handoff_lines(plan: Plan) -> list[str]:
+    """The rolling hand-off from the bridges to Kafka 3.9 controllers (none where no bridge can be the controller)."""
+    if plan.handoff is None:
+        return []
+    lines = [
+        "",
+        "## Hand-off: from the zk2kraft bridges to Kafka 3.9 controllers (rolling)",
+        "",
+        "Only with bridges as the controllers: once status shows dual-write, and before finalizing. Each real "
+        "controller takes its bridge's node.id, listener, directory and voters (docs/handoff.md).",
+        "",
+    ]
+    lines += [f"{i}. {s}" for i, s in enumerate(plan.handoff.steps, start=1)]
+    lines += ["", "Configs:", *(f"- `{cfg.file}`" for cfg in plan.handoff.configs)]
+    return lines
 
 
 def summary_lines(plan: Plan) -> list[str]:

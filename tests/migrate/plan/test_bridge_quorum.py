@@ -54,7 +54,7 @@ def test_each_bridge_gets_its_command_with_the_same_voters_and_bridge_run_accept
     assert len(commands) == 3 and all(f"--voters {CONTROLLERS}" in command for command in commands)
     told = record_bridge_runs(monkeypatch)
     for command in commands:
-        argv = shlex.split(command.replace("<METADATA_DIR>", str(tmp_path / "meta")))[1:]
+        argv = shlex.split(command.replace("/var/lib/zk2kraft/meta", str(tmp_path / "meta")))[1:]
         result = CliRunner().invoke(cli, [*argv, "--format-empty-voter-directory"])
         assert result.exit_code == 0, result.output
     assert [config.node_id for config in told] == [3000, 3001, 3002]
