@@ -124,10 +124,20 @@ class Plan(BaseModel):
     )
 
 
+SECRET_KEY_ENDINGS = ("password", "jaas.config", "secret", "secret.key", "master.key", "keystore.key")
+"""Kafka's PASSWORD-type settings end so (ssl.*.password, sasl.jaas.config, password.encoder.secret, ...)."""
+HIDDEN = "[hidden]"
+
+
+def _shown(key: str, value: str | None) -> str | None:
+    """A value as plan.json and plan.md may show it: a secret's is hidden (it stays in the generated file)."""
+    return HIDDEN if value is not None and key.endswith(SECRET_KEY_ENDINGS) else value
+
+
 def _changes(before: dict[str, str], after: dict[str, str]) -> list[ConfigChange]:
-    out = [ConfigChange(key=k, action="remove", old=v) for k, v in before.items() if k not in after]
+    out = [ConfigChange(key=k, action="remove", old=_shown(k, v)) for k, v in before.items() if k not in after]
     out += [
-        ConfigChange(key=k, action="set", old=before.get(k), new=v)
+        ConfigChange(key=k, action="set", old=_shown(k, before.get(k)), new=_shown(k, v))
         for k, v in after.items()
         if before.get(k) != v
     ]

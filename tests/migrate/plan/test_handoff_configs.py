@@ -180,3 +180,12 @@ def test_a_relative_bridge_metadata_dir_is_refused_before_zookeeper_is_read() ->
     result = CliRunner().invoke(cli, ["plan", "--zk", "127.0.0.1:1", "--bridge-metadata-dir", "meta"])
     assert result.exit_code == 2, result.output
     assert "'meta' is not an absolute path" in result.output
+
+
+def test_plan_json_and_plan_md_hide_every_secret_the_generated_files_carry(tmp_path: Path) -> None:
+    plan, files = plan_for(tmp_path, {**SASL_SSL_SCRAM, **ZK_TLS_SASL})
+    secrets = ["zk-trust-pw", "trust-pw", "jaas-pw"]
+    shown = plan.model_dump_json() + plan_markdown(plan)
+    assert [s for s in secrets if s in shown] == []
+    assert '"new":"[hidden]"' in plan.model_dump_json().replace(" ", "")  # the change is listed, its value not
+    assert all(any(s in text for text in files.values()) for s in secrets)  # the files carry them, as Kafka needs
