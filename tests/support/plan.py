@@ -23,6 +23,21 @@ from migrate.zk.model import (
 
 CLUSTER_ID = "Vb8gN2LhQeWkUuE9rXmS3A"
 BROKER_IDS = (1, 2, 3)
+SASL_SSL_SCRAM = {
+    "listeners": "INTERNAL://:9093,EXTERNAL://:9092",
+    "advertised.listeners": "INTERNAL://kafka{id}:9093,EXTERNAL://kafka{id}:9092",
+    "listener.security.protocol.map": "INTERNAL:SASL_SSL,EXTERNAL:SSL",
+    "inter.broker.listener.name": "INTERNAL",
+    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    "ssl.truststore.location": "/etc/kafka/truststore.jks",
+    "ssl.truststore.password": "trust-s3cret",
+    "listener.name.internal.scram-sha-512.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="broker" password="jaas-s3cret";'
+    ),
+}
+"""Brokers whose inter-broker listener is SASL_SSL with SCRAM (`{id}`: each broker's id); its secrets end in s3cret."""
 
 
 def healthy_model() -> ZkClusterModel:

@@ -15,7 +15,7 @@ from migrate.plan.inputs import BrokerConfig, PlanInputs, parse_controllers
 from migrate.plan.phases import Plan, build_plan
 from migrate.plan.properties import parse_properties_text
 from migrate.plan.render import plan_markdown, write_plan
-from tests.support.plan import broker_properties, healthy_model
+from tests.support.plan import SASL_SSL_SCRAM, broker_properties, healthy_model
 
 CONTROLLERS = "3000@ctrl1:9093,3001@ctrl2:9094,3002@ctrl3:9095"
 ZK_TLS_SASL = {
@@ -25,19 +25,6 @@ ZK_TLS_SASL = {
     "zookeeper.ssl.truststore.location": "/etc/kafka/zk-truststore.jks",
     "zookeeper.ssl.truststore.password": "zk-trust-pw",
     "zookeeper.set.acl": "true",
-}
-SASL_SSL_SCRAM = {
-    "listeners": "INTERNAL://:9093,EXTERNAL://:9092",
-    "advertised.listeners": "INTERNAL://kafka{id}:9093,EXTERNAL://kafka{id}:9092",
-    "listener.security.protocol.map": "INTERNAL:SASL_SSL,EXTERNAL:SSL",
-    "inter.broker.listener.name": "INTERNAL",
-    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-    "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-    "ssl.truststore.location": "/etc/kafka/truststore.jks",
-    "ssl.truststore.password": "trust-pw",
-    "listener.name.internal.scram-sha-512.sasl.jaas.config": (
-        'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="jaas-pw";'
-    ),
 }
 
 
@@ -97,7 +84,7 @@ def test_each_voter_gets_the_controller_that_takes_its_bridges_place(tmp_path: P
             "inter.broker.listener.name": bridge["--inter-broker-listener-name"],
             "sasl.mechanism.inter.broker.protocol": bridge["--inter-broker-sasl-mechanism"],
             "ssl.truststore.location": "/etc/kafka/truststore.jks",
-            "ssl.truststore.password": "trust-pw",
+            "ssl.truststore.password": "trust-s3cret",
             "listener.name.internal.scram-sha-512.sasl.jaas.config": SASL_SSL_SCRAM[
                 "listener.name.internal.scram-sha-512.sasl.jaas.config"
             ],
@@ -110,7 +97,7 @@ def test_each_voter_gets_the_controller_that_takes_its_bridges_place(tmp_path: P
         f"handoff/controller-{i}.properties" for i in (3000, 3001, 3002)
     ]
     shown = plan.model_dump_json() + plan_markdown(plan)
-    assert "jaas-pw" not in shown and "\"trust-pw" not in shown
+    assert "jaas-s3cret" not in shown and "trust-s3cret" not in shown
 
 
 def test_plaintext_brokers_give_a_plaintext_channel_and_the_default_directory(tmp_path: Path) -> None:
@@ -184,7 +171,7 @@ def test_a_relative_bridge_metadata_dir_is_refused_before_zookeeper_is_read() ->
 
 def test_plan_json_and_plan_md_hide_every_secret_the_generated_files_carry(tmp_path: Path) -> None:
     plan, files = plan_for(tmp_path, {**SASL_SSL_SCRAM, **ZK_TLS_SASL})
-    secrets = ["zk-trust-pw", "trust-pw", "jaas-pw"]
+    secrets = ["zk-trust-pw", "trust-s3cret", "jaas-s3cret"]
     shown = plan.model_dump_json() + plan_markdown(plan)
     assert [s for s in secrets if s in shown] == []
     assert '"new":"[hidden]"' in plan.model_dump_json().replace(" ", "")  # the change is listed, its value not

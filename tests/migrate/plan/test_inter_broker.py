@@ -16,22 +16,8 @@ from migrate.plan.phases import Plan, build_plan
 from migrate.plan.properties import parse_properties_text
 from migrate.plan.render import plan_markdown, summary_lines
 from tests.support import FIXTURES
-from tests.support.plan import broker_properties, healthy_model
+from tests.support.plan import SASL_SSL_SCRAM, broker_properties, healthy_model
 
-SASL_SSL_SCRAM = {
-    "listeners": "INTERNAL://:9093,EXTERNAL://:9092",
-    "advertised.listeners": "INTERNAL://kafka{id}:9093,EXTERNAL://kafka{id}:9092",
-    "listener.security.protocol.map": "INTERNAL:SASL_SSL,EXTERNAL:SSL",
-    "inter.broker.listener.name": "INTERNAL",
-    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-    "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-    "ssl.truststore.location": "/etc/kafka/truststore.jks",
-    "ssl.truststore.password": "trust-s3cret",
-    "listener.name.internal.scram-sha-512.sasl.jaas.config": (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="broker" password="jaas-s3cret";'
-    ),
-}
 SECRETS = ("trust-s3cret", "jaas-s3cret", "key-s3cret")
 
 
