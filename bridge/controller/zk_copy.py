@@ -23,11 +23,6 @@ class FollowerZkCopy:
         self._mirror: ZkMirror | None = None
 
     @property
-    def current(self) -> bool:
-        """A copy is loaded and kept current: an election now would not read all of ZooKeeper."""
-        return self._mirror is not None and self._mirror.following
-
-    @property
     def state(self) -> str:
         """`/status`'s raft.zookeeper_copy: current, loading or none."""
         return "none" if self._mirror is None else "current" if self._mirror.following else "loading"
