@@ -241,6 +241,9 @@ class KafkaListener:
                         await write_frame(writer, response)
                 finally:
                     self._answering -= 1
+                if self._server is None:
+                    # Stopping: the grace is for requests in flight, not for the next one a client sends.
+                    break
         except Zk2KraftError as exc:
             # Decode errors already start with `source`; say it once.
             log.warning("closing %s: %s", source, str(exc).removeprefix(source).lstrip(": "))

@@ -385,6 +385,41 @@ def test_stop_closes_open_connections_and_the_port() -> None:
     asyncio.run(scenario())
 
 
+def test_a_stopping_listener_answers_the_request_in_flight_and_reads_no_other() -> None:
+    """A stop with a grace lets the request being answered finish; a connection that keeps sending (a Raft
+    follower's next Fetch) gets no further request read, so the grace does not run out waiting for it."""
+    release = asyncio.Event()
+    answered: list[int] = []
+
+    async def handler(ctx: RequestContext, request: Any) -> Any:
+        await release.wait()
+        answered.append(ctx.correlation_id)
+        module = load_payload_module(60, ctx.api_version, EntityType.response)
+        return build(module.DescribeClusterResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
+                     cluster_id=CLUSTER_ID, controller_id=1, brokers=())  # fmt: skip
+
+    async def scenario() -> None:
+        listener = KafkaListener(HOST, 0, handlers={60: handler}, supported={60: (0, 1)})
+        port = await listener.start()
+        reader, writer = await asyncio.open_connection(HOST, port)
+        request = DescribeClusterRequest(include_cluster_authorized_operations=False)
+        writer.write(frame(encode_request(request, 1, "first")) + frame(encode_request(request, 2, "second")))
+        await writer.drain()
+        while listener._answering == 0:  # the first request is being answered
+            await asyncio.sleep(0.01)
+        stopping = asyncio.ensure_future(listener.stop(answer_within_s=TIMEOUT))
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.wait_for(stopping, TIMEOUT)
+        received = await asyncio.wait_for(reader.read(), TIMEOUT)  # up to the end of the stream
+        writer.close()
+        (size,) = struct.unpack(">i", received[:4])
+        assert len(received) == 4 + size, "exactly one response before the connection closed"
+        assert answered == [1]
+
+    asyncio.run(scenario())
+
+
 def test_idle_connections_are_closed() -> None:
     with ListenerThread(KafkaListener(HOST, 0, idle_timeout=0.2)) as port, raw_connection(port) as sock:
         wait_until_closed_by_server(sock)
