@@ -28,7 +28,8 @@ pytestmark = pytest.mark.zookeeper
 
 CONTROLLERS = (3000, 3001, 3002)
 VOTERS = "3000@ctrl0:9093,3001@ctrl1:9093,3002@ctrl2:9093"
-KRAFT_EPOCH = 5
+KRAFT_EPOCH = 1
+"""The migrated log's leader epoch: /controller and /migration name the controller that wrote it."""
 
 
 def controller_text(node_id: int, *, migration: bool = True, voters: str = VOTERS) -> str:
@@ -194,10 +195,11 @@ def test_the_out_dir_is_not_overwritten_unless_told(cluster: Cluster) -> None:
 @pytest.mark.spark
 def test_refused_while_the_audit_is_not_clean(cluster: Cluster, zk_admin: KazooClient) -> None:
     shared_spark()
-    topic = sorted(zk_admin.get_children(cluster.root + "/config/topics"))[0]
-    zk_admin.delete(cluster.root + f"/config/topics/{topic}")
+    topic = sorted(zk_admin.get_children(cluster.root + "/brokers/topics"))[0]
+    zk_admin.delete(cluster.root + f"/brokers/topics/{topic}", recursive=True)  # ZooKeeper lost a topic the log has
     result = cluster.finalize()
     refused(result, cluster, "audit")
+    assert "exit code 1" in result.output  # a difference found, not a refused audit
 
 
 @pytest.mark.spark
