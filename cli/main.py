@@ -8,7 +8,7 @@ from cli.audit_cmd import audit_cmd
 from cli.bridge_cmd import bridge_group
 from cli.common import exit_codes_help
 from cli.dump_cmd import dump_cmd
-from cli.finalize_cmd import finalize_check_cmd
+from cli.finalize_cmd import finalize_check_cmd, finalize_cmd
 from cli.handoff_cmd import handoff_group
 from cli.migrate_cmd import migrate_cmd
 from cli.plan_cmd import plan_cmd
@@ -38,6 +38,7 @@ cli.add_command(audit_cmd)
 cli.add_command(bridge_group)
 cli.add_command(dump_cmd)
 cli.add_command(finalize_check_cmd)
+cli.add_command(finalize_cmd)
 cli.add_command(handoff_group)
 cli.add_command(migrate_cmd)
 cli.add_command(plan_cmd)

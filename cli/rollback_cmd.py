@@ -17,6 +17,8 @@ from migrate.kraft.migration_state import ZkMigrationState
 from migrate.plan.properties import read_properties_file
 from migrate.plan.rollback import (
     backup_text,
+    broker_meta_lines,
+    check_broker_meta,
     execute_rollback,
     manual_steps,
     plan_rollback,
@@ -48,6 +50,14 @@ from migrate.plan.rollback import (
     help="A broker's current server.properties, to print its exact remaining edits (repeatable).",
 )
 @click.option(
+    "--broker-meta",
+    "broker_metas",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A broker's log dir or its meta.properties (repeatable, every log dir of every broker): refuse while "
+    "one would stop the broker in ZooKeeper mode (version 1, another cluster.id), printing the file to write.",
+)
+@click.option(
     "--bridge-status",
     metavar="URL",
     callback=bridge_status_url,
@@ -70,6 +80,7 @@ def rollback_cmd(
     yes: bool,
     force: bool,
     broker_configs: tuple[Path, ...],
+    broker_metas: tuple[Path, ...],
     bridge_status: str | None,
     metadata_dir: Path | None,
     **zk_security: Any,
@@ -83,12 +94,15 @@ def rollback_cmd(
     for the phase reached. Deprovision the KRaft controllers first; run this quickly — the cluster has
     no controller until /controller is gone. Refuses after finalization, and while the bridge at
     --bridge-status still answers or ZooKeeper is behind its metadata log (the write-behind lag, from
-    --bridge-status or --metadata-dir), naming the controller in /controller and the lag (--force
-    overrides).
+    --bridge-status or --metadata-dir), naming the controller in /controller and the lag, and while a
+    broker's meta.properties (--broker-meta) would stop it in ZooKeeper mode: version 1 (a broker
+    formatted during the migration) or a cluster.id other than ZooKeeper's; it prints the exact file to
+    write for each (--force overrides all of these but finalization).
 
     \b
     Examples:
-      zk2kraft rollback --zk zk1:2181/kafka --dry-run
+      zk2kraft rollback --zk zk1:2181/kafka --dry-run \\
+          --broker-meta /var/lib/kafka/data --broker-meta /mnt/disk2/kafka
       zk2kraft rollback --zk zk1:2181/kafka --backup before-revert.json --yes \\
           --broker-config server-1.properties --broker-config server-2.properties
     """
@@ -105,9 +119,14 @@ def rollback_cmd(
     finalized = (states[0] == ZkMigrationState.POST_MIGRATION.name) if states else None
     with zk_session(zk_connect_from(zk_connect, zk_security), chroot) as client:
         state = read_rollback_state(client)
+        metas = [check_broker_meta(p, state.cluster_id) for p in broker_metas]
+        if metas and not finalized:
+            for line in broker_meta_lines(metas):
+                click.echo(line)
         plan = plan_rollback(
             state, finalized=finalized, force=force, bridge=bridge, metadata=metadata[0] if metadata else None,
             unanswered_bridge=bridge_status if bridge_status and bridge is None else None,
+            broker_meta=metas if not finalized else None,
         )  # fmt: skip
         for note in plan.notes:
             click.echo(f"note: {note}")

@@ -94,6 +94,7 @@ def metadata_view(metadata_dir: Path) -> KraftView:
         last_metadata_offset=report.last_metadata_offset,
         kraft_brokers=sorted(i for i, b in brokers.items() if not b.is_migrating_zk_broker),
         migrating_zk_brokers=sorted(i for i, b in brokers.items() if b.is_migrating_zk_broker),
+        fenced_brokers=sorted(i for i, b in brokers.items() if b.fenced),
     )
 
 

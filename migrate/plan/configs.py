@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from migrate.kraft.quorum_voters import QuorumVoter, render_quorum_voters
+from migrate.plan.finalize import finalized_controller_text
 from migrate.plan.inputs import (
     ACL_AUTHORIZER,
     STANDARD_AUTHORIZER,
@@ -187,9 +188,7 @@ _SASL_CLIENT_KEYS = frozenset(
 
 def controller_final_file(inputs: PlanInputs, previous: NodeFile, previous_name: str) -> NodeFile:
     """Phase 'finalize': the controller without the migration flag and ZooKeeper settings."""
-    prev = parse_properties_text(previous.text, previous_name)
-    remove = {k for k in prev.values if k.startswith("zookeeper.")} | {"inter.broker.listener.name"}
-    text = edit_properties(prev, set_values={}, remove=remove, note="finalize")
+    text = finalized_controller_text(parse_properties_text(previous.text, previous_name))
     return _node(previous.node, "controller", previous.node_id, text, previous.text, previous_name)
 
 

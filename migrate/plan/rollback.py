@@ -17,17 +17,20 @@ import base64
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
 from migrate.errors import Zk2KraftError, ZnodeFormatError
+from migrate.kraft.logdir import MetaProperties, encode_meta_properties, parse_meta_properties
 from migrate.plan.status import KraftView, log_lag
 from migrate.zk import paths
 from migrate.zk.model import ControllerRegistration, MigrationState
 from migrate.zk.znodes.controller import decode_controller, decode_migration
+from migrate.zk.znodes.singletons import decode_cluster_id
 from migrate.zk.znodes.topics import decode_partition_state, decode_topic
 
 
@@ -52,6 +55,8 @@ class RollbackState:
     assigned_broker_ids: list[int]
     max_state_epoch: int = -1
     max_state_epoch_path: str = ""
+    cluster_id: str | None = None
+    """ZooKeeper's /cluster/id: the cluster.id a ZooKeeper-mode broker checks its meta.properties against."""
 
     def decoded_controller(self) -> ControllerRegistration | None:
         if self.controller is None:
@@ -147,7 +152,16 @@ def read_rollback_state(client: KazooClient) -> RollbackState:
         assigned_broker_ids=sorted(assigned),
         max_state_epoch=max_epoch,
         max_state_epoch_path=max_path,
+        cluster_id=_cluster_id(client),
     )
+
+
+def _cluster_id(client: KazooClient) -> str | None:
+    try:
+        data, _stat = client.get(paths.CLUSTER_ID)
+        return decode_cluster_id(paths.CLUSTER_ID, data)
+    except (NoNodeError, ZnodeFormatError):
+        return None
 
 
 def plan_rollback(
@@ -158,6 +172,7 @@ def plan_rollback(
     bridge: KraftView | None = None,
     metadata: KraftView | None = None,
     unanswered_bridge: str | None = None,
+    broker_meta: list[BrokerMetaCheck] | None = None,
 ) -> RollbackPlan:
     """Decide the ZooKeeper writes; `finalized` is True/False when known (metadata dir, bridge), else None.
 
@@ -165,9 +180,19 @@ def plan_rollback(
     `unanswered_bridge` is the URL asked, taken as a stopped bridge). A bridge that
     answers is a live controller, and its write-behind lag is acknowledged changes ZooKeeper lacks:
     both refuse the rollback unless `force`. `metadata` is a controller's replayed metadata dir: records
-    past `/migration`'s offset are such changes too.
+    past `/migration`'s offset are such changes too. `broker_meta`: a broker whose meta.properties would stop it
+    in ZooKeeper mode refuses the rollback unless `force`.
     """
     plan = RollbackPlan()
+    stuck = [m for m in broker_meta or [] if m.verdict == "fails"]
+    if stuck:
+        message = "; ".join(f"{m.who} would not start in ZooKeeper mode ({m.reason})" for m in stuck) + (
+            ": rewrite each meta.properties as printed above (version 0 also serves a migrating or KRaft broker)"
+        )
+        if force:
+            plan.notes.append("--force: going ahead although " + message)
+        else:
+            plan.refusals.append(message + ", or give --force")
     ctrl = state.decoded_controller()
     kraft_owned = state.controller is not None and (
         state.controller.ephemeral_owner == 0 or (ctrl is not None and ctrl.is_kraft_controller)
@@ -343,3 +368,99 @@ def manual_steps(plan: RollbackPlan, broker_files: list[tuple[str, dict[str, str
         steps.append(f"  on each broker remove {', '.join(remove_keys)} (where set); keep broker.id")
     steps.append("Errors about reaching the KRaft controller in broker logs stop after that restart.")
     return steps
+
+
+META_PROPERTIES = "meta.properties"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerMetaCheck:
+    """One broker log dir's meta.properties as a ZooKeeper-mode Kafka 3.9 broker reads it after the rollback."""
+
+    path: str
+    broker_id: int | None
+    verdict: Literal["ok", "missing", "fails"]
+    reason: str
+    """Short: what is wrong (or right)."""
+    kafka_would: str
+    fix: str | None = None
+    """The exact content to write in place of the file (None: nothing to fix)."""
+
+    @property
+    def who(self) -> str:
+        return f"broker {self.broker_id} ({self.path})" if self.broker_id is not None else self.path
+
+
+def meta_properties_path(path: Path) -> Path:
+    """A broker's log dir or its meta.properties file → the file; a directory that is not there is bad input."""
+    target = path / META_PROPERTIES if path.is_dir() else path
+    if not target.parent.is_dir():
+        raise Zk2KraftError(f"--broker-meta {path}: no such log directory {target.parent}")
+    return target
+
+
+def check_broker_meta(path: Path, zk_cluster_id: str | None, *, now: datetime | None = None) -> BrokerMetaCheck:
+    """What Kafka 3.9's KafkaServer does with this file once the broker runs in ZooKeeper mode without the
+    migration flag: MetaPropertiesEnsemble.verify with REQUIRE_V0 and ZooKeeper's cluster id (handoff.md §6)."""
+    target = meta_properties_path(path)
+    shown = str(target)
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError:
+        return BrokerMetaCheck(
+            shown, None, "missing", "no meta.properties",
+            "starts: a ZooKeeper-mode broker takes a log dir without meta.properties as new and needs none; "
+            "nothing to verify here (is this the broker's log dir?)",
+        )  # fmt: skip
+    except OSError as exc:
+        return _unreadable(shown, f"cannot be read ({exc.strerror or exc})", zk_cluster_id)
+    try:
+        meta = parse_meta_properties(data, shown)
+    except Zk2KraftError as exc:
+        return _unreadable(shown, f"does not parse ({exc})", zk_cluster_id)
+    problems: list[str] = []
+    kafka: list[str] = []
+    if meta.version != 0:
+        problems.append(f"meta.properties version={meta.version}")
+        kafka.append(
+            f"exits at start-up: without zookeeper.metadata.migration.enable a ZooKeeper-mode broker accepts only "
+            f"version 0 (\"Found unexpected version in {shown}\"), so under a supervisor it crash-loops; with the "
+            "flag still on (the first rolling restart of a revert) it starts, and fails at the last restart"
+        )
+    if meta.cluster_id is not None and zk_cluster_id is not None and meta.cluster_id != zk_cluster_id:
+        problems.append(f"cluster.id {meta.cluster_id}, ZooKeeper's /cluster/id is {zk_cluster_id}")
+        kafka.append(
+            f"exits at start-up (\"Invalid cluster.id in: {shown}. Expected {zk_cluster_id}, but read "
+            f"{meta.cluster_id}\"); the directory was formatted for another cluster id: keep its data only if "
+            "you are sure it is this broker's"
+        )
+    if not problems:
+        return BrokerMetaCheck(
+            shown, meta.node_id, "ok", f"version 0, broker.id {meta.node_id}, cluster.id {meta.cluster_id}",
+            "starts: version 0 is what a ZooKeeper-mode broker requires",
+        )  # fmt: skip
+    fixed = MetaProperties(0, zk_cluster_id or meta.cluster_id, meta.node_id, meta.directory_id)
+    fix = encode_meta_properties(fixed, now=now).decode("utf-8")
+    return BrokerMetaCheck(shown, meta.node_id, "fails", "; ".join(problems), "; ".join(kafka), fix)
+
+
+def _unreadable(shown: str, what: str, zk_cluster_id: str | None) -> BrokerMetaCheck:
+    template = f"version=0\nbroker.id=<this broker's broker.id>\ncluster.id={zk_cluster_id or '<ZooKeeper /cluster/id>'}\n"
+    return BrokerMetaCheck(
+        shown, None, "fails", f"meta.properties {what}",
+        "takes this log dir offline (Kafka's loader counts it as an error dir): its replicas stay offline, and "
+        "a broker with every log dir offline shuts down",
+        template,
+    )  # fmt: skip
+
+
+def broker_meta_lines(checks: list[BrokerMetaCheck]) -> list[str]:
+    """The per-broker report `rollback` prints before deciding."""
+    lines = ["brokers' meta.properties, as a ZooKeeper-mode Kafka 3.9 broker reads them after the rollback:"]
+    for m in checks:
+        label = {"ok": "OK", "missing": "MISSING", "fails": "WOULD NOT START"}[m.verdict]
+        lines.append(f"  {label} {m.who}: {m.reason}: {m.kafka_would}")
+        if m.fix is not None:
+            lines.append(f"    fix: replace {m.path} with exactly:")
+            lines.extend(f"      {line}" for line in m.fix.splitlines())
+    return lines

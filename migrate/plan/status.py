@@ -1,7 +1,8 @@
 """Where a migration stands, from ZooKeeper (plus, when given, the bridge's /status and a metadata dir).
 
 Phases (the `phase` field, stable): zookeeper, controllers-ready, migrating, dual-write, kraft-brokers,
-finalized, reverted-incomplete. Finalize-check conditions are computed here too.
+finalized, reverted-incomplete. The finalize gate's conditions are computed here too
+(migrate/plan/finalize.py adds the controllers' configs).
 """
 
 from __future__ import annotations
@@ -152,6 +153,8 @@ class KraftView(BaseModel):
     """The log's last record ZooKeeper must reflect (control and NoOp records need no dual write)."""
     kraft_brokers: list[int] | None = None
     migrating_zk_brokers: list[int] | None = None
+    fenced_brokers: list[int] | None = None
+    """Registered brokers the controller has fenced (a replayed metadata dir; the bridge gives a count)."""
     driver_state: str | None = None
     last_error: str | None = None
     failed: str | None = None
@@ -226,7 +229,10 @@ def read_status(client: KazooClient, kraft: list[KraftView] | None = None, *, no
     views = kraft or []
     state = next((v.migration_state for v in views if v.migration_state), None)
     lag = next((v.write_behind_lag for v in views if v.write_behind_lag is not None), None)
-    if lag is None and migration is not None:
+    if state == "POST_MIGRATION":
+        # Finalized: ZooKeeper is no longer written, so the log running ahead of /migration is no lag.
+        lag = None
+    elif lag is None and migration is not None:
         lag = next((found for v in views if (found := log_lag(v, migration.kraft_metadata_offset)) is not None), None)
     phase, description = name_phase(controller, migration, brokers, state, still_migrating(views))
     return Status(
@@ -342,6 +348,7 @@ def finalize_conditions(status: Status, *, min_soak_ms: int) -> list[Condition]:
         out.append(Condition(id="brokers-kraft", verdict="pass", detail="no broker in /brokers/ids (ZooKeeper view only)"))
     else:
         out.append(Condition(id="brokers-kraft", verdict="pass", detail="no ZooKeeper-mode broker left"))
+    out.append(fenced_condition(status))
     if status.migration_state is None:
         out.append(
             Condition(id="migration-state", verdict="not-checked", detail="needs --bridge-status or --metadata-dir")
@@ -378,6 +385,23 @@ def finalize_conditions(status: Status, *, min_soak_ms: int) -> list[Condition]:
             )
         )
     return out
+
+
+def fenced_condition(status: Status) -> Condition:
+    """`brokers-unfenced`: no registered broker fenced (stopped, or silent past its session timeout)."""
+    listed = [v for v in status.kraft if v.fenced_brokers is not None]
+    counted = [v for v in status.kraft if v.brokers is not None and not v.brokers.rehearsal]
+    found = [f"{v.fenced_brokers} in {v.source}" for v in listed if v.fenced_brokers]
+    found += [f"{v.brokers.fenced} in {v.source}" for v in counted if v.brokers is not None and v.brokers.fenced]
+    if found:
+        return Condition(
+            id="brokers-unfenced",
+            verdict="fail",
+            detail=f"fenced broker(s): {'; '.join(found)}; start each as a KRaft broker and wait until it is unfenced",
+        )
+    if not listed and not counted:
+        return Condition(id="brokers-unfenced", verdict="not-checked", detail="needs --bridge-status or --metadata-dir")
+    return Condition(id="brokers-unfenced", verdict="pass", detail="no registered broker is fenced")
 
 
 def parse_duration(text: str) -> int:

@@ -222,7 +222,7 @@ def test_brokers_roll_from_zookeeper_mode_to_kraft_and_finalize_check_passes(
         report = json.loads(result.stdout)
         verdicts = {c["id"]: c["verdict"] for c in report["conditions"]}
         assert verdicts == dict.fromkeys(
-            ("brokers-kraft", "migration-state", "write-behind-lag", "soak", "audit"), "pass"
+            ("brokers-kraft", "brokers-unfenced", "migration-state", "write-behind-lag", "soak", "audit"), "pass"
         ), report
         assert result.exit_code == 0 and report["ok"] and report["phase"] == "kraft-brokers"
         audit = summary(audit_out)

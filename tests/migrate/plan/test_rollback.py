@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,14 +16,15 @@ from kazoo.client import KazooClient
 from bridge.api import DriverState
 from bridge.metrics import BridgeMetrics, StatusServer
 from cli.main import cli
+from migrate.kraft.logdir import MetaProperties, parse_meta_properties, write_meta_properties
 from migrate.kraft.reader import iter_log_dir
 from migrate.kraft.records import NoOpRecord
-from migrate.plan.rollback import RollbackState, Znode, plan_rollback
+from migrate.plan.rollback import RollbackState, Znode, check_broker_meta, plan_rollback
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import ControllerEpoch, MigrationState, ZkClusterModel
 from migrate.zk.tree import ZTree
 from tests.support.bridge import controller_config, running_bridge, start_controller
-from tests.support.plan import healthy_model, seed
+from tests.support.plan import CLUSTER_ID, healthy_model, seed
 
 pytestmark = pytest.mark.zookeeper
 
@@ -240,3 +242,91 @@ def test_the_lag_read_from_the_metadata_dir_refuses_unless_forced(
     conditions = {c["id"]: c for c in json.loads(checked.output)["conditions"]}
     assert conditions["write-behind-lag"]["verdict"] == "fail"
     assert "lag 3" in conditions["write-behind-lag"]["detail"]
+
+
+def broker_log_dir(tmp_path: Path, broker_id: int, meta: MetaProperties | None) -> Path:
+    """A broker's log dir holding `meta` as Kafka writes it (the project's writer), or no meta.properties."""
+    log_dir = tmp_path / f"kafka-logs-{broker_id}"
+    log_dir.mkdir()
+    if meta is not None:
+        write_meta_properties(log_dir / "meta.properties", meta)
+    return log_dir
+
+
+def test_broker_meta_properties_version_0_passes_and_version_1_refuses_with_the_file_to_write(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    """A broker formatted during the migration has version 1: in ZooKeeper mode Kafka 3.9 accepts only 0."""
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, migrating_model(), root)
+    before = snapshot(zk_admin, root)
+    directory_id = uuid.UUID("5a0b3c1e-2f4d-4e6a-8b9c-0d1e2f3a4b5c")
+    kept = broker_log_dir(tmp_path, 1, MetaProperties(0, CLUSTER_ID, 1))
+    formatted = broker_log_dir(tmp_path, 2, MetaProperties(1, CLUSTER_ID, 2, directory_id))
+    backup = tmp_path / "b.json"
+    args = [
+        "rollback", "--zk", zk_server.connect_string + root, "--yes", "--backup", str(backup),
+        "--broker-meta", str(kept / "meta.properties"), "--broker-meta", str(formatted),
+    ]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert snapshot(zk_admin, root) == before and not backup.exists()
+    assert f"OK broker 1 ({kept / 'meta.properties'}): version 0" in result.output
+    assert f"WOULD NOT START broker 2 ({formatted / 'meta.properties'}): meta.properties version=1" in result.output
+    assert "Found unexpected version" in result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: rollback refused: broker 2") and "--force" in line
+    # The file to write instead, printed line by line: version 0, broker.id, ZooKeeper's cluster.id, directory.id kept.
+    fix = result.output.split(f"fix: replace {formatted / 'meta.properties'} with exactly:\n")[1].splitlines()
+    content = "\n".join(line.strip() for line in fix if line.startswith("      ")) + "\n"
+    rewritten = parse_meta_properties(content.encode(), "fix")
+    assert rewritten == MetaProperties(0, CLUSTER_ID, 2, directory_id)
+    assert "broker.id=2" in content and "node.id" not in content
+
+    # Written as printed, the broker passes; so does the rollback.
+    (formatted / "meta.properties").write_text(content)
+    fixed = CliRunner().invoke(cli, args)
+    assert fixed.exit_code == 0, fixed.output
+    assert f"OK broker 2 ({formatted / 'meta.properties'})" in fixed.output
+
+
+def test_broker_meta_properties_of_another_cluster_refuses_unless_forced(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, migrating_model(), root)
+    other = broker_log_dir(tmp_path, 3, MetaProperties(0, "OtherClusterIdAAAAAAAA", 3))
+    args = ["rollback", "--zk", zk_server.connect_string + root, "--dry-run", "--broker-meta", str(other)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert f"Expected {CLUSTER_ID}, but read OtherClusterIdAAAAAAAA" in result.output
+    assert f"cluster.id={CLUSTER_ID}" in result.output  # the fix names ZooKeeper's id
+    forced = CliRunner().invoke(cli, [*args, "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert "note: --force: going ahead although broker 3" in forced.output
+
+
+def test_a_broker_log_dir_without_meta_properties_is_said_and_does_not_refuse(
+    zk_admin: KazooClient, zk_server: EmbeddedZooKeeper, zk_chroot: str, tmp_path: Path
+) -> None:
+    """Kafka's ZooKeeper-mode broker needs no meta.properties: nothing to refuse, but the operator is told."""
+    root = zk_chroot + "/kafka"
+    seed(zk_admin, migrating_model(), root)
+    empty = broker_log_dir(tmp_path, 4, None)
+    args = ["rollback", "--zk", zk_server.connect_string + root, "--dry-run", "--broker-meta", str(empty)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert f"MISSING {empty / 'meta.properties'}: no meta.properties" in result.output
+    missing_dir = CliRunner().invoke(cli, [*args[:-1], str(tmp_path / "nowhere" / "meta.properties")])
+    assert missing_dir.exit_code == 2 and "no such log directory" in missing_dir.stderr
+
+
+def test_broker_meta_check_is_kafkas_zookeeper_mode_start_up(tmp_path: Path) -> None:
+    """An unreadable file takes the log dir offline in Kafka; the check says so and gives a template."""
+    bad = tmp_path / "meta.properties"
+    bad.write_text("version=7\nbroker.id=1\n")
+    check = check_broker_meta(bad, CLUSTER_ID)
+    assert check.verdict == "fails" and "offline" in check.kafka_would
+    assert check.fix is not None and f"cluster.id={CLUSTER_ID}" in check.fix
+    no_cluster = broker_log_dir(tmp_path, 5, MetaProperties(0, None, 5))
+    assert check_broker_meta(no_cluster, CLUSTER_ID).verdict == "ok"  # Kafka adds ZooKeeper's id itself

@@ -123,6 +123,7 @@ def test_finalize_check_reports_every_condition_and_fails_until_all_pass(
     verdicts = {c["id"]: c["verdict"] for c in report["conditions"]}
     assert verdicts == {
         "brokers-kraft": "fail",  # brokers 1-3 still in /brokers/ids
+        "brokers-unfenced": "not-checked",
         "migration-state": "not-checked",
         "write-behind-lag": "not-checked",
         "soak": "pass",
