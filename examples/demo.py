@@ -8,7 +8,10 @@ bridge without `--rehearsal` over a fresh copy of the cluster, three simulated Z
 (processes of their own) that register, are unfenced and get the controller's requests, and one of them
 killed: it is fenced and its leaderships move, in the bridge's log and in ZooKeeper alike. Then the rolling
 restart: each broker restarted as a KRaft broker, one at a time, and `zk2kraft finalize-check` with its audit.
-Last, three bridges as one Raft quorum (`--voters`), the leader killed under admin traffic (demo_quorum.py).
+Then the hand-off: the bridge stops cleanly, `zk2kraft handoff check` passes on its directory, a simulated Kafka
+3.9 controller takes it over and claims ZooKeeper without re-migrating, `zk2kraft finalize` passes its gate and
+writes the controller's file without the migration settings, and the controller restarted so finalizes
+(POST_MIGRATION, read back by `zk2kraft status`). Last, three bridges as one Raft quorum (`--voters`), the leader killed under admin traffic (demo_quorum.py).
 """
 
 from __future__ import annotations
@@ -353,7 +356,7 @@ def _broker_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
 
         _rolling_steps(bridge, log_path, status_url, zk_connect, listen_port, meta, brokers, ports)
 
-        step("19. Stop the KRaft brokers (controlled shutdown), then the bridge")
+        step("22. Stop the KRaft brokers (controlled shutdown)")
         for broker_id, (process, broker_log) in sorted(brokers.items()):
             _stop_child(process, broker_log, f"broker {broker_id}")
             say(f"  broker {broker_id} log, last line: {broker_log.read_text().splitlines()[-1]}")
@@ -459,6 +462,62 @@ def _rolling_steps(
     step("18. The audit finalize-check ran: ZooKeeper against the log")
     summary = json.loads((OUT / "audit-final" / "summary.json").read_text())
     say(f"  {OUT.relative_to(ROOT)}/audit-final/summary.json: " + json.dumps(_audit_headline(summary)))
+    _handoff_steps(bridge, log_path, zk_connect, listen_port, meta)
+
+
+def _handoff_steps(bridge: subprocess.Popen[bytes], log_path: Path, zk_connect: str, listen_port: int, meta: Path) -> None:
+    """Hand the bridge's directory to a Kafka 3.9 controller (simulated), then finalize through the gate."""
+    step("19. Hand-off: the bridge stops cleanly; its directory is checked as a Kafka 3.9 controller reads it")
+    _stop_bridge(bridge, log_path)
+    hint = re.search(r"event=next_step (.*)", log_path.read_text())
+    if hint:
+        say(f"  bridge log: {hint.group(1)}")
+    run("handoff", "check", "--metadata-dir", str(meta), "--zk", zk_connect)
+
+    step("20. A Kafka 3.9 controller takes over that directory (simulated: tests/support/real_controller.py)")
+    say(
+        "Same node.id, same host:port, same directory, zookeeper.metadata.migration.enable=true. Its migration "
+        "driver reads /migration (offset > 0: no re-migration), claims /controller with its Raft epoch and "
+        "/controller_epoch in one transaction, then dual-writes. The bridge's fence is gone with that claim."
+    )
+    _show_zookeeper(zk_connect, ["/controller", "/controller_epoch", "/migration"])
+    _simulated_controller(meta, zk_connect)
+    _show_zookeeper(zk_connect, ["/controller", "/controller_epoch", "/migration"])
+
+    step("21. Finalize: the gate, the controllers' files without the migration, POST_MIGRATION")
+    handoff = OUT / "handoff"
+    handoff.mkdir(parents=True, exist_ok=True)
+    config = handoff / "controller-3000.properties"
+    config.write_text(
+        "# The Kafka 3.9 controller that took the bridge's place (zk2kraft plan writes one per voter).\n"
+        "process.roles=controller\nnode.id=3000\n"
+        f"controller.quorum.voters=3000@127.0.0.1:{listen_port}\ncontroller.listener.names=CONTROLLER\n"
+        f"listeners=CONTROLLER://127.0.0.1:{listen_port}\nlistener.security.protocol.map=CONTROLLER:PLAINTEXT\n"
+        f"zookeeper.metadata.migration.enable=true\nzookeeper.connect={zk_connect}\n"
+        f"metadata.log.dir={meta}\nlog.dirs={meta}\n"
+    )
+    say(
+        "--min-soak 0s: the hand-off above was a controller failover seconds ago; a production migration keeps "
+        "the 7-day default. Every broker is a KRaft broker, none fenced, ZooKeeper is at the log's end."
+    )
+    final = OUT / "finalize"
+    shutil.rmtree(final, ignore_errors=True)
+    run(
+        "finalize", "--zk", zk_connect, "--metadata-dir", str(meta), "--controller-config", str(config),
+        "--out", str(final), "--min-soak", "0s", "--audit-out", str(OUT / "audit-finalize"),
+    )  # fmt: skip
+    say(f"The controller restarts with {final.relative_to(ROOT)}/controller-3000.properties (no migration flag):")
+    _simulated_controller(meta, zk_connect, "--no-migration")
+    run("status", "--zk", zk_connect, "--metadata-dir", str(meta))
+
+
+def _simulated_controller(meta: Path, zk_connect: str, *extra: str) -> None:
+    args = ["-m", "tests.support.real_controller", "--metadata-dir", str(meta), "--zk", zk_connect, *extra]
+    console.print(f"[bold cyan]$ python {' '.join(shlex.quote(a) for a in args)}[/]")
+    result = subprocess.run([sys.executable, *args], cwd=ROOT)
+    if result.returncode != 0:
+        console.print(f"[bold red]the simulated controller did not take over (exit code {result.returncode})[/]")
+        sys.exit(1)
 
 
 def _audit_headline(summary: dict[str, Any]) -> dict[str, Any]:

@@ -66,8 +66,8 @@ class Voter:
 
 
 def quorum_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
-    """Step 20: three voters over a fresh copy of the sample cluster, one SIGKILL of the leader."""
-    demo.step("20. Three bridges as one Raft quorum (--voters); the leader is killed under admin traffic")
+    """Step 23: three voters over a fresh copy of the sample cluster, one SIGKILL of the leader."""
+    demo.step("23. Three bridges as one Raft quorum (--voters); the leader is killed under admin traffic")
     zk_connect = zk.connect_string + CHROOT
     demo.run("zk", "load", str(dump), "--zk", zk_connect)
     ports = free_ports(2 * len(VOTERS))

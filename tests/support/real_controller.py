@@ -1,7 +1,8 @@
 """A simulated Kafka 3.9 controller taking over a stopped bridge's metadata directory (handoff.md §2.1-2.4, §5).
 
 What a real controller does with the directory and ZooKeeper when it becomes the Raft leader, kept small:
-start-up reads (meta.properties, quorum-state, the log), ActivationRecordsGenerator's rules on a non-empty log,
+start-up reads (meta.properties, quorum-state, the log), the LeaderChangeMessage a new leader appends first,
+ActivationRecordsGenerator's rules on a non-empty log,
 then KRaftMigrationDriver's: `/migration` read (never a re-migration), the claim of `/controller` and
 `/controller_epoch` in one transaction checked on `/controller_epoch`'s version, the unconditional `/migration`
 write, and the SYNC_KRAFT_TO_ZK wait compared epoch first. With migration disabled on a MIGRATION log it
@@ -28,6 +29,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
+from migrate.kraft.activation import leader_change_message
 from migrate.kraft.batch import iter_kraft_batches
 from migrate.kraft.logdir import list_segments, parse_quorum_state, read_meta_properties
 from migrate.kraft.migration_state import ZkMigrationState
@@ -92,7 +94,8 @@ def take_over(metadata_dir: Path, zk: KazooClient, *, node_id: int | None = None
         raise AssertionError(f"{metadata_dir}/meta.properties: not a KRaft controller's (version {meta.version})")
     pdir = metadata_dir / METADATA_PARTITION_DIR
     state_path = pdir / "quorum-state"
-    quorum_epoch = parse_quorum_state(state_path.read_bytes(), str(state_path)).leader_epoch if state_path.exists() else -1
+    quorum = parse_quorum_state(state_path.read_bytes(), str(state_path)) if state_path.exists() else None
+    quorum_epoch = quorum.leader_epoch if quorum is not None else -1
     image, report = load_image(pdir)
     last_offset, last_epoch = _last_batch(pdir)
     if report.snapshot_id is not None:
@@ -100,6 +103,10 @@ def take_over(metadata_dir: Path, zk: KazooClient, *, node_id: int | None = None
         last_offset = max(last_offset, report.snapshot_id.end_offset - 1)
     epoch = max(quorum_epoch, last_epoch) + 1
     result = TakeOver(node_id=node, epoch=epoch, state="INACTIVE")
+    # KafkaRaftClient.onBecomeLeader: the epoch's first entry is a LeaderChangeMessage.
+    voters = list(quorum.current_voters) if quorum is not None and quorum.current_voters else [node]
+    append_segment(metadata_dir, last_offset + 1, [[(leader_change_message(node, voters), 0)]], epoch=epoch)
+    next_offset = last_offset + 2
 
     # ActivationRecordsGenerator.recordsForNonEmptyLog
     state = image.features.zk_migration_state
@@ -118,11 +125,11 @@ def take_over(metadata_dir: Path, zk: KazooClient, *, node_id: int | None = None
                 result.appended.append("AbortTransactionRecord")
             batch.append((rec.ZkMigrationStateRecord(zk_migration_state=ZkMigrationState.POST_MIGRATION.value), 0))
             result.appended.append("ZkMigrationStateRecord(POST_MIGRATION)")
-            append_segment(metadata_dir, last_offset + 1, [batch], epoch=epoch)
+            append_segment(metadata_dir, next_offset, [batch], epoch=epoch)
             result.state = "POST_MIGRATION"
         return result
     if abort:
-        append_segment(metadata_dir, last_offset + 1, [[(rec.AbortTransactionRecord(reason="Controller failover"), 0)]],
+        append_segment(metadata_dir, next_offset, [[(rec.AbortTransactionRecord(reason="Controller failover"), 0)]],
                        epoch=epoch)  # fmt: skip
         result.appended.append("AbortTransactionRecord")
     if state == ZkMigrationState.POST_MIGRATION:
