@@ -46,6 +46,7 @@ from migrate.kraft.segment_walk import StopKind, WalkStop, walk_segment
 from migrate.zk import paths
 from migrate.zk.model import ControllerRegistration, MigrationState
 from migrate.zk.znodes.controller import decode_controller, decode_controller_epoch, decode_migration
+from migrate.zk.znodes.singletons import decode_cluster_id
 
 Verdict = Literal["pass", "warn", "fail", "not-checked"]
 
@@ -210,6 +211,7 @@ MIGRATION_ZNODE_CLASS = (
 CONTROLLER_CLASS = (
     "KafkaZkClient.tryRegisterKRaftControllerAsActiveController ~L194-243 (KRaftMigrationDriver)"
 )
+CLUSTER_ID_CLASS = "ClusterControlManager.registerBroker (INCONSISTENT_CLUSTER_ID) / KafkaServer's /cluster/id"
 BROKERS_CLASS = (
     "ClusterControlManager.activate ~L322-327 / BrokerHeartbeatManager ~L365-403 (checkBrokerEpoch)"
 )
@@ -660,9 +662,39 @@ def check_broker_registrations(state: DirectoryState, zk: KazooClient) -> Handof
     )  # fmt: skip
 
 
+def check_cluster_id(state: DirectoryState, zk: KazooClient) -> HandoffCheck:
+    """meta.properties' cluster.id is ZooKeeper's /cluster/id: migrating brokers register with that one."""
+    if state.meta is None or state.meta.cluster_id is None:
+        return _not_checked("cluster id", "meta.properties was not read", CLUSTER_ID_CLASS)
+    found = _get(zk, paths.CLUSTER_ID)
+    if found is None:
+        return _check(
+            "cluster id", "fail", f"{paths.CLUSTER_ID} does not exist",
+            "has no cluster for the ZooKeeper-mode brokers to agree with (they create /cluster/id at start)",
+            CLUSTER_ID_CLASS,
+        )  # fmt: skip
+    try:
+        zk_cluster_id = decode_cluster_id(paths.CLUSTER_ID, found[0])
+    except Zk2KraftError as exc:
+        return _check("cluster id", "fail", str(exc), "cannot be compared", CLUSTER_ID_CLASS)
+    if zk_cluster_id != state.meta.cluster_id:
+        return _check(
+            "cluster id", "fail",
+            f"meta.properties has cluster.id {state.meta.cluster_id}, {paths.CLUSTER_ID} has {zk_cluster_id}",
+            "answers every ZooKeeper-mode broker's registration INCONSISTENT_CLUSTER_ID: this directory belongs "
+            "to another cluster",
+            CLUSTER_ID_CLASS,
+        )  # fmt: skip
+    return _check(
+        "cluster id", "pass", f"{zk_cluster_id} in meta.properties and {paths.CLUSTER_ID}",
+        "accepts the migrating brokers' registrations", CLUSTER_ID_CLASS,
+    )  # fmt: skip
+
+
 def zookeeper_checks(state: DirectoryState, zk: KazooClient) -> list[HandoffCheck]:
     """What the migration driver reads from ZooKeeper when it becomes leader, in its order."""
     return [
+        check_cluster_id(state, zk),
         check_migration_znode(state, zk),
         check_controller_znode(state, zk),
         check_controller_epoch(zk),

@@ -80,7 +80,7 @@ def test_a_directory_left_by_a_bridge_passes_every_check(bridge_dir: Path, zk_co
     assert report.leads
     assert [c.id for c in report.checks] == [
         "meta.properties", "log segments", "snapshots", "quorum-state", "metadata.version", "migration state",
-        "open transaction", "/migration", "/controller", "/controller_epoch", "broker epochs",
+        "open transaction", "cluster id", "/migration", "/controller", "/controller_epoch", "broker epochs",
     ]  # fmt: skip
     assert all(c.verdict == "pass" and c.kafka_class for c in report.checks)
     migration = next(c for c in report.checks if c.id == "/migration")
@@ -166,6 +166,14 @@ def test_quorum_state_voters_other_than_the_voters_given(bridge_dir: Path, zk_co
         pytest.skip("this bridge writes quorum-state without voters (data_version 1)")
     assert code == EXIT_FINDING
     assert "not --voters" in failed(report)["quorum-state"].detail
+
+
+def test_a_directory_of_another_cluster(bridge_dir: Path, zk_connect: str, zk_client: KazooClient) -> None:
+    zk_client.set(paths.CLUSTER_ID, b'{"version":"1","id":"AAAAAAAAAAAAAAAAAAAAAA"}')
+    code, report = run_cli(bridge_dir, zk_connect)
+    assert code == EXIT_FINDING
+    check = failed(report)["cluster id"]
+    assert "AAAAAAAAAAAAAAAAAAAAAA" in check.detail and "INCONSISTENT_CLUSTER_ID" in check.kafka_would
 
 
 def test_migration_znode_missing(bridge_dir: Path, zk_connect: str, zk_client: KazooClient) -> None:
