@@ -18,7 +18,7 @@ from cli.common import handles_errors, zk_session
 from cli.options import bridge_status_url, zk_connect_from, zk_security_options
 from migrate.errors import UnreachableError, Zk2KraftError
 from migrate.kraft.migration_state import zk_migration_state_name
-from migrate.kraft.reader import load_image, require_metadata_log
+from migrate.kraft.reader import last_metadata_offset, load_image, require_metadata_log
 from migrate.plan.status import (
     BrokerChannelStatus,
     BrokersStatus,
@@ -91,7 +91,12 @@ def metadata_view(metadata_dir: Path) -> KraftView:
         source=str(metadata_dir),
         migration_state=zk_migration_state_name(image.features.zk_migration_state),
         committed_offset=image.provenance.last_contained_offset,
-        last_metadata_offset=report.last_metadata_offset,
+        # A clean stop leaves a snapshot at the log's end, which keeps no record offsets: read the segments.
+        last_metadata_offset=(
+            report.last_metadata_offset
+            if report.last_metadata_offset is not None or report.snapshot is None
+            else last_metadata_offset(metadata_dir)
+        ),
         kraft_brokers=sorted(i for i, b in brokers.items() if not b.is_migrating_zk_broker),
         migrating_zk_brokers=sorted(i for i, b in brokers.items() if b.is_migrating_zk_broker),
         fenced_brokers=sorted(i for i, b in brokers.items() if b.fenced),

@@ -146,12 +146,57 @@ def quorum_steps(zk: EmbeddedZooKeeper, dump: Path) -> None:
                 f"[bold red]voter {leader.node_id} did not rejoin as a follower within {FAILOVER_TIMEOUT_S:g} s[/]"
             )
             raise SystemExit(1)
+        _cold_handoff(voters, zk_connect, voters_option)
     finally:
         for broker_id, (process, broker_log) in brokers.items():
             demo._stop_child(process, broker_log, f"broker {broker_id}")
         for voter in voters:
             if voter.process is not None:
                 demo._stop_child(voter.process, voter.log_path, f"bridge {voter.node_id}")
+
+
+def _cold_handoff(voters: list[Voter], zk_connect: str, voters_option: str) -> None:
+    """Step 24: every bridge stops cleanly; the leader's directory goes to a (simulated) Kafka 3.9 controller;
+    the finalize gate refuses while the brokers are still ZooKeeper-mode brokers."""
+    demo.step("24. Cold hand-off of the quorum to Kafka 3.9 controllers; the finalize gate refuses for now")
+    demo.say(
+        "Every bridge stops cleanly (followers first; the leader resigns last), each directory passes "
+        "`zk2kraft handoff check`, and the controller that wins the first election (here: the leader's directory, "
+        "the longest log) claims ZooKeeper. The brokers are still ZooKeeper-mode brokers: `zk2kraft finalize` "
+        "must refuse, writing nothing."
+    )
+    leader = next(v for v in voters if v.leads())
+    for voter in [v for v in voters if v is not leader] + [leader]:
+        assert voter.process is not None
+        demo._stop_child(voter.process, voter.log_path, f"bridge {voter.node_id}")
+    configs = []
+    for voter in voters:
+        meta = demo.OUT / f"quorum-meta-{voter.node_id}"
+        demo.run_tail(1, "handoff", "check", "--metadata-dir", str(meta), "--zk", zk_connect,
+                      "--node-id", str(voter.node_id), "--voters", voters_option)  # fmt: skip
+        config = demo.OUT / "quorum-handoff" / f"controller-{voter.node_id}.properties"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(
+            f"process.roles=controller\nnode.id={voter.node_id}\ncontroller.quorum.voters={voters_option}\n"
+            f"controller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:{voter.port}\n"
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT\nzookeeper.metadata.migration.enable=true\n"
+            f"zookeeper.connect={zk_connect}\nmetadata.log.dir={meta}\nlog.dirs={meta}\n"
+        )
+        configs += ["--controller-config", str(config)]
+    leader_meta = demo.OUT / f"quorum-meta-{leader.node_id}"
+    demo._simulated_controller(leader_meta, zk_connect)
+    args = ["finalize", "--zk", zk_connect, "--metadata-dir", str(leader_meta), *configs,
+            "--out", str(demo.OUT / "quorum-finalize"), "--min-soak", "0s"]  # fmt: skip
+    demo.console.print(f"[bold cyan]$ zk2kraft {' '.join(shlex.quote(a) for a in args)}[/]", soft_wrap=True)
+    refused = subprocess.run([str(demo.BIN), *args], cwd=demo.ROOT, capture_output=True, text=True)
+    for line in refused.stdout.splitlines():
+        if "FAIL" in line or "refused" in line or "NOT" in line:
+            demo.console.print(line, soft_wrap=True)
+    written = (demo.OUT / "quorum-finalize").exists()
+    demo.say(f"exit code {refused.returncode}; {demo.OUT.name}/quorum-finalize written: {written}")
+    if refused.returncode != 1 or written:
+        demo.say("[bold red]finalize should have refused (exit 1) and written nothing[/]")
+        raise SystemExit(1)
 
 
 def _start_broker(broker_id: int, zk_connect: str, voters: str) -> tuple[subprocess.Popen[bytes], Path]:

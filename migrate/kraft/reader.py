@@ -350,6 +350,16 @@ def iter_log_dir(
 # ---------------------------------------------------------------------------------------------- image
 
 
+def last_metadata_offset(metadata_dir: str | os.PathLike[str]) -> int | None:
+    """The offset of the log's last record a dual write reflects (not control, not NoOp), read from the
+    segments alone, those a snapshot covers included; None when the segments hold none (cleaned away)."""
+    last = None
+    for entry in iter_log_dir(partition_dir_of(metadata_dir)):
+        if not entry.is_control and not isinstance(entry.record, rec.NoOpRecord):
+            last = entry.offset
+    return last
+
+
 def _choose_snapshot(pdir: Path, up_to_offset: int | None) -> tuple[SnapshotId, Path] | None:
     usable = [
         (sid, path)

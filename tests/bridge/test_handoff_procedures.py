@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from kazoo.client import KazooClient
 
 from bridge.zk.leadership import ControllerMovedError
 from bridge.zk.migration_client import ZkMigrationClient
+from cli.main import cli
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import METADATA_PARTITION_DIR, load_image
 from migrate.zk import paths
@@ -65,6 +67,18 @@ def test_a_kafka_controller_resumes_dual_write_from_a_stopped_quorums_directory(
         late.fenced_set_migration_state(bridge_fence)  # type: ignore[arg-type]
     after = json.loads(zk_client.get(paths.MIGRATION)[0])
     assert after["kraft_controller_id"] == node and after["kraft_controller_epoch"] == done.epoch
+
+
+def test_status_reads_the_write_behind_lag_of_a_directory_ending_in_its_snapshot(
+    stopped_quorum: tuple[Path, int, object], zk_connect: str
+) -> None:
+    """A clean stop leaves a snapshot at the log's end; the lag finalize needs is still read from the segments."""
+    meta, _node, _fence = stopped_quorum
+    _image, report = load_image(meta / METADATA_PARTITION_DIR)
+    assert report.snapshot is not None and report.last_metadata_offset is None  # what made the lag unknown
+    result = CliRunner().invoke(cli, ["status", "--zk", zk_connect, "--metadata-dir", str(meta), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["write_behind_lag"] == 0
 
 
 def test_a_kafka_controller_refuses_a_migration_znode_that_says_nothing_was_migrated(
