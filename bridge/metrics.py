@@ -118,6 +118,17 @@ class RaftStatus(BaseModel):
     )
 
 
+class ProcessStatus(BaseModel):
+    """Where this bridge runs: what `zk2kraft bridge stop` signals and what the hand-off check reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pid: int = Field(description="the bridge's process id on its host")
+    metadata_dir: str = Field(description="--metadata-dir, the directory a Kafka controller takes over")
+    zookeeper: str = Field(description="--zk, chroot included (credentials are never shown)")
+    voters: str | None = Field(None, description="--voters as given; null for a bridge alone")
+
+
 class BridgeStatus(BaseModel):
     """What `GET /status` answers: the driver's view of leadership, offsets and ZooKeeper lag."""
 
@@ -146,6 +157,7 @@ class BridgeStatus(BaseModel):
     )
     brokers: BrokersStatus = BrokersStatus()
     raft: RaftStatus | None = Field(None, description="the Raft quorum as this replica sees it")
+    process: ProcessStatus | None = Field(None, description="where the bridge runs; null outside a bridge process")
     broker_channel: BrokerChannelStatus = Field(
         default_factory=BrokerChannelStatus,
         description="LeaderAndIsr, UpdateMetadata and StopReplica sent to ZooKeeper-mode brokers, per broker",
@@ -163,6 +175,7 @@ class BridgeMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.node_id = node_id
         self.foreign_writes_mode = foreign_writes_mode
+        self.process: ProcessStatus | None = None
         self._lock = threading.Lock()
         self._state = DriverState.UNINITIALIZED
         self._zk_migration_state = ZkMigrationState.NONE.value
@@ -568,6 +581,7 @@ class BridgeMetrics:
                 stuck_write=self._stuck_write,
                 brokers=self._brokers,
                 raft=self._raft,
+                process=self.process,
             )
 
     def exposition(self) -> bytes:

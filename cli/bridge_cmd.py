@@ -554,3 +554,52 @@ def run_cmd(
     if code != 0:
         click.echo(f"error: {controller.error}", err=True)
     sys.exit(code)
+
+
+@bridge_group.command("stop")
+@click.option(
+    "--status", "status", required=True, metavar="URL",
+    help="The bridge's status endpoint (its --metrics address), e.g. http://127.0.0.1:9404.",
+)  # fmt: skip
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait for the bridge to exit.")
+@click.option(
+    "--for-handoff", is_flag=True,
+    help="Then run `zk2kraft handoff check` on its directory and ZooKeeper (as its /status names them) and say "
+    "the next step; exit 1 unless a Kafka 3.9 controller would lead from them.",
+)  # fmt: skip
+@zk_security_options
+@handles_errors
+@click.pass_context
+def stop_cmd(ctx: click.Context, status: str, timeout: float, for_handoff: bool, **zk_security: Any) -> None:
+    """Stop the bridge answering at --status (on this host) cleanly, as SIGTERM does, and wait for it to exit.
+
+    A leader resigns first (EndQuorumEpoch), so the other voters elect at once; every bridge writes a
+    snapshot and leaves its directory as a Kafka 3.9 controller's. Exit codes: 0 stopped (and, with
+    --for-handoff, the directory is ready); 1 with --for-handoff, a hand-off check failed; 2 refused (that
+    status names no bridge process of this host, or it did not exit within --timeout); 5 the status
+    endpoint or ZooKeeper did not answer. The ZooKeeper TLS/SASL options are the bridge's own, for the check.
+
+    \b
+    Example (one voter of a rolling hand-off):
+      zk2kraft bridge stop --status http://127.0.0.1:9404 --for-handoff
+    """
+    from bridge.controller.stop import running_bridge, stop_and_wait
+    from cli.handoff_cmd import handoff_check_cmd
+
+    state, process = running_bridge(status)
+    role = f", Raft {state.raft.role} in epoch {state.raft.epoch}" if state.raft is not None else ""
+    click.echo(f"stopping bridge {state.node_id} (pid {process.pid}, {state.state}{role}) with SIGTERM")
+    seconds = stop_and_wait(process, timeout, lambda line: click.echo(line, err=True))
+    click.echo(f"bridge {state.node_id} exited after {seconds:.1f} s; its directory: {process.metadata_dir}")
+    if not for_handoff:
+        return
+    click.echo(f"checking {process.metadata_dir} as a Kafka 3.9 controller with node.id {state.node_id} would:")
+    ctx.invoke(
+        handoff_check_cmd, metadata_dir=Path(process.metadata_dir), zk_connect=process.zookeeper, chroot=None,
+        node_id=state.node_id, voters=process.voters, as_json=False, **zk_security,
+    )  # fmt: skip
+    click.echo(
+        f"next: start the Kafka 3.9 controller with node.id {state.node_id} on {process.metadata_dir} "
+        "(plan/handoff/controller-<id>.properties), then wait until DescribeQuorum shows it caught up "
+        "(docs/handoff.md)"
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -48,7 +49,7 @@ from bridge.driver import FencedOut, MigrationDriver, MigrationMismatchError
 from bridge.handlers.alter_partition import unclean_election_enabled
 from bridge.handlers.registry import load_handlers
 from bridge.kafka.listener import KafkaListener
-from bridge.metrics import BridgeMetrics, BridgeStatus, StatusServer
+from bridge.metrics import BridgeMetrics, BridgeStatus, ProcessStatus, StatusServer
 from bridge.pipeline import DualWritePipeline, PublishedBatch
 from bridge.raft import fetch_server
 from bridge.raft.metadata_log import MetadataLog
@@ -64,6 +65,7 @@ from migrate.errors import (
     Zk2KraftError,
 )
 from migrate.kraft import metadata_version as mvs
+from migrate.kraft.quorum_voters import render_quorum_voters
 from migrate.zk import paths
 
 log = logging.getLogger(__package__)  # the controller process logs as one: "bridge.controller"
@@ -99,6 +101,10 @@ class BridgeController:
         broker_tls, broker_sasl = inter_broker_security(config)  # so do the channel's to the brokers
         self.zk_options = zk_connect_options(config)
         self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
+        self.metrics.process = ProcessStatus(
+            pid=os.getpid(), metadata_dir=str(config.metadata_dir), zookeeper=config.zk_connect,
+            voters=render_quorum_voters(config.voters) if config.voters else None,
+        )  # fmt: skip
         zk_copy = FollowerZkCopy(self.zk_options) if len(config.voters) > 1 else None
         self.quorum = QuorumSeat(config, self.metrics, self.notify, zk_copy) if zk_copy is not None else None
         if handlers is None:
