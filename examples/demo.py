@@ -462,17 +462,20 @@ def _rolling_steps(
     step("18. The audit finalize-check ran: ZooKeeper against the log")
     summary = json.loads((OUT / "audit-final" / "summary.json").read_text())
     say(f"  {OUT.relative_to(ROOT)}/audit-final/summary.json: " + json.dumps(_audit_headline(summary)))
-    _handoff_steps(bridge, log_path, zk_connect, listen_port, meta)
+    _handoff_steps(bridge, log_path, status_url, zk_connect, listen_port, meta)
 
 
-def _handoff_steps(bridge: subprocess.Popen[bytes], log_path: Path, zk_connect: str, listen_port: int, meta: Path) -> None:
+def _handoff_steps(
+    bridge: subprocess.Popen[bytes], log_path: Path, status_url: str, zk_connect: str, listen_port: int, meta: Path
+) -> None:
     """Hand the bridge's directory to a Kafka 3.9 controller (simulated), then finalize through the gate."""
     step("19. Hand-off: the bridge stops cleanly; its directory is checked as a Kafka 3.9 controller reads it")
-    _stop_bridge(bridge, log_path)
+    run("bridge", "stop", "--status", status_url, "--for-handoff")
+    if bridge.wait(10) != 0:
+        _bridge_failed(bridge, log_path, f"exited with code {bridge.returncode} on its stop")
     hint = re.search(r"event=next_step (.*)", log_path.read_text())
     if hint:
         say(f"  bridge log: {hint.group(1)}")
-    run("handoff", "check", "--metadata-dir", str(meta), "--zk", zk_connect)
 
     step("20. A Kafka 3.9 controller takes over that directory (simulated: tests/support/real_controller.py)")
     say(
