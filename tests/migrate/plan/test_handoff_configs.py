@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from cli.handoff_cmd import handoff_check_cmd
 from cli.main import cli
 from migrate.plan.checks import run_checks
+from migrate.plan.handoff import step_estimate
 from migrate.plan.inputs import BrokerConfig, PlanInputs, parse_controllers
 from migrate.plan.phases import Plan, build_plan
 from migrate.plan.properties import parse_properties_text
@@ -139,13 +140,18 @@ def test_the_runbook_hands_over_one_voter_at_a_time_with_each_command(tmp_path: 
     expected_in_order = [f"`{quorum} --status` (LeaderId)", "the leader bridge with its four steps, last"]
     for node_id in (3000, 3001, 3002):
         expected_in_order += [
-            f"stop bridge {node_id} cleanly with SIGTERM (`kill -TERM <pid of bridge {node_id}>`)",
+            f"stop bridge {node_id} cleanly, on its host: `zk2kraft bridge stop --status http://ctrl{node_id - 2999}:9404 "
+            "--for-handoff`",
             f"`zk2kraft handoff check --metadata-dir /data/bridge --zk zk1:2182,zk2:2182/kafka --node-id {node_id} "
             f"--voters {CONTROLLERS}`",
             f"`bin/kafka-server-start.sh handoff/controller-{node_id}.properties`",
             f"`{quorum} --replication` lists node {node_id} with the leader's LogEndOffset",
         ]
-    expected_in_order += ["After the leader bridge", "zk2kraft status --zk zk1:2182,zk2:2182/kafka"]
+    expected_in_order += [
+        "After the leader bridge", "zk2kraft status --zk zk1:2182,zk2:2182/kafka", "Cold, instead of the rolling",
+        "`zk2kraft finalize --zk zk1:2182,zk2:2182/kafka --metadata-dir /data/bridge --controller-config "
+        "handoff/controller-3000.properties", "no rollback after finalization", "`zk2kraft rollback --zk",
+    ]  # fmt: skip
     at = 0
     for text in expected_in_order:
         found = section.find(text, at)
@@ -176,3 +182,10 @@ def test_plan_json_and_plan_md_hide_every_secret_the_generated_files_carry(tmp_p
     assert [s for s in secrets if s in shown] == []
     assert '"new":"[hidden]"' in plan.model_dump_json().replace(" ", "")  # the change is listed, its value not
     assert all(any(s in text for text in files.values()) for s in secrets)  # the files carry them, as Kafka needs
+
+
+def test_each_hand_off_step_says_how_long_it_takes_from_a_named_benchmark_or_that_it_was_not_measured() -> None:
+    small, large = step_estimate("stop", 20_000), step_estimate("stop", 2_000_000)
+    assert "bench/bench_clean_stop.py" in small and "0.4 s at 20,000 partitions" in small
+    assert "41.3 s at 2,000,000 partitions" in large
+    assert step_estimate(None, 20_000) == "(Time: not measured.)"
