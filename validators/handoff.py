@@ -213,7 +213,9 @@ MIGRATION_ZNODE_CLASS = (
 CONTROLLER_CLASS = (
     "KafkaZkClient.tryRegisterKRaftControllerAsActiveController ~L194-243 (KRaftMigrationDriver)"
 )
-CLUSTER_ID_CLASS = "ClusterControlManager.registerBroker (INCONSISTENT_CLUSTER_ID) / KafkaServer's /cluster/id"
+CLUSTER_ID_CLASS = (
+    "ClusterControlManager.registerBroker (INCONSISTENT_CLUSTER_ID) / KafkaServer's /cluster/id"
+)
 BROKERS_CLASS = (
     "ClusterControlManager.activate ~L322-327 / BrokerHeartbeatManager ~L365-403 (checkBrokerEpoch)"
 )
@@ -500,7 +502,11 @@ def directory_checks(
     root = Path(metadata_dir)
     pdir = root / METADATA_PARTITION_DIR
     state = DirectoryState(root, pdir)
-    checks = [check_meta_properties(state, node_id), check_bootstrap_checkpoint(state), check_log_segments(state)]
+    checks = [
+        check_meta_properties(state, node_id),
+        check_bootstrap_checkpoint(state),
+        check_log_segments(state),
+    ]
     checks.append(check_snapshots(state))
     checks.append(check_quorum_state(state, voters))
     if (replay_failed := load_recovered_image(state)) is not None:
