@@ -25,6 +25,7 @@ from migrate.errors import Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
+    BOOTSTRAP_CHECKPOINT,
     META_PROPERTIES,
     METADATA_TOPIC_ID,
     PARTITION_METADATA,
@@ -41,7 +42,7 @@ from migrate.kraft.logdir import (
     uuid_to_base64,
 )
 from migrate.kraft.migration_state import ZkMigrationState, zk_migration_state_name
-from migrate.kraft.reader import METADATA_PARTITION_DIR, LoadReport, load_image
+from migrate.kraft.reader import METADATA_PARTITION_DIR, LoadReport, load_image, read_bootstrap_records
 from migrate.kraft.segment_walk import StopKind, WalkStop, walk_segment
 from migrate.zk import paths
 from migrate.zk.model import ControllerRegistration, MigrationState
@@ -197,6 +198,7 @@ def _not_checked(id: str, why: str, kafka_class: str) -> HandoffCheck:
 
 # Kafka 3.9's classes and the lines that make each check (~line numbers of apache/kafka 3.9, handoff.md §2).
 META_CLASS = "MetaPropertiesEnsemble.verify ~L472-542 (KafkaRaftServer.initializeLogDirs ~L133-185)"
+BOOTSTRAP_CLASS = "BootstrapDirectory.read ~L65-94 (KafkaRaftServer start-up)"
 LOG_CLASS = "KafkaMetadataLog.apply ~L555-626 (UnifiedLog / LogLoader recovery)"
 SNAPSHOT_CLASS = "KafkaMetadataLog.recoverSnapshots ~L628-675"
 QUORUM_CLASS = "FileQuorumStateStore ~L88-139 / QuorumState.initialize ~L136-264"
@@ -211,7 +213,9 @@ MIGRATION_ZNODE_CLASS = (
 CONTROLLER_CLASS = (
     "KafkaZkClient.tryRegisterKRaftControllerAsActiveController ~L194-243 (KRaftMigrationDriver)"
 )
-CLUSTER_ID_CLASS = "ClusterControlManager.registerBroker (INCONSISTENT_CLUSTER_ID) / KafkaServer's /cluster/id"
+CLUSTER_ID_CLASS = (
+    "ClusterControlManager.registerBroker (INCONSISTENT_CLUSTER_ID) / KafkaServer's /cluster/id"
+)
 BROKERS_CLASS = (
     "ClusterControlManager.activate ~L322-327 / BrokerHeartbeatManager ~L365-403 (checkBrokerEpoch)"
 )
@@ -249,10 +253,11 @@ def check_meta_properties(state: DirectoryState, node_id: int | None) -> Handoff
         )  # fmt: skip
     if meta.directory_id is None:
         return _check(
-            "meta.properties", "fail", f"{path} has no directory.id",
-            "generates a random directory.id and rewrites meta.properties at start-up; under kraft.version 1 "
-            "it is then not the voter the VotersRecord names (an observer), and the directory is no longer "
-            "the one the bridge left",
+            "meta.properties", "pass",
+            f"version 1, node.id {meta.node_id}, cluster.id {meta.cluster_id}; no directory.id (Kafka 3.9 "
+            "generates one)",
+            "generates a random directory.id and rewrites meta.properties at start-up, then starts as this node "
+            "(harmless under a static controller.quorum.voters quorum, kraft.version 0)",
             META_CLASS,
         )  # fmt: skip
     return _check(
@@ -260,6 +265,28 @@ def check_meta_properties(state: DirectoryState, node_id: int | None) -> Handoff
         f"version 1, node.id {meta.node_id}, cluster.id {meta.cluster_id}, "
         f"directory.id {uuid_to_base64(meta.directory_id)}",
         "starts as this node", META_CLASS,
+    )  # fmt: skip
+
+
+def check_bootstrap_checkpoint(state: DirectoryState) -> HandoffCheck:
+    """bootstrap.checkpoint, read at every start (used only for an empty log), must parse if present."""
+    path = state.root / BOOTSTRAP_CHECKPOINT
+    if not path.exists():
+        return _check(
+            "bootstrap.checkpoint", "pass", f"{path} is absent",
+            "bootstraps from inter.broker.protocol.version only if the log were empty; this log is not",
+            BOOTSTRAP_CLASS,
+        )  # fmt: skip
+    try:
+        records = read_bootstrap_records(path)
+    except (Zk2KraftError, ValueError, OSError) as exc:
+        return _check(
+            "bootstrap.checkpoint", "fail", f"{path} does not parse: {exc}",
+            f"refuses to start: cannot read {path}", BOOTSTRAP_CLASS,
+        )  # fmt: skip
+    return _check(
+        "bootstrap.checkpoint", "pass", f"{path} parses ({len(records)} record(s))",
+        "reads it at start-up; uses it only for an empty log", BOOTSTRAP_CLASS,
     )  # fmt: skip
 
 
@@ -475,7 +502,11 @@ def directory_checks(
     root = Path(metadata_dir)
     pdir = root / METADATA_PARTITION_DIR
     state = DirectoryState(root, pdir)
-    checks = [check_meta_properties(state, node_id), check_log_segments(state)]
+    checks = [
+        check_meta_properties(state, node_id),
+        check_bootstrap_checkpoint(state),
+        check_log_segments(state),
+    ]
     checks.append(check_snapshots(state))
     checks.append(check_quorum_state(state, voters))
     if (replay_failed := load_recovered_image(state)) is not None:

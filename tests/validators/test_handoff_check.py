@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,14 @@ from cli.main import cli
 from migrate.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
 from migrate.kraft import records as rec
 from migrate.kraft.batch import CRC_START, HEADER_SIZE
-from migrate.kraft.logdir import META_PROPERTIES, QUORUM_STATE, read_meta_properties
+from migrate.kraft.logdir import (
+    BOOTSTRAP_CHECKPOINT,
+    META_PROPERTIES,
+    PARTITION_METADATA,
+    QUORUM_STATE,
+    read_meta_properties,
+    write_partition_metadata,
+)
 from migrate.kraft.reader import METADATA_PARTITION_DIR
 from migrate.kraft.segment_walk import walk_segment
 from migrate.zk import paths
@@ -79,7 +87,7 @@ def test_a_directory_left_by_a_bridge_passes_every_check(bridge_dir: Path, zk_co
     assert code == EXIT_OK, failed(report)
     assert report.leads
     assert [c.id for c in report.checks] == [
-        "meta.properties", "log segments", "snapshots", "quorum-state", "metadata.version", "migration state",
+        "meta.properties", "bootstrap.checkpoint", "log segments", "snapshots", "quorum-state", "metadata.version", "migration state",
         "open transaction", "cluster id", "/migration", "/controller", "/controller_epoch", "broker epochs",
     ]  # fmt: skip
     assert all(c.verdict == "pass" and c.kafka_class for c in report.checks)
@@ -128,17 +136,42 @@ def test_a_truncation_before_the_migration_record_loses_it(bridge_dir: Path, zk_
     assert "after the truncation" in failures["migration state"].detail
 
 
-def test_meta_properties_without_directory_id(bridge_dir: Path, zk_connect: str) -> None:
+def test_meta_properties_without_directory_id_passes_as_kafka_generates_one(
+    bridge_dir: Path, zk_connect: str
+) -> None:
     path = bridge_dir / META_PROPERTIES
     path.write_text(
         "".join(line + "\n" for line in path.read_text().splitlines() if "directory.id" not in line)
     )
     assert read_meta_properties(path).directory_id is None
     code, report = run_cli(bridge_dir, zk_connect)
-    assert code == EXIT_FINDING
-    check = failed(report)["meta.properties"]
-    assert "no directory.id" in check.detail
+    assert code == EXIT_OK, failed(report)
+    check = next(c for c in report.checks if c.id == "meta.properties")
+    assert check.verdict == "pass" and "no directory.id" in check.detail
     assert "generates a random directory.id" in check.kafka_would
+
+
+def test_a_bootstrap_checkpoint_that_does_not_parse_is_refused(bridge_dir: Path, zk_connect: str) -> None:
+    path = bridge_dir / BOOTSTRAP_CHECKPOINT
+    shutil.copyfile(FIXTURES / "kraft-real-3.7" / BOOTSTRAP_CHECKPOINT, path)
+    code, report = run_cli(bridge_dir, zk_connect)
+    assert code == EXIT_OK, failed(report)  # Kafka's own file parses
+    path.write_bytes(path.read_bytes()[:-7])  # a torn footer
+    code, report = run_cli(bridge_dir, zk_connect)
+    assert code == EXIT_FINDING
+    check = failed(report)["bootstrap.checkpoint"]
+    assert str(path) in check.detail and "refuses to start" in check.kafka_would
+    assert "BootstrapDirectory" in check.kafka_class
+
+
+def test_partition_metadata_with_another_topic_id_is_refused(bridge_dir: Path, zk_connect: str) -> None:
+    path = bridge_dir / METADATA_PARTITION_DIR / PARTITION_METADATA
+    write_partition_metadata(path, uuid.UUID(int=7))
+    code, report = run_cli(bridge_dir, zk_connect)
+    assert code == EXIT_FINDING
+    check = failed(report)["log segments"]
+    assert "not AAAAAAAAAAAAAAAAAAAAAQ" in check.detail
+    assert "InconsistentTopicIdException" in check.kafka_would
 
 
 def test_another_node_id_is_refused(bridge_dir: Path, zk_connect: str) -> None:
@@ -280,8 +313,8 @@ def test_the_real_kafka_directory_passes_the_start_up_checks(tmp_path: Path) -> 
     _state, checks = directory_checks(directory, node_id=1)
     verdicts = {c.id: c.verdict for c in checks}
     assert verdicts == {
-        "meta.properties": "pass", "log segments": "pass", "snapshots": "pass", "quorum-state": "pass",
-        "metadata.version": "pass", "migration state": "fail", "open transaction": "pass",
+        "meta.properties": "pass", "bootstrap.checkpoint": "pass", "log segments": "pass", "snapshots": "pass",
+        "quorum-state": "pass", "metadata.version": "pass", "migration state": "fail", "open transaction": "pass",
     }  # fmt: skip
 
 
