@@ -112,3 +112,23 @@ def test_finalization_appends_post_migration_and_touches_no_znode(
     image, _report = load_image(copy / METADATA_PARTITION_DIR)
     assert image.features.zk_migration_state == ZkMigrationState.POST_MIGRATION
     assert zk_client.get(paths.CONTROLLER) == controller_before
+
+
+def test_a_kafka_controller_backs_off_when_controller_holds_a_newer_kraft_epoch(
+    stopped_quorum: tuple[Path, int, object], zk_client: KazooClient
+) -> None:
+    """KafkaZkClient's claim: a /controller naming a KRaft epoch at or above its own is ControllerMoved, nothing written."""
+    meta, node, _fence = stopped_quorum
+    held = json.loads(zk_client.get(paths.CONTROLLER)[0])
+    held["kraftControllerEpoch"] = 10_000
+    zk_client.set(paths.CONTROLLER, json.dumps(held).encode())
+    controller_before, epoch_before = zk_client.get(paths.CONTROLLER)[0], zk_client.get(paths.CONTROLLER_EPOCH)[0]
+    migration_before = zk_client.get(paths.MIGRATION)[0]
+
+    done = take_over(meta, zk_client, node_id=node)
+
+    assert (done.state, done.remigrated, done.zk_controller_epoch) == ("BECOME_CONTROLLER", False, None)
+    assert "ControllerMovedException" in done.reason
+    assert zk_client.get(paths.CONTROLLER)[0] == controller_before
+    assert zk_client.get(paths.CONTROLLER_EPOCH)[0] == epoch_before
+    assert zk_client.get(paths.MIGRATION)[0] == migration_before
