@@ -583,6 +583,8 @@ def stop_cmd(ctx: click.Context, status: str, timeout: float, for_handoff: bool,
     Example (one voter of a rolling hand-off):
       zk2kraft bridge stop --status http://127.0.0.1:9404 --for-handoff
     """
+    # Here, not at the top: the status model loads prometheus_client and kio, and the hand-off check the
+    # metadata image machinery, which every other zk2kraft command would pay for at start-up.
     from bridge.controller.stop import running_bridge, stop_and_wait
     from cli.handoff_cmd import handoff_check_cmd
 
