@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bridge.api import DriverState
 from bridge.kafka.listener import bind_refusal
 from bridge.kafka.protocol import api_name
-from migrate.errors import InvalidRequestError
+from migrate.errors import InvalidRequestError, UnreachableError, Zk2KraftError
 from migrate.kraft.migration_state import ZkMigrationState, zk_migration_state_name
 from migrate.plan.status import BrokerChannelStatus, BrokersStatus
 
@@ -590,6 +594,33 @@ class BridgeMetrics:
 
 
 # ---------------------------------------------------------------------------------------------- HTTP
+
+
+def status_url(url: str) -> str:
+    """The `/status` address of a bridge given by its status endpoint or that address itself."""
+    return url if url.rstrip("/").endswith("/status") else url.rstrip("/") + "/status"
+
+
+def read_bridge_status(url: str, option: str) -> BridgeStatus:
+    """GET a bridge's `/status` (validated); an error names the address and the option that gave it."""
+    target = status_url(url)
+    try:
+        with urllib.request.urlopen(target, timeout=10) as reply:
+            body = json.loads(reply.read())
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, socket.gaierror):
+            host = urllib.parse.urlsplit(target).hostname
+            raise UnreachableError(
+                f"cannot read the bridge status at {target}: the host {host!r} ({option}) could not be "
+                f"resolved ({e.reason.strerror or e.reason})"
+            ) from e
+        raise UnreachableError(f"cannot read the bridge status at {target}: {e}") from e
+    except OSError as e:
+        raise UnreachableError(f"cannot read the bridge status at {target}: {e}") from e
+    except ValueError as e:
+        raise Zk2KraftError(f"the bridge status at {target} is not JSON: {e}") from e
+    return BridgeStatus.model_validate(body)
+
 
 
 StatusSource = Callable[[], BridgeStatus | Mapping[str, Any]]

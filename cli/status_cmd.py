@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import socket
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import click
 
-from bridge.metrics import BridgeStatus, RaftStatus
+from bridge.metrics import RaftStatus, read_bridge_status, status_url
 from cli.common import handles_errors, zk_session
 from cli.options import bridge_status_url, zk_connect_from, zk_security_options
-from migrate.errors import UnreachableError, Zk2KraftError
 from migrate.kraft.migration_state import zk_migration_state_name
 from migrate.kraft.reader import last_metadata_offset, load_image, require_metadata_log
 from migrate.plan.status import (
@@ -31,25 +25,9 @@ from migrate.plan.status import (
 
 def bridge_view(url: str) -> KraftView:
     """GET the bridge's /status (validated as BridgeStatus)."""
-    target = url if url.rstrip("/").endswith("/status") else url.rstrip("/") + "/status"
-    try:
-        with urllib.request.urlopen(target, timeout=10) as reply:
-            body = json.loads(reply.read())
-    except urllib.error.URLError as e:
-        if isinstance(e.reason, socket.gaierror):
-            host = urllib.parse.urlsplit(target).hostname
-            raise UnreachableError(
-                f"cannot read the bridge status at {target}: the host {host!r} (--bridge-status) could not be "
-                f"resolved ({e.reason.strerror or e.reason})"
-            ) from e
-        raise UnreachableError(f"cannot read the bridge status at {target}: {e}") from e
-    except OSError as e:
-        raise UnreachableError(f"cannot read the bridge status at {target}: {e}") from e
-    except ValueError as e:
-        raise Zk2KraftError(f"the bridge status at {target} is not JSON: {e}") from e
-    s = BridgeStatus.model_validate(body)
+    s = read_bridge_status(url, "--bridge-status")
     return KraftView(
-        source=target,
+        source=status_url(url),
         migration_state=s.migration_state,
         write_behind_lag=s.zk_write_behind_lag,
         committed_offset=s.durable_offset,

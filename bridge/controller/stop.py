@@ -6,37 +6,17 @@ finds the process through the bridge's own status endpoint, so it stops exactly 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from bridge.metrics import BridgeStatus, ProcessStatus
-from migrate.errors import UnreachableError, Zk2KraftError
+from bridge.metrics import BridgeStatus, ProcessStatus, read_bridge_status, status_url
+from migrate.errors import Zk2KraftError
 
 PROGRESS_EVERY_S = 5.0
 POLL_S = 0.1
-
-
-def status_url(url: str) -> str:
-    return url if url.rstrip("/").endswith("/status") else url.rstrip("/") + "/status"
-
-
-def read_bridge_status(url: str) -> BridgeStatus:
-    """GET and validate a bridge's `/status`; an error names the address."""
-    target = status_url(url)
-    try:
-        with urllib.request.urlopen(target, timeout=10) as reply:
-            body = json.loads(reply.read())
-    except (urllib.error.URLError, OSError) as exc:
-        raise UnreachableError(f"cannot read the bridge status at {target}: {exc}") from exc
-    except ValueError as exc:
-        raise Zk2KraftError(f"the bridge status at {target} is not JSON: {exc}") from exc
-    return BridgeStatus.model_validate(body)
 
 
 def _alive(pid: int) -> bool:
@@ -58,7 +38,7 @@ def _alive(pid: int) -> bool:
 
 def running_bridge(url: str) -> tuple[BridgeStatus, ProcessStatus]:
     """The bridge answering at `url`, refused unless it is a bridge process alive on this host."""
-    status = read_bridge_status(url)
+    status = read_bridge_status(url, "--status")
     process = status.process
     if process is None:
         raise Zk2KraftError(f"the bridge at {status_url(url)} does not say its process id (an older zk2kraft?)")
