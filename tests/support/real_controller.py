@@ -30,10 +30,10 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.activation import leader_change_message
-from migrate.kraft.batch import iter_kraft_batches
 from migrate.kraft.logdir import list_segments, parse_quorum_state, read_meta_properties
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import METADATA_PARTITION_DIR, load_image
+from migrate.kraft.segment_walk import walk_segment
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.model import ControllerRegistration, MigrationState
 from migrate.zk.znodes.controller import (
@@ -77,12 +77,9 @@ class TakeOver:
 def _last_batch(pdir: Path) -> tuple[int, int]:
     """(last offset, its batch's epoch) of the log, or (-1, -1) without a batch (KafkaMetadataLog's end)."""
     for segment in reversed(list_segments(pdir)):
-        data = segment.path.read_bytes()
-        last = (-1, -1)
-        for _position, header, _records in iter_kraft_batches(data, str(segment.path), tolerate_torn_tail=True):
-            last = (header.base_offset + header.last_offset_delta, header.partition_leader_epoch)
-        if last[0] >= 0:
-            return last
+        batches = walk_segment(segment.path, segment.base_offset).batches
+        if batches:
+            return batches[-1].last_offset, batches[-1].leader_epoch
     return -1, -1
 
 
