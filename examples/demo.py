@@ -488,16 +488,8 @@ def _handoff_steps(
     _show_zookeeper(zk_connect, ["/controller", "/controller_epoch", "/migration"])
 
     step("21. Finalize: the gate, the controllers' files without the migration, POST_MIGRATION")
-    handoff = OUT / "handoff"
-    handoff.mkdir(parents=True, exist_ok=True)
-    config = handoff / "controller-3000.properties"
-    config.write_text(
-        "# The Kafka 3.9 controller that took the bridge's place (zk2kraft plan writes one per voter).\n"
-        "process.roles=controller\nnode.id=3000\n"
-        f"controller.quorum.voters=3000@127.0.0.1:{listen_port}\ncontroller.listener.names=CONTROLLER\n"
-        f"listeners=CONTROLLER://127.0.0.1:{listen_port}\nlistener.security.protocol.map=CONTROLLER:PLAINTEXT\n"
-        f"zookeeper.metadata.migration.enable=true\nzookeeper.connect={zk_connect}\n"
-        f"metadata.log.dir={meta}\nlog.dirs={meta}\n"
+    config = write_controller_properties(
+        OUT / "handoff", 3000, f"3000@127.0.0.1:{listen_port}", listen_port, zk_connect, meta
     )
     say(
         "--min-soak 0s: the hand-off above was a controller failover seconds ago; a production migration keeps "
@@ -512,6 +504,20 @@ def _handoff_steps(
     say(f"The controller restarts with {final.relative_to(ROOT)}/controller-3000.properties (no migration flag):")
     _simulated_controller(meta, zk_connect, "--no-migration")
     run("status", "--zk", zk_connect, "--metadata-dir", str(meta))
+
+
+def write_controller_properties(folder: Path, node_id: int, voters: str, port: int, zk_connect: str, meta: Path) -> Path:
+    """The Kafka 3.9 controller that takes a bridge's place, as `zk2kraft plan` writes one per voter (its
+    handoff/controller-<id>.properties, reduced to what a loopback demo needs)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / f"controller-{node_id}.properties"
+    config.write_text(
+        f"process.roles=controller\nnode.id={node_id}\ncontroller.quorum.voters={voters}\n"
+        f"controller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT\nzookeeper.metadata.migration.enable=true\n"
+        f"zookeeper.connect={zk_connect}\nmetadata.log.dir={meta}\nlog.dirs={meta}\n"
+    )
+    return config
 
 
 def _simulated_controller(meta: Path, zk_connect: str, *extra: str) -> None:

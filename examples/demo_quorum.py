@@ -174,13 +174,8 @@ def _cold_handoff(voters: list[Voter], zk_connect: str, voters_option: str) -> N
         meta = demo.OUT / f"quorum-meta-{voter.node_id}"
         demo.run_tail(1, "handoff", "check", "--metadata-dir", str(meta), "--zk", zk_connect,
                       "--node-id", str(voter.node_id), "--voters", voters_option)  # fmt: skip
-        config = demo.OUT / "quorum-handoff" / f"controller-{voter.node_id}.properties"
-        config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(
-            f"process.roles=controller\nnode.id={voter.node_id}\ncontroller.quorum.voters={voters_option}\n"
-            f"controller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:{voter.port}\n"
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT\nzookeeper.metadata.migration.enable=true\n"
-            f"zookeeper.connect={zk_connect}\nmetadata.log.dir={meta}\nlog.dirs={meta}\n"
+        config = demo.write_controller_properties(
+            demo.OUT / "quorum-handoff", voter.node_id, voters_option, voter.port, zk_connect, meta
         )
         configs += ["--controller-config", str(config)]
     leader_meta = demo.OUT / f"quorum-meta-{leader.node_id}"
