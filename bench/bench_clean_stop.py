@@ -37,8 +37,10 @@ from typing import Any
 from bench.bench_bridge import load_average
 from bench.bench_failover import Values, wait_for_expired_broker_sessions
 from bench.bench_migrate import zk2kraft_command
-from bench.generate_cluster import ClusterSpec, generate, write_data_dir
+from bench.generate_cluster import generate, write_data_dir
 from bench.quorum_processes import (
+    cluster_spec,
+    first_topic,
     from_copies,
     probe_change,
     quorum,
@@ -54,7 +56,6 @@ from tests.support.bridge_process import BridgeProcess
 
 CHROOT = "/kafka"
 ZK_HEAP = "-Xmx2g"
-PARTITIONS_PER_TOPIC = 100
 STOP_TARGET_S = 5.0
 CHECK_TARGET_S = 10.0
 DUAL_WRITE_TIMEOUT_S = 3600.0
@@ -114,17 +115,13 @@ def check_floor(metadata_dir: Path) -> float:
 
 def run(partitions: int, seed: int = 7) -> dict[str, Any]:
     load_before = load_average()
-    per_topic = min(PARTITIONS_PER_TOPIC, partitions)
-    spec = ClusterSpec(
-        topics=max(1, partitions // per_topic), partitions_per_topic=per_topic, brokers=3, replication_factor=3,
-        seed=seed,
-    )  # fmt: skip
+    spec = cluster_spec(partitions, seed)
     values = Values()
     result: dict[str, Any] = {"machine": platform.platform(), "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="bench-clean-stop-") as tmp_text:
         tmp = Path(tmp_text)
         cluster = generate(spec, CHROOT)
-        topic = sorted(t for t in cluster.model.topics if not t.startswith("__"))[0]
+        topic = first_topic(cluster.model.topics)
         write_data_dir(cluster, tmp / "zk" / "data")
         result["partitions"] = cluster.model.partition_count
         with EmbeddedZooKeeper(tmp / "zk", startup_timeout=600, jvm_options=(ZK_HEAP,)) as zookeeper:

@@ -49,8 +49,10 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from bench.bench_bridge import load_average
-from bench.generate_cluster import ClusterSpec, generate, write_data_dir
+from bench.generate_cluster import generate, write_data_dir
 from bench.quorum_processes import (
+    cluster_spec,
+    first_topic,
     from_copies,
     fsync_seconds,
     log_phases,
@@ -69,7 +71,6 @@ from tests.support.bridge_process import BridgeProcess, seeded_chroot
 CHROOT = "/kafka"
 FLOOR_CHROOT = "/floor"
 ZK_HEAP = "-Xmx2g"
-PARTITIONS_PER_TOPIC = 100
 TARGET_S = 5.0
 ELECTION_TIMEOUT_S = 1.0
 FETCH_TIMEOUT_S = 2.0
@@ -259,18 +260,14 @@ def run(
     partitions: int, *, floor_kills: int = 5, single_restart: bool = False, seed: int = 7
 ) -> dict[str, Any]:
     load_before = load_average()
-    per_topic = min(PARTITIONS_PER_TOPIC, partitions)
-    spec = ClusterSpec(
-        topics=max(1, partitions // per_topic), partitions_per_topic=per_topic, brokers=3, replication_factor=3,
-        seed=seed,
-    )  # fmt: skip
+    spec = cluster_spec(partitions, seed)
     values = Values()
     result: dict[str, Any] = {"machine": platform.platform(), "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp_text:
         tmp = Path(tmp_text)
         started = time.perf_counter()
         cluster = generate(spec, CHROOT)
-        topic = sorted(t for t in cluster.model.topics if not t.startswith("__"))[0]
+        topic = first_topic(cluster.model.topics)
         write_data_dir(cluster, tmp / "zk" / "data")
         result["cluster"] = {"partitions": cluster.model.partition_count, "topics": len(cluster.model.topics),
                              "generated_s": round(time.perf_counter() - started, 1)}  # fmt: skip

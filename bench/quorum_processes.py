@@ -10,19 +10,35 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.bench_bridge import WireClient, set_topic_config
+from bench.generate_cluster import ClusterSpec
 from migrate.errors import Zk2KraftError
 from tests.support.bridge_process import BridgeProcess
 
 VOTER_IDS = (3000, 3001, 3002)
+PARTITIONS_PER_TOPIC = 100
 STATUS_POLL_S = 0.02
 
 
 # ---------------------------------------------------------------- processes
+
+
+def cluster_spec(partitions: int, seed: int) -> ClusterSpec:
+    """The quorum benchmarks' generated cluster: 100 partitions a topic, 3 brokers, replication factor 3."""
+    per_topic = min(PARTITIONS_PER_TOPIC, partitions)
+    return ClusterSpec(
+        topics=max(1, partitions // per_topic), partitions_per_topic=per_topic, brokers=3, replication_factor=3,
+        seed=seed,
+    )
+
+
+def first_topic(topics: Iterable[str]) -> str:
+    """The first of the cluster's own topics (internal ones skipped): the one the benchmarks change."""
+    return sorted(t for t in topics if not t.startswith("__"))[0]
 
 
 def quorum(zk_connect: str, tmp: Path, *, name: str = "voter", empty: bool = True) -> list[BridgeProcess]:
