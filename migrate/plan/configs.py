@@ -72,7 +72,7 @@ def quorum_settings(inputs: PlanInputs) -> dict[str, str]:
     return {"controller.quorum.bootstrap.servers": ",".join(c.endpoint for c in ctrls)}
 
 
-def _zk_client_configs(broker: BrokerConfig | None) -> dict[str, str]:
+def zk_client_configs(broker: BrokerConfig | None) -> dict[str, str]:
     """The brokers' ZooKeeper client settings (connect string first), minus the migration keys."""
     if broker is None:
         return {}
@@ -153,7 +153,7 @@ def _controller_protocol_map(inputs: PlanInputs, ref: BrokerConfig | None) -> st
 def _migration_entries(inputs: PlanInputs, ref: BrokerConfig | None) -> list[tuple[str, str]]:
     """The migration flag, the brokers' ZooKeeper client settings, their inter-broker listener and shared secrets."""
     entries = [(MIGRATION_FLAG, "true")]
-    zk = _zk_client_configs(ref) or {"zookeeper.connect": _zookeeper_connect(inputs)}
+    zk = zk_client_configs(ref) or {"zookeeper.connect": _zookeeper_connect(inputs)}
     entries += list(zk.items())
     entries.append(("inter.broker.listener.name", ref.inter_broker_listener() if ref is not None else "PLAINTEXT"))
     if ref is not None:

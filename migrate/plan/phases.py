@@ -212,7 +212,9 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
     if ibl is None or ibl.supported:
         # Files new in whole, listed without their values: they carry the brokers' TLS and SASL secrets.
         handoff_configs = [add(HANDOFF_FOLDER, gen.handoff_controller_file(inputs, c)).model_copy(update={"changes": []}) for c in ctrls]
-        handoff = HandOff(steps=handoff_steps(inputs, zk), configs=handoff_configs)
+        kraft_phase = PHASE_IDS.index("brokers-to-kraft")
+        brokers_to_kraft = f"Phase {kraft_phase} ({folders['brokers-to-kraft']}/ files, in its restart order)"
+        handoff = HandOff(steps=handoff_steps(inputs, zk, brokers_to_kraft), configs=handoff_configs)
     phases = [
         Phase(
             number=0, id="prepare", title="Prepare: Kafka 3.9 and inter.broker.protocol.version",

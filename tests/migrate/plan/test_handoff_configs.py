@@ -135,7 +135,7 @@ def test_no_handoff_where_no_bridge_can_be_the_controller(tmp_path: Path) -> Non
 def test_the_runbook_hands_over_one_voter_at_a_time_with_each_command(tmp_path: Path) -> None:
     plan, files = plan_for(tmp_path, {}, bridge_metadata_dir="/data/bridge")
     markdown = plan_markdown(plan)
-    section = markdown.split("## Hand-off: from the zk2kraft bridges to Kafka 3.9 controllers (rolling)")[1]
+    section = markdown.split("## Hand-off: from the zk2kraft bridges to Kafka 3.9 controllers, then finalize")[1]
     quorum = "bin/kafka-metadata-quorum.sh --bootstrap-controller ctrl1:9093,ctrl2:9094,ctrl3:9095 describe"
     expected_in_order = [f"`{quorum} --status` (LeaderId)", "the leader bridge with its four steps, last"]
     for node_id in (3000, 3001, 3002):
