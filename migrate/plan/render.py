@@ -48,7 +48,7 @@ def bridge_lines(plan: Plan, prefix: str) -> list[str]:
 def bridge_quorum_lines(plan: Plan, prefix: str) -> list[str]:
     """The bridges' `--voters` and the brokers' controller.quorum.voters with them (none where no bridge can be
     the controller)."""
-    if plan.bridge_inter_broker is not None and not plan.bridge_inter_broker.supported:
+    if plan.handoff is None:  # the plan has no hand-off exactly when no bridge can be the controller
         return []
     voters = plan.bridge_voters
     return [f"{prefix}with zk2kraft bridges as the controllers: `--voters {voters}` on each bridge, "
