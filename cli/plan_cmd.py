@@ -21,11 +21,29 @@ from migrate.plan.render import check_out_dir, summary_lines, write_plan
 from migrate.zk.model import SECURITY_PROTOCOLS
 
 
-def _absolute_dir(value: str) -> str:
-    """A directory the bridges and the Kafka controllers name alike on every host: an absolute path."""
+def _absolute_path(value: str) -> str:
+    """A path the bridges and the Kafka controllers name alike on every host: an absolute one."""
     if not value.startswith("/"):
         raise click.BadParameter(f"{value!r} is not an absolute path (Kafka would resolve it against its working directory)")
     return value
+
+
+def _check_controller_tls(protocol: str, keystore: str | None, truststore: str | None) -> None:
+    """A TLS controller listener needs its key store; a plaintext one takes no TLS file (exit 2 before reading)."""
+    if "SSL" in protocol and keystore is None:
+        raise click.BadParameter(
+            f"--controller-protocol {protocol} needs --controller-ssl-keystore (the controllers' key and certificate "
+            "chain, PEM): without it a Kafka controller cannot open its listener",
+            param_hint="--controller-ssl-keystore",
+        )
+    if "SSL" not in protocol and (keystore is not None or truststore is not None):
+        raise click.BadParameter(
+            f"--controller-ssl-keystore/--controller-ssl-truststore go with --controller-protocol SSL or SASL_SSL, "
+            f"not {protocol}",
+            param_hint="--controller-protocol",
+        )
+    if truststore is not None and keystore is None:
+        raise click.BadParameter("--controller-ssl-truststore needs --controller-ssl-keystore")
 
 
 @click.command("plan")
@@ -75,12 +93,29 @@ def _absolute_dir(value: str) -> str:
     show_default=True,
     help="Security protocol of the controller listener.",
 )
+@click.option(
+    "--controller-ssl-keystore",
+    metavar="PEM",
+    callback=lambda _ctx, _param, value: None if value is None else _absolute_path(value),
+    help="With --controller-protocol SSL or SASL_SSL (needed then): a PEM file holding the controller's "
+    "unencrypted PKCS#8 private key and certificate chain, at this path on every controller host: "
+    "listener.name.<listener>.ssl.keystore.location (type PEM) in the controller files, --listen-ssl-cert in "
+    "the bridge run lines.",
+)
+@click.option(
+    "--controller-ssl-truststore",
+    metavar="PEM",
+    callback=lambda _ctx, _param, value: None if value is None else _absolute_path(value),
+    help="CA certificates (PEM) that clients of the controller listener must present certificates from: "
+    "listener.name.<listener>.ssl.truststore.location (type PEM) with ssl.client.auth=required, and "
+    "--listen-ssl-ca in the bridge run lines.",
+)
 @click.option("--controller-log-dir", help="log.dirs for the generated controller configs.")
 @click.option(
     "--bridge-metadata-dir",
     default=DEFAULT_BRIDGE_METADATA_DIR,
     show_default=True,
-    callback=lambda _ctx, _param, value: _absolute_dir(value),
+    callback=lambda _ctx, _param, value: _absolute_path(value),
     help="The bridges' --metadata-dir in the plan's bridge run lines, and metadata.log.dir of the Kafka "
     "controllers that take their place (handoff/).",
 )
@@ -109,6 +144,8 @@ def plan_cmd(
     quorum: str,
     controller_listener: str,
     controller_protocol: str,
+    controller_ssl_keystore: str | None,
+    controller_ssl_truststore: str | None,
     controller_log_dir: str | None,
     bridge_metadata_dir: str,
     target_ibp: str,
@@ -140,6 +177,7 @@ def plan_cmd(
     Offline, from a ZooKeeper data dir:
       zk2kraft plan --zk-data-dir /var/lib/zookeeper --chroot /kafka --broker-config server.properties
     """
+    _check_controller_tls(controller_protocol, controller_ssl_keystore, controller_ssl_truststore)
     source = zk_source_from(kwargs)
     if out is not None:
         check_out_dir(out, force=force)  # before reading anything: a refusal costs nothing
@@ -156,6 +194,8 @@ def plan_cmd(
             controller_protocol=controller_protocol,
             controller_log_dir=controller_log_dir,
             bridge_metadata_dir=bridge_metadata_dir,
+            controller_ssl_keystore=controller_ssl_keystore,
+            controller_ssl_truststore=controller_ssl_truststore,
             target_ibp=target_ibp,
         )
     live = []

@@ -72,7 +72,7 @@ def quorum_settings(inputs: PlanInputs) -> dict[str, str]:
     return {"controller.quorum.bootstrap.servers": ",".join(c.endpoint for c in ctrls)}
 
 
-def _zk_client_configs(broker: BrokerConfig | None) -> dict[str, str]:
+def zk_client_configs(broker: BrokerConfig | None) -> dict[str, str]:
     """The brokers' ZooKeeper client settings (connect string first), minus the migration keys."""
     if broker is None:
         return {}
@@ -101,6 +101,7 @@ def controller_migration_file(inputs: PlanInputs, ctrl: QuorumVoter) -> NodeFile
     if ref is not None and (ref.file.get("listener.security.protocol.map") is not None or inputs.controller_protocol != "PLAINTEXT"):
         # The controller reaches brokers on their inter-broker listener: it needs that listener's protocol.
         entries.append(("listener.security.protocol.map", _controller_protocol_map(inputs, ref)))
+    entries += controller_listener_tls(inputs)
     if inputs.controller_log_dir:
         entries.append(("log.dirs", inputs.controller_log_dir))
     entries += _migration_entries(inputs, ref)
@@ -119,6 +120,7 @@ def handoff_controller_file(inputs: PlanInputs, ctrl: QuorumVoter) -> NodeFile:
     voters = {"controller.quorum.voters": render_quorum_voters(target_controllers(inputs))}
     entries = _controller_head(inputs, ctrl, voters, bind=f"{BRIDGE_LISTEN_HOST}:{ctrl.port}")
     entries.append(("listener.security.protocol.map", _controller_protocol_map(inputs, ref)))
+    entries += controller_listener_tls(inputs)
     # log.dirs too: unset, Kafka also checks its default /tmp/kafka-logs and refuses to start without a
     # meta.properties there (KafkaRaftServer.initializeLogDirs).
     entries += [("metadata.log.dir", inputs.bridge_metadata_dir), ("log.dirs", inputs.bridge_metadata_dir)]
@@ -143,6 +145,23 @@ def _controller_head(inputs: PlanInputs, ctrl: QuorumVoter, quorum: dict[str, st
     return entries
 
 
+def controller_listener_tls(inputs: PlanInputs) -> list[tuple[str, str]]:
+    """The controller listener's PEM key store and trust store under its listener.name.<name>. prefix, which Kafka
+    uses for the listener and for the controller's own Raft connections; a trust store makes client certificates
+    required, as the bridge's --listen-ssl-ca does. None unless the listener uses TLS."""
+    if inputs.controller_ssl_keystore is None or "SSL" not in inputs.controller_protocol:
+        return []
+    prefix = f"listener.name.{inputs.controller_listener.lower()}.ssl."
+    entries = [(f"{prefix}keystore.type", "PEM"), (f"{prefix}keystore.location", inputs.controller_ssl_keystore)]
+    if inputs.controller_ssl_truststore is not None:
+        entries += [
+            (f"{prefix}truststore.type", "PEM"),
+            (f"{prefix}truststore.location", inputs.controller_ssl_truststore),
+            (f"{prefix}client.auth", "required"),
+        ]
+    return entries
+
+
 def _controller_protocol_map(inputs: PlanInputs, ref: BrokerConfig | None) -> str:
     """The controller listener's protocol, then the brokers' (their inter-broker listener among them)."""
     name = inputs.controller_listener
@@ -153,7 +172,7 @@ def _controller_protocol_map(inputs: PlanInputs, ref: BrokerConfig | None) -> st
 def _migration_entries(inputs: PlanInputs, ref: BrokerConfig | None) -> list[tuple[str, str]]:
     """The migration flag, the brokers' ZooKeeper client settings, their inter-broker listener and shared secrets."""
     entries = [(MIGRATION_FLAG, "true")]
-    zk = _zk_client_configs(ref) or {"zookeeper.connect": _zookeeper_connect(inputs)}
+    zk = zk_client_configs(ref) or {"zookeeper.connect": _zookeeper_connect(inputs)}
     entries += list(zk.items())
     entries.append(("inter.broker.listener.name", ref.inter_broker_listener() if ref is not None else "PLAINTEXT"))
     if ref is not None:

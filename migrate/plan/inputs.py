@@ -163,4 +163,7 @@ class PlanInputs:
     quorum: str = "dynamic"  # dynamic: controller.quorum.bootstrap.servers; static: controller.quorum.voters
     controller_log_dir: str | None = None
     bridge_metadata_dir: str = DEFAULT_BRIDGE_METADATA_DIR
+    # The controller listener's TLS material, PEM, at these paths on every controller host (SSL, SASL_SSL).
+    controller_ssl_keystore: str | None = None
+    controller_ssl_truststore: str | None = None
     live_brokers_checked: bool = False

@@ -14,7 +14,7 @@ from migrate.kraft.quorum_voters import render_quorum_voters
 from migrate.plan import configs as gen
 from migrate.plan.checks import blockers
 from migrate.plan.checks.registry import Check
-from migrate.plan.handoff import HANDOFF_FOLDER, handoff_steps
+from migrate.plan.handoff import BRIDGE_METRICS_PORT, HANDOFF_FOLDER, handoff_steps
 from migrate.plan.inputs import PlanInputs
 from migrate.plan.inter_broker import BridgeInterBroker, bridge_inter_broker
 from migrate.plan.properties import PropertiesFile, parse_properties_text
@@ -209,10 +209,12 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
     format_cmds = _format_commands(inputs, cluster_id, folders["provision-controllers"])
     ibl = bridge_inter_broker(inputs)
     handoff = None
-    if ibl is None or ibl.supported:
+    if (ibl is None or ibl.supported) and bridge_listener_problem(inputs) is None:
         # Files new in whole, listed without their values: they carry the brokers' TLS and SASL secrets.
         handoff_configs = [add(HANDOFF_FOLDER, gen.handoff_controller_file(inputs, c)).model_copy(update={"changes": []}) for c in ctrls]
-        handoff = HandOff(steps=handoff_steps(inputs, zk), configs=handoff_configs)
+        kraft_phase = PHASE_IDS.index("brokers-to-kraft")
+        brokers_to_kraft = f"Phase {kraft_phase} ({folders['brokers-to-kraft']}/ files, in its restart order)"
+        handoff = HandOff(steps=handoff_steps(inputs, zk, brokers_to_kraft), configs=handoff_configs)
     phases = [
         Phase(
             number=0, id="prepare", title="Prepare: Kafka 3.9 and inter.broker.protocol.version",
@@ -346,12 +348,19 @@ def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) ->
     ctrls = gen.target_controllers(inputs)
     if ibl is not None and not ibl.supported:
         return ["The zk2kraft bridge cannot be this cluster's controller: " + " ".join(ibl.notes)]
+    if (problem := bridge_listener_problem(inputs)) is not None:
+        return [f"The zk2kraft bridge cannot be this cluster's controller: {problem}"]
     voters = render_quorum_voters(ctrls)
     quorum = f" --voters {voters}" if len(ctrls) > 1 else ""
     extra = f" {' '.join(ibl.options)}" if ibl is not None and ibl.options else ""
+    tls = ""
+    if inputs.controller_protocol == "SSL" and inputs.controller_ssl_keystore is not None:
+        tls = f" --listen-ssl-cert {inputs.controller_ssl_keystore}"
+        if inputs.controller_ssl_truststore is not None:
+            tls += f" --listen-ssl-ca {inputs.controller_ssl_truststore}"
     commands = [
         f"zk2kraft bridge run --zk {zk} --metadata-dir {inputs.bridge_metadata_dir} --node-id {c.node_id} "
-        f"--listen {gen.BRIDGE_LISTEN_HOST}:{c.port} --metrics 0.0.0.0:9404{quorum}{extra}"
+        f"--listen {gen.BRIDGE_LISTEN_HOST}:{c.port}{tls} --metrics 0.0.0.0:{BRIDGE_METRICS_PORT}{quorum}{extra}"
         for c in ctrls
     ]
     lead = "Or, with the zk2kraft bridge as the controller (docs/operations.md): "
@@ -385,6 +394,20 @@ def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) ->
         f"{ibl.listener} ({protocols}{mechanism}): " + " ".join(ibl.notes)
     )
     return steps
+
+
+def bridge_listener_problem(inputs: PlanInputs) -> str | None:
+    """Why `bridge run` cannot serve the controller listener the plan asks for; None when it can (PLAINTEXT, or
+    SSL for a single bridge: `--listen-ssl-*` serve TLS, but voters reach each other only in PLAINTEXT)."""
+    protocol = inputs.controller_protocol
+    if protocol.startswith("SASL_"):
+        return f"its listener has no SASL (the controller listener is {protocol}); make the plan for SSL or PLAINTEXT"
+    if protocol == "SSL" and len(gen.target_controllers(inputs)) > 1:
+        return (
+            "a quorum of bridges connects voter to voter in PLAINTEXT only, and the controller listener is SSL; "
+            "use one bridge (--controllers with one controller) or --controller-protocol PLAINTEXT"
+        )
+    return None
 
 
 def _format_commands(inputs: PlanInputs, cluster_id: str, folder: str) -> list[str]:

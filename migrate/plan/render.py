@@ -48,7 +48,7 @@ def bridge_lines(plan: Plan, prefix: str) -> list[str]:
 def bridge_quorum_lines(plan: Plan, prefix: str) -> list[str]:
     """The bridges' `--voters` and the brokers' controller.quorum.voters with them (none where no bridge can be
     the controller)."""
-    if plan.bridge_inter_broker is not None and not plan.bridge_inter_broker.supported:
+    if plan.handoff is None:  # the plan has no hand-off exactly when no bridge can be the controller
         return []
     voters = plan.bridge_voters
     return [f"{prefix}with zk2kraft bridges as the controllers: `--voters {voters}` on each bridge, "
@@ -99,15 +99,18 @@ def plan_markdown(plan: Plan) -> str:
 
 
 def handoff_lines(plan: Plan) -> list[str]:
-    """The rolling hand-off from the bridges to Kafka 3.9 controllers (none where no bridge can be the controller)."""
+    """The hand-off from the bridges to Kafka 3.9 controllers (rolling or cold), brokers to KRaft, finalize and
+    rollback (none where no bridge can be the controller)."""
     if plan.handoff is None:
         return []
     lines = [
         "",
-        "## Hand-off: from the zk2kraft bridges to Kafka 3.9 controllers (rolling)",
+        "## Hand-off: from the zk2kraft bridges to Kafka 3.9 controllers, then finalize",
         "",
-        "Only with bridges as the controllers: once status shows dual-write, and before finalizing. Each real "
-        "controller takes its bridge's node.id, listener, directory and voters (docs/handoff.md).",
+        "Only with bridges as the controllers: after phase 3 (status shows dual-write), then phase 4, and in "
+        "place of phase 5 (its files are for controllers provisioned in phase 1). Each Kafka controller takes its bridge's node.id, listener, "
+        "directory and voters (docs/handoff.md). Each step gives the command that checks it and its time for "
+        "this cluster, scaled linearly with partitions from a measured benchmark, or \"not measured\".",
         "",
     ]
     lines += [f"{i}. {s}" for i, s in enumerate(plan.handoff.steps, start=1)]
