@@ -47,8 +47,6 @@ MEASURED_STEPS: dict[str, MeasuredStep] = {
         "controller's election and claim were not measured"
     ),
 }
-# Kept for callers that name the leader's stop as the stop.
-MEASURED_STEPS["stop"] = MEASURED_STEPS["stop-leader"]
 
 
 def scaled_seconds(step: str, partitions: int) -> float | None:

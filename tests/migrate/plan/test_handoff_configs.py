@@ -189,7 +189,7 @@ def test_plan_json_and_plan_md_hide_every_secret_the_generated_files_carry(tmp_p
 
 
 def test_each_hand_off_step_says_how_long_it_takes_from_a_named_benchmark_or_that_it_was_not_measured() -> None:
-    small, large = step_estimate("stop", 20_000), step_estimate("stop", 2_000_000)
+    small, large = step_estimate("stop-leader", 20_000), step_estimate("stop-leader", 2_000_000)
     assert "bench/bench_clean_stop.py" in small and "0.4 s at 20,000 partitions" in small
     assert "41.3 s at 2,000,000 partitions" in large
     assert step_estimate(None, 20_000) == "(Time: not measured.)"
