@@ -17,13 +17,15 @@ import pytest
 from click.testing import CliRunner
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError
+from kio.schema.describe_quorum.v1 import request as describe_quorum_v1
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
 
 from bridge.kafka.client import send_request_sync
 from bridge.zk.leadership import ControllerMovedError, MigrationLeadershipState
 from bridge.zk.migration_client import ZkMigrationClient
 from cli.main import cli
-from migrate.errors import EXIT_OK
+from migrate.errors import EXIT_OK, Zk2KraftError
 from migrate.kraft import records as rec
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import METADATA_PARTITION_DIR, iter_log_dir, load_image
@@ -406,3 +408,120 @@ def test_cold_handoff_every_bridge_stops_and_kafka_controllers_lead_from_their_d
                 controller.stop()
         for node in quorum.bridges:
             assert remigrations_and_fences_after(tmp_path / f"meta-{node}", ends[node]) == []
+
+
+def described_quorum(ports: list[int]) -> tuple[int, int, dict[int, int]] | None:
+    """DescribeQuorum asked of each voter in turn: (leader, epoch, every voter's log end offset) from the leader."""
+    request = describe_quorum_v1.DescribeQuorumRequest(
+        topics=(
+            describe_quorum_v1.TopicData(
+                topic_name="__cluster_metadata", partitions=(describe_quorum_v1.PartitionData(partition_index=i32(0)),)
+            ),
+        )
+    )
+    for port in ports:
+        try:
+            response = send_request_sync("127.0.0.1", port, request, timeout=5.0)
+        except (Zk2KraftError, OSError):
+            continue
+        if response.error_code != ErrorCode.none:
+            continue
+        partition = response.topics[0].partitions[0]
+        if partition.error_code == ErrorCode.none:
+            ends = {int(v.replica_id): int(v.log_end_offset) for v in partition.current_voters}
+            return int(partition.leader_id), int(partition.leader_epoch), ends
+    return None
+
+
+def wait_caught_up(cluster: Cluster, node: int) -> tuple[int, int]:
+    """Until the leader's DescribeQuorum shows voter `node` at the leader's log end offset; (leader, epoch)."""
+    ports = [bridge.listen_port for bridge in cluster.quorum.bridges.values()]
+    seen: list[tuple[int, int, dict[int, int]] | None] = [None]
+
+    def caught_up() -> bool:
+        seen[0] = found = described_quorum(ports)
+        return found is not None and found[2].get(node, -1) == found[2].get(found[0], -2) >= 0
+
+    wait_until(caught_up, f"voter {node} caught up ({seen[0]})")
+    assert seen[0] is not None
+    return seen[0][0], seen[0][1]
+
+
+def bridge_follows(cluster: Cluster, node: int, leader: int) -> None:
+    cluster.quorum.wait_for_raft(
+        node, lambda raft: raft["role"] == "follower" and raft["leader_id"] == leader, f"following {leader}",
+        timeout=PROCEDURE_TIMEOUT_S,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("leader_goes", ["last", "second"])
+def test_rolling_handoff_one_voter_at_a_time_through_a_mixed_quorum(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, leader_goes: str
+) -> None:
+    """handoff.md §5's rolling procedure: one bridge voter at a time is SIGTERMed and a Kafka 3.9 controller started on
+    its directory, which catches up before the next. `last`: the leader bridge goes last and its resignation
+    (EndQuorumEpoch) elects a Kafka controller; `second`: the leader goes after the first follower (its host must
+    restart), the Kafka controller it names first is elected and the remaining bridge follows it. Brokers keep their
+    sessions throughout; the driver resumes from `/migration`; the bridges' fence no longer holds."""
+    with cluster_in_dual_write(zk_client, zk_connect, real_tree, tmp_path) as cluster:
+        quorum = cluster.quorum
+        bridge_leader = quorum.leader().node_id
+        first, second = sorted(n for n in quorum.bridges if n != bridge_leader)
+        epochs = {b.broker_id: b.view.broker_epoch for b in cluster.brokers}
+        started: dict[int, RealController] = {}
+
+        def hand_over(node: int, *, kit: bool = True) -> RealController:
+            """`kit`: the directory is checked as one a Kafka controller would lead from; not once a Kafka controller
+            leads (ZooKeeper then names epochs and offsets the stopped voter's log never saw: it only follows)."""
+            bridge = quorum.bridges[node]
+            if bridge.running:
+                stop_cleanly(bridge)
+            if kit:
+                kafka_would_lead(tmp_path / f"meta-{node}", zk_client, node_id=node)
+            started[node] = RealController(tmp_path / f"meta-{node}", voters=cluster.voters_of(node), zk_connect=zk_connect)
+            return started[node].start()
+
+        try:
+            real = hand_over(first)
+            # A Kafka controller follows the bridge leader; admin traffic through the bridge reaches it.
+            assert wait_caught_up(cluster, first)[0] == bridge_leader
+            response = send_request_sync("127.0.0.1", quorum.bridges[bridge_leader].listen_port,
+                                         create_topic("during-handoff", 2, 2), timeout=30.0)  # fmt: skip
+            assert [int(t.error_code) for t in response.topics] == [ErrorCode.none], response
+            assert wait_caught_up(cluster, first)[0] == bridge_leader
+            assert (real.role, real.leader_id, real.leaderships) == ("follower", bridge_leader, [])
+            if leader_goes == "last":
+                hand_over(second)
+                assert wait_caught_up(cluster, second)[0] == bridge_leader
+                assert started[second].role == "follower"
+            fence = bridge_fence(zk_client)
+            ends = {node: last_offset(tmp_path / f"meta-{node}") for node in quorum.bridges if quorum.bridges[node].running}
+            marks = {b.broker_id: len(b.control.snapshot().requests) for b in cluster.zk_brokers}
+            stop_cleanly(quorum.bridges[bridge_leader])  # it resigns: the successor it names first stands at once
+            elected = real_leader(list(started.values()))
+            if leader_goes == "second":
+                assert elected is real  # the first of the leader's preferred successors (equal logs: lowest id)
+                bridge_follows(cluster, second, real.node_id)  # a bridge follows a Kafka leader
+                heartbeat_again(cluster.brokers)
+                hand_over(bridge_leader, kit=False)
+                wait_caught_up(cluster, bridge_leader)
+                hand_over(second, kit=False)
+                wait_caught_up(cluster, second)
+            else:
+                hand_over(bridge_leader, kit=False)
+                wait_caught_up(cluster, bridge_leader)
+            assert all(not bridge.running for bridge in quorum.bridges.values())
+            led = elected.leading
+            assert led is not None and led.migration_before is not None and not led.remigrated
+            assert led.migration_before.kraft_metadata_offset == fence.migration_offset
+            assert led.migration_offsets[0] == fence.migration_offset and led.migration_offsets == sorted(led.migration_offsets)
+            assert assert_first_update_metadata_from(cluster, marks, elected) > fence.zk_controller_epoch
+            heartbeat_again(cluster.brokers)
+            assert_no_broker_fenced(cluster, list(started.values()), epochs)
+            with pytest.raises(ControllerMovedError, match="another controller took over"):
+                ZkMigrationClient(zk_client).fenced_set_migration_state(fence.leadership)
+        finally:
+            for controller in started.values():
+                controller.stop()
+        for node, end in ends.items():
+            assert remigrations_and_fences_after(tmp_path / f"meta-{node}", end) == []
