@@ -433,16 +433,16 @@ def described_quorum(ports: list[int]) -> tuple[int, int, dict[int, int]] | None
     return None
 
 
-def wait_caught_up(cluster: Cluster, node: int) -> tuple[int, int]:
-    """Until the leader's DescribeQuorum shows voter `node` at the leader's log end offset; (leader, epoch)."""
+def wait_caught_up(cluster: Cluster, *nodes: int) -> tuple[int, int]:
+    """Until the leader's DescribeQuorum shows each of `nodes` at the leader's log end offset; (leader, epoch)."""
     ports = [bridge.listen_port for bridge in cluster.quorum.bridges.values()]
     seen: list[tuple[int, int, dict[int, int]] | None] = [None]
 
     def caught_up() -> bool:
         seen[0] = found = described_quorum(ports)
-        return found is not None and found[2].get(node, -1) == found[2].get(found[0], -2) >= 0
+        return found is not None and all(found[2].get(n, -1) == found[2].get(found[0], -2) >= 0 for n in nodes)
 
-    wait_until(caught_up, f"voter {node} caught up ({seen[0]})")
+    wait_until(caught_up, f"voters {nodes} caught up ({seen[0]})")
     assert seen[0] is not None
     return seen[0][0], seen[0][1]
 
@@ -494,6 +494,8 @@ def test_rolling_handoff_one_voter_at_a_time_through_a_mixed_quorum(
                 hand_over(second)
                 assert wait_caught_up(cluster, second)[0] == bridge_leader
                 assert started[second].role == "follower"
+            # Both followers at the leader's end: its resignation names them by log end offset, then by id.
+            assert wait_caught_up(cluster, first, second)[0] == bridge_leader
             fence = bridge_fence(zk_client)
             ends = {node: last_offset(tmp_path / f"meta-{node}") for node in quorum.bridges if quorum.bridges[node].running}
             marks = {b.broker_id: len(b.control.snapshot().requests) for b in cluster.zk_brokers}
