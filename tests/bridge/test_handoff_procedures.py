@@ -1,5 +1,7 @@
-"""The cold hand-off: every bridge of a quorum stops cleanly, and a Kafka 3.9 controller (simulated,
-tests/support/real_controller.py) takes over the directory and ZooKeeper as they are left."""
+"""Hand-off to Kafka 3.9 controllers (simulated, tests/support/real_controller.py): a controller taking over a
+stopped quorum's directory and ZooKeeper as they are left, then the two procedures of handoff.md §5 rehearsed with
+bridge processes and simulated brokers: cold (every bridge stops, then the controllers start) and rolling (one
+voter at a time through a mixed quorum)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError
 from kio.schema.describe_quorum.v1 import request as describe_quorum_v1
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
 from bridge.kafka.client import send_request_sync
@@ -42,7 +45,7 @@ from tests.support.real_controller import FENCE, FULL, RealController, parse_vot
 from tests.support.requests import create_topic
 from tests.support.sim_broker import SimulatedBroker
 from tests.support.zk_broker import SimulatedZkBroker
-from tests.support.zk_broker_control import UPDATE_METADATA
+from tests.support.zk_broker_control import UPDATE_METADATA, ReceivedRequest
 
 
 @pytest.fixture
@@ -99,7 +102,9 @@ def test_status_reads_the_write_behind_lag_of_a_directory_ending_in_its_snapshot
     meta, _node, _fence = stopped_quorum
     _image, report = load_image(meta / METADATA_PARTITION_DIR)
     assert report.snapshot is not None and report.last_metadata_offset is None  # what made the lag unknown
-    result = CliRunner().invoke(cli, ["status", "--zk", zk_connect, "--metadata-dir", str(meta), "--format", "json"])
+    result = CliRunner().invoke(
+        cli, ["status", "--zk", zk_connect, "--metadata-dir", str(meta), "--format", "json"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["write_behind_lag"] == 0
 
@@ -145,7 +150,10 @@ def test_a_kafka_controller_backs_off_when_controller_holds_a_newer_kraft_epoch(
     held = json.loads(zk_client.get(paths.CONTROLLER)[0])
     held["kraftControllerEpoch"] = 10_000
     zk_client.set(paths.CONTROLLER, json.dumps(held).encode())
-    controller_before, epoch_before = zk_client.get(paths.CONTROLLER)[0], zk_client.get(paths.CONTROLLER_EPOCH)[0]
+    controller_before, epoch_before = (
+        zk_client.get(paths.CONTROLLER)[0],
+        zk_client.get(paths.CONTROLLER_EPOCH)[0],
+    )
     migration_before = zk_client.get(paths.MIGRATION)[0]
 
     done = take_over(meta, zk_client, node_id=node)
@@ -168,7 +176,9 @@ def test_a_sigtermed_bridge_process_hands_its_directory_to_the_controller_comman
     ) as bridge:  # fmt: skip
         bridge.start().wait_for_state("DUAL_WRITE")
         assert bridge.terminate() == EXIT_OK, bridge.log_tail()
-    for broker in zk_client.get_children(paths.BROKER_IDS):  # the seeded registrations belong to no live broker
+    for broker in zk_client.get_children(
+        paths.BROKER_IDS
+    ):  # the seeded registrations belong to no live broker
         zk_client.delete(f"{paths.BROKER_IDS}/{broker}")
     report = kafka_would_lead(meta, zk_client, node_id=node)
     assert report.leads, failed(report)
@@ -176,7 +186,15 @@ def test_a_sigtermed_bridge_process_hands_its_directory_to_the_controller_comman
     epoch_before, fence = zk_client.get(paths.CONTROLLER_EPOCH)
     offset_before = json.loads(zk_client.get(paths.MIGRATION)[0])["kraft_metadata_offset"]
 
-    command = [sys.executable, "-m", "tests.support.real_controller", "--metadata-dir", str(meta), "--zk", zk_connect]
+    command = [
+        sys.executable,
+        "-m",
+        "tests.support.real_controller",
+        "--metadata-dir",
+        str(meta),
+        "--zk",
+        zk_connect,
+    ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
 
     assert done.returncode == 0, done.stdout + done.stderr
@@ -191,7 +209,10 @@ def test_a_sigtermed_bridge_process_hands_its_directory_to_the_controller_comman
     late.check(paths.CONTROLLER_EPOCH, fence.version)
     late.set_data(paths.MIGRATION, b"{}")
     assert isinstance(late.commit()[0], BadVersionError)
-    assert json.loads(zk_client.get(paths.MIGRATION)[0])["kraft_controller_epoch"] == claimed["kraftControllerEpoch"]
+    assert (
+        json.loads(zk_client.get(paths.MIGRATION)[0])["kraft_controller_epoch"]
+        == claimed["kraftControllerEpoch"]
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the procedures
@@ -236,7 +257,9 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster_in_dual_write(zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path) -> Iterator[Cluster]:
+def cluster_in_dual_write(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> Iterator[Cluster]:
     """The real cluster's tree, three bridges in DUAL_WRITE with its ZooKeeper-mode brokers and two KRaft brokers
     running unfenced, and a few topics created through the leader (the admin traffic of the migration)."""
     load_tree(zk_client, real_tree)
@@ -304,7 +327,9 @@ def real_leader(controllers: list[RealController], timeout: float = PROCEDURE_TI
     found: list[RealController] = []
 
     def one_leads() -> bool:
-        found[:] = [c for c in controllers if (led := c.leading) is not None and led.driver_state == "DUAL_WRITE"]
+        found[:] = [
+            c for c in controllers if (led := c.leading) is not None and led.driver_state == "DUAL_WRITE"
+        ]
         return len(found) == 1
 
     wait_until(one_leads, "a simulated Kafka controller leading in DUAL_WRITE", timeout)
@@ -328,10 +353,15 @@ def remigrations_and_fences_after(metadata_dir: Path, offset: int) -> list[Any]:
     ]
 
 
-def assert_no_broker_fenced(cluster: Cluster, controllers: list[RealController], epochs: dict[int, int]) -> None:
+def assert_no_broker_fenced(
+    cluster: Cluster, controllers: list[RealController], epochs: dict[int, int]
+) -> None:
     for broker in cluster.brokers:
         view = broker.view
-        assert (view.registrations, view.times_fenced, view.is_fenced) == (1, 0, False), (broker.broker_id, view)
+        assert (view.registrations, view.times_fenced, view.is_fenced) == (1, 0, False), (
+            broker.broker_id,
+            view,
+        )
         assert view.broker_epoch == epochs[broker.broker_id]
         assert set(view.errors) <= {ErrorCode.not_controller}, (broker.broker_id, view.errors)
     assert [c.fenced for c in controllers] == [[] for _ in controllers]
@@ -343,12 +373,23 @@ def assert_first_update_metadata_from(cluster: Cluster, marks: dict[int, int], l
     led = leader.leading
     assert led is not None and led.zk_controller_epoch is not None
     for broker in cluster.zk_brokers:
-        wait_until(lambda b=broker: any(r.api_key == UPDATE_METADATA for r in b.control.snapshot().requests[marks[b.broker_id]:]),  # type: ignore[misc]
-                   f"an UpdateMetadata at broker {broker.broker_id}")  # fmt: skip
-        first = next(r for r in broker.control.snapshot().requests[marks[broker.broker_id] :] if r.api_key == UPDATE_METADATA)
+
+        def update_metadata_since_mark(broker: SimulatedZkBroker = broker) -> list[ReceivedRequest]:
+            received = broker.control.snapshot().requests[marks[broker.broker_id] :]
+            return [r for r in received if r.api_key == UPDATE_METADATA]
+
+        wait_until(
+            lambda: bool(update_metadata_since_mark()), f"an UpdateMetadata at broker {broker.broker_id}"
+        )
+        first = update_metadata_since_mark()[0]
         request = first.request
-        assert (int(request.controller_id), int(request.controller_epoch)) == (leader.node_id, led.zk_controller_epoch)
-        assert request.is_kraft_controller and int(request.type) == FULL and first.error_code == ErrorCode.none
+        assert (int(request.controller_id), int(request.controller_epoch)) == (
+            leader.node_id,
+            led.zk_controller_epoch,
+        )
+        assert (
+            request.is_kraft_controller and int(request.type) == FULL and first.error_code == ErrorCode.none
+        )
         assert led.update_metadata[broker.broker_id] == (led.zk_controller_epoch, ErrorCode.none)
     return led.zk_controller_epoch
 
@@ -391,8 +432,13 @@ def test_cold_handoff_every_bridge_stops_and_kafka_controllers_lead_from_their_d
             led = real.leading
             assert led is not None and led.migration_before is not None
             # No re-migration: /migration resumes where the bridges left it and only moves forward.
-            assert (led.remigrated, led.migration_before.kraft_metadata_offset) == (False, fence.migration_offset)
-            assert led.migration_offsets[0] == fence.migration_offset and led.migration_offsets == sorted(led.migration_offsets)
+            assert (led.remigrated, led.migration_before.kraft_metadata_offset) == (
+                False,
+                fence.migration_offset,
+            )
+            assert led.migration_offsets[0] == fence.migration_offset and led.migration_offsets == sorted(
+                led.migration_offsets
+            )
             zk_epoch = assert_first_update_metadata_from(cluster, marks, real)
             assert zk_epoch > fence.zk_controller_epoch
             heartbeat_again(cluster.brokers)
@@ -401,7 +447,10 @@ def test_cold_handoff_every_bridge_stops_and_kafka_controllers_lead_from_their_d
             with pytest.raises(ControllerMovedError, match="another controller took over"):
                 ZkMigrationClient(zk_client).fenced_set_migration_state(fence.leadership)
             migration = json.loads(zk_client.get(paths.MIGRATION)[0])
-            assert (migration["kraft_controller_id"], migration["kraft_controller_epoch"]) == (real.node_id, led.epoch)
+            assert (migration["kraft_controller_id"], migration["kraft_controller_epoch"]) == (
+                real.node_id,
+                led.epoch,
+            )
             assert migration["kraft_metadata_offset"] >= fence.migration_offset
         finally:
             for controller in controllers:
@@ -415,7 +464,8 @@ def described_quorum(ports: list[int]) -> tuple[int, int, dict[int, int]] | None
     request = describe_quorum_v1.DescribeQuorumRequest(
         topics=(
             describe_quorum_v1.TopicData(
-                topic_name="__cluster_metadata", partitions=(describe_quorum_v1.PartitionData(partition_index=i32(0)),)
+                topic_name=TopicName("__cluster_metadata"),
+                partitions=(describe_quorum_v1.PartitionData(partition_index=i32(0)),),
             ),
         )
     )
@@ -440,7 +490,9 @@ def wait_caught_up(cluster: Cluster, *nodes: int) -> tuple[int, int]:
 
     def caught_up() -> bool:
         seen[0] = found = described_quorum(ports)
-        return found is not None and all(found[2].get(n, -1) == found[2].get(found[0], -2) >= 0 for n in nodes)
+        return found is not None and all(
+            found[2].get(n, -1) == found[2].get(found[0], -2) >= 0 for n in nodes
+        )
 
     wait_until(caught_up, f"voters {nodes} caught up ({seen[0]})")
     assert seen[0] is not None
@@ -478,7 +530,9 @@ def test_rolling_handoff_one_voter_at_a_time_through_a_mixed_quorum(
                 stop_cleanly(bridge)
             if kit:
                 kafka_would_lead(tmp_path / f"meta-{node}", zk_client, node_id=node)
-            started[node] = RealController(tmp_path / f"meta-{node}", voters=cluster.voters_of(node), zk_connect=zk_connect)
+            started[node] = RealController(
+                tmp_path / f"meta-{node}", voters=cluster.voters_of(node), zk_connect=zk_connect
+            )
             return started[node].start()
 
         try:
@@ -497,12 +551,20 @@ def test_rolling_handoff_one_voter_at_a_time_through_a_mixed_quorum(
             # Both followers at the leader's end: its resignation names them by log end offset, then by id.
             assert wait_caught_up(cluster, first, second)[0] == bridge_leader
             fence = bridge_fence(zk_client)
-            ends = {node: last_offset(tmp_path / f"meta-{node}") for node in quorum.bridges if quorum.bridges[node].running}
+            ends = {
+                node: last_offset(tmp_path / f"meta-{node}")
+                for node in quorum.bridges
+                if quorum.bridges[node].running
+            }
             marks = {b.broker_id: len(b.control.snapshot().requests) for b in cluster.zk_brokers}
-            stop_cleanly(quorum.bridges[bridge_leader])  # it resigns: the successor it names first stands at once
+            stop_cleanly(
+                quorum.bridges[bridge_leader]
+            )  # it resigns: the successor it names first stands at once
             elected = real_leader(list(started.values()))
             if leader_goes == "second":
-                assert elected is real  # the first of the leader's preferred successors (equal logs: lowest id)
+                assert (
+                    elected is real
+                )  # the first of the leader's preferred successors (equal logs: lowest id)
                 bridge_follows(cluster, second, real.node_id)  # a bridge follows a Kafka leader
                 heartbeat_again(cluster.brokers)
                 hand_over(bridge_leader, kit=False)
@@ -516,7 +578,9 @@ def test_rolling_handoff_one_voter_at_a_time_through_a_mixed_quorum(
             led = elected.leading
             assert led is not None and led.migration_before is not None and not led.remigrated
             assert led.migration_before.kraft_metadata_offset == fence.migration_offset
-            assert led.migration_offsets[0] == fence.migration_offset and led.migration_offsets == sorted(led.migration_offsets)
+            assert led.migration_offsets[0] == fence.migration_offset and led.migration_offsets == sorted(
+                led.migration_offsets
+            )
             assert assert_first_update_metadata_from(cluster, marks, elected) > fence.zk_controller_epoch
             heartbeat_again(cluster.brokers)
             assert_no_broker_fenced(cluster, list(started.values()), epochs)

@@ -112,19 +112,25 @@ def _last_batch(pdir: Path) -> tuple[int, int]:
     for segment in reversed(list_segments(pdir)):
         data = segment.path.read_bytes()
         last = (-1, -1)
-        for _position, header, _records in iter_kraft_batches(data, str(segment.path), tolerate_torn_tail=True):
+        for _position, header, _records in iter_kraft_batches(
+            data, str(segment.path), tolerate_torn_tail=True
+        ):
             last = (header.base_offset + header.last_offset_delta, header.partition_leader_epoch)
         if last[0] >= 0:
             return last
     return -1, -1
 
 
-def take_over(metadata_dir: Path, zk: KazooClient, *, node_id: int | None = None, migration: bool = True) -> TakeOver:
+def take_over(
+    metadata_dir: Path, zk: KazooClient, *, node_id: int | None = None, migration: bool = True
+) -> TakeOver:
     """Lead on `metadata_dir` as a Kafka 3.9 controller would, with `zookeeper.metadata.migration.enable=migration`."""
     meta = read_meta_properties(metadata_dir / "meta.properties")
     node = node_id if node_id is not None else meta.node_id
     if node is None or meta.version != 1:
-        raise AssertionError(f"{metadata_dir}/meta.properties: not a KRaft controller's (version {meta.version})")
+        raise AssertionError(
+            f"{metadata_dir}/meta.properties: not a KRaft controller's (version {meta.version})"
+        )
     pdir = metadata_dir / METADATA_PARTITION_DIR
     state_path = pdir / "quorum-state"
     quorum = parse_quorum_state(state_path.read_bytes(), str(state_path)) if state_path.exists() else None
@@ -156,7 +162,9 @@ def take_over(metadata_dir: Path, zk: KazooClient, *, node_id: int | None = None
             if abort:
                 batch.append((rec.AbortTransactionRecord(reason="Controller failover"), 0))
                 result.appended.append("AbortTransactionRecord")
-            batch.append((rec.ZkMigrationStateRecord(zk_migration_state=ZkMigrationState.POST_MIGRATION.value), 0))
+            batch.append(
+                (rec.ZkMigrationStateRecord(zk_migration_state=ZkMigrationState.POST_MIGRATION.value), 0)
+            )
             result.appended.append("ZkMigrationStateRecord(POST_MIGRATION)")
             append_segment(metadata_dir, next_offset, [batch], epoch=epoch)
             result.state = "POST_MIGRATION"
@@ -166,7 +174,9 @@ def take_over(metadata_dir: Path, zk: KazooClient, *, node_id: int | None = None
                        epoch=epoch)  # fmt: skip
         result.appended.append("AbortTransactionRecord")
     if state == ZkMigrationState.POST_MIGRATION:
-        result.reason = "KRaft controller indicates a completed migration, but the migration driver is somehow active."
+        result.reason = (
+            "KRaft controller indicates a completed migration, but the migration driver is somehow active."
+        )
         return result
 
     # KRaftMigrationDriver: RecoverMigrationStateFromZKEvent, then KRaftLeaderEvent
@@ -320,7 +330,9 @@ class RealController:
         self._listener: KafkaListener | None = None
         self._zk: KazooClient | None = None
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name=f"real-ctl-{self.node_id}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"real-ctl-{self.node_id}", daemon=True
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
 
@@ -361,7 +373,12 @@ class RealController:
     def leading(self) -> Leadership | None:
         """The epoch this controller leads now, once activated."""
         current = self.leaderships[-1] if self.leaderships else None
-        if current is None or self._core is None or not self._core.is_leader or self._core.epoch != current.epoch:
+        if (
+            current is None
+            or self._core is None
+            or not self._core.is_leader
+            or self._core.epoch != current.epoch
+        ):
             return None
         return current
 
@@ -371,10 +388,14 @@ class RealController:
         loop = asyncio.get_running_loop()
         replica = self._replica = await loop.run_in_executor(
             None,
-            lambda: ReplicaLog.open(self.metadata_dir, node_id=self.node_id, cluster_id=self.cluster_id, fsync=False),
+            lambda: ReplicaLog.open(
+                self.metadata_dir, node_id=self.node_id, cluster_id=self.cluster_id, fsync=False
+            ),
         )
         endpoints = {node: m.Endpoint(host, port) for node, (host, port) in self.voters.items()}
-        store = FileElectionStore(replica.partition_dir / QUORUM_STATE, self.cluster_id, tuple(sorted(endpoints)))
+        store = FileElectionStore(
+            replica.partition_dir / QUORUM_STATE, self.cluster_id, tuple(sorted(endpoints))
+        )
         core = self._core = RaftClient(
             node_id=self.node_id, voters=endpoints, cluster_id=self.cluster_id, log=replica, store=store,
             rng=random.Random(), config=RaftConfig(),
@@ -476,7 +497,9 @@ class RealController:
         if log.transaction_start_offset is not None:
             activation.append((rec.AbortTransactionRecord(reason="Controller failover"), 0))
         if not self.migration and state == ZkMigrationState.MIGRATION:
-            activation.append((rec.ZkMigrationStateRecord(zk_migration_state=ZkMigrationState.POST_MIGRATION.value), 0))
+            activation.append(
+                (rec.ZkMigrationStateRecord(zk_migration_state=ZkMigrationState.POST_MIGRATION.value), 0)
+            )
         if activation:
             await self._append(activation, led.epoch)
             led.appended += [type(record).__name__ for record, _version in activation]
@@ -496,6 +519,11 @@ class RealController:
             )  # fmt: skip
             await self._append([(registration, mv.register_controller_record_version())], led.epoch)
             led.appended.append("RegisterControllerRecord")
+        if self.migration and state == ZkMigrationState.PRE_MIGRATION:
+            # Kafka's driver would copy ZooKeeper into the log (ZK_MIGRATION); a hand-off must never get here.
+            led.driver_state, led.remigrated = "ZK_MIGRATION", True
+            await self._idle(led)
+            return
         if not self.migration or state != ZkMigrationState.MIGRATION:
             led.driver_state = "INACTIVE" if self.migration else "DISABLED"
             await self._idle(led)
@@ -526,7 +554,9 @@ class RealController:
             kraft_controller_id=self.node_id, kraft_controller_epoch=led.epoch,
             kraft_metadata_offset=before.kraft_metadata_offset, kraft_metadata_epoch=before.kraft_metadata_epoch,
         )  # fmt: skip
-        written = await loop.run_in_executor(None, lambda: zk.set("/migration", encode_migration(after), version=-1))
+        written = await loop.run_in_executor(
+            None, lambda: zk.set("/migration", encode_migration(after), version=-1)
+        )
         self._migration_version = written.version
         led.migration_offsets.append(before.kraft_metadata_offset)
         led.driver_state = "SYNC_KRAFT_TO_ZK"
@@ -557,7 +587,10 @@ class RealController:
                 id=BrokerId(b.broker_id),
                 endpoints=tuple(
                     UpdateMetadataRequestV8UpdateMetadataEndpoint(
-                        port=i32(e.port), host=e.host, listener=e.name, security_protocol=i16(e.security_protocol)
+                        port=i32(e.port),
+                        host=e.host,
+                        listener=e.name,
+                        security_protocol=i16(e.security_protocol),
                     )
                     for e in b.endpoints
                 ),
@@ -568,12 +601,17 @@ class RealController:
         )
         topics = tuple(
             UpdateMetadataRequestV8UpdateMetadataTopicState(
-                topic_name=TopicName(topic.name), topic_id=topic.topic_id,
+                topic_name=TopicName(topic.name),
+                topic_id=topic.topic_id,
                 partition_states=tuple(
                     UpdateMetadataRequestV8UpdateMetadataPartitionState(
-                        partition_index=i32(pid), controller_epoch=i32(zk_epoch), leader=BrokerId(p.leader),
-                        leader_epoch=i32(p.leader_epoch), isr=tuple(BrokerId(r) for r in p.isr),
-                        zk_version=i32(p.partition_epoch), replicas=tuple(BrokerId(r) for r in p.replicas),
+                        partition_index=i32(pid),
+                        controller_epoch=i32(zk_epoch),
+                        leader=BrokerId(p.leader),
+                        leader_epoch=i32(p.leader_epoch),
+                        isr=tuple(BrokerId(r) for r in p.isr),
+                        zk_version=i32(p.partition_epoch),
+                        replicas=tuple(BrokerId(r) for r in p.replicas),
                         offline_replicas=(),
                     )
                     for pid, p in sorted(topic.partitions.items())
@@ -664,9 +702,17 @@ class RealController:
     async def _on_raft(self, ctx: RequestContext, body: Any) -> Any:
         node, core = self._node, self._core
         assert node is not None and core is not None
-        if ctx.api_key in (codec.ADD_RAFT_VOTER_KEY, codec.REMOVE_RAFT_VOTER_KEY, codec.UPDATE_RAFT_VOTER_KEY):
+        if ctx.api_key in (
+            codec.ADD_RAFT_VOTER_KEY,
+            codec.REMOVE_RAFT_VOTER_KEY,
+            codec.UPDATE_RAFT_VOTER_KEY,
+        ):
             return codec.reconfiguration_refusal(
-                ctx.api_key, ctx.api_version, leader_id=core.leader_id, leader_epoch=core.epoch, voters=core.voters
+                ctx.api_key,
+                ctx.api_version,
+                leader_id=core.leader_id,
+                leader_epoch=core.epoch,
+                voters=core.voters,
             )
         if ctx.api_key == codec.DESCRIBE_QUORUM_KEY:
             return codec.describe_quorum_response(node.describe(), ctx.api_version, listener=LISTENER_NAME)
@@ -687,9 +733,13 @@ class RealController:
         broker = int(request.broker_id)
         registration = replica.metadata_log.image.cluster.brokers.get(broker)
         if registration is None:
-            return respond(throttle_time=zero, error_code=ErrorCode.broker_id_not_registered, should_shut_down=False)
+            return respond(
+                throttle_time=zero, error_code=ErrorCode.broker_id_not_registered, should_shut_down=False
+            )
         if registration.epoch != int(request.broker_epoch):
-            return respond(throttle_time=zero, error_code=ErrorCode.stale_broker_epoch, should_shut_down=False)
+            return respond(
+                throttle_time=zero, error_code=ErrorCode.stale_broker_epoch, should_shut_down=False
+            )
         self._sessions[broker] = time.monotonic()
         caught_up = int(request.current_metadata_offset) >= registration.register_record_offset
         fenced = registration.fenced
@@ -699,9 +749,13 @@ class RealController:
                 broker_id=broker, broker_epoch=registration.epoch, fenced=UNFENCE
             )
             try:
-                await self._append([(change, mv.broker_registration_change_record_version())], self._active_epoch)
+                await self._append(
+                    [(change, mv.broker_registration_change_record_version())], self._active_epoch
+                )
             except _LostLeadership:
-                return respond(throttle_time=zero, error_code=ErrorCode.not_controller, should_shut_down=False)
+                return respond(
+                    throttle_time=zero, error_code=ErrorCode.not_controller, should_shut_down=False
+                )
             fenced = False
         self.heartbeats_answered += 1
         return respond(
@@ -775,7 +829,9 @@ def claim_controller(zk: KazooClient, node: int, epoch: int) -> tuple[int, int] 
     epoch_data, epoch_stat = zk.get("/controller_epoch")
     zk_epoch = int(epoch_data.decode()) + 1
     registration = encode_controller(
-        ControllerRegistration(broker_id=node, timestamp=int(time.time() * 1000), kraft_controller_epoch=epoch)
+        ControllerRegistration(
+            broker_id=node, timestamp=int(time.time() * 1000), kraft_controller_epoch=epoch
+        )
     )
     tx = zk.transaction()
     tx.set_data("/controller_epoch", str(zk_epoch).encode(), version=epoch_stat.version)
@@ -799,11 +855,15 @@ def _wake_from(loop: asyncio.AbstractEventLoop, wake: Callable[[], None]) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--metadata-dir", type=Path, required=True)
     parser.add_argument("--zk", required=True, help="zookeeper.connect, chroot included")
     parser.add_argument("--node-id", type=int)
-    parser.add_argument("--no-migration", action="store_true", help="zookeeper.metadata.migration.enable unset")
+    parser.add_argument(
+        "--no-migration", action="store_true", help="zookeeper.metadata.migration.enable unset"
+    )
     args = parser.parse_args(argv)
     client = ZkConnectOptions(connect=args.zk).kazoo_client()
     client.start(timeout=30)
