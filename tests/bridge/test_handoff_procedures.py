@@ -428,6 +428,15 @@ def test_cold_handoff_every_bridge_stops_and_kafka_controllers_lead_from_their_d
         try:
             for controller in controllers:
                 controller.start()
+            # Kafka's start-up: the stopped leader's quorum-state names itself (it resumes Resigned, the others
+            # as its followers), and each directory ends in the snapshot of its clean stop (no replay of the log).
+            resumed = {c.node_id: c.startup for c in controllers}
+            assert {node: read.quorum_state for node, read in resumed.items() if read is not None} == {
+                node: "resigned" if node == leader.node_id else "follower" for node in quorum.bridges
+            }
+            for node, read in resumed.items():
+                assert read is not None and read.snapshot is not None
+                assert int(read.snapshot.split("-")[0]) == read.log_end_offset == ends[node] + 1
             real = real_leader(controllers)
             led = real.leading
             assert led is not None and led.migration_before is not None
