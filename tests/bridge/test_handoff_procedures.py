@@ -332,7 +332,11 @@ def real_leader(controllers: list[RealController], timeout: float = PROCEDURE_TI
         ]
         return len(found) == 1
 
-    wait_until(one_leads, "a simulated Kafka controller leading in DUAL_WRITE", timeout)
+    try:
+        wait_until(one_leads, "a simulated Kafka controller leading in DUAL_WRITE", timeout)
+    except AssertionError as exc:
+        seen = {c.node_id: (c.role, c.epoch, c.leaderships) for c in controllers}
+        raise AssertionError(f"{exc}: {seen}") from None
     return found[0]
 
 

@@ -452,8 +452,12 @@ class RealController:
             epoch = core.epoch
             led = Leadership(epoch)
             self.leaderships.append(led)
-            with contextlib.suppress(_LostLeadership):
+            try:
                 await self._lead(led)
+            except _LostLeadership:
+                pass
+            except Exception as exc:  # kept for the test to read: a stuck leader would only time out
+                led.driver_state, led.reason = "FAILED", f"{type(exc).__name__}: {exc}"
             self._active_epoch = -1
             await node.until(lambda: not (core.is_leader and core.epoch == epoch), timeout=None)  # noqa: B023
 
