@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from bridge.handlers.authorizer import StandardAuthorizer
 from bridge.kafka.sasl import SaslConfig, image_scram_credentials
 from bridge.kafka.tls import ClientAuth, client_ssl_context, server_ssl_context
-from bridge.shim.authorizer import StandardAuthorizer
 from cli.common import handles_errors
 from migrate.errors import Zk2KraftError
 from migrate.zk.model import SECURITY_PROTOCOLS

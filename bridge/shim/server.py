@@ -33,13 +33,13 @@ from bridge.brokers.cluster import SUPPORTED as BROKER_API_VERSIONS
 from bridge.brokers.cluster import UNREGISTER_BROKER
 from bridge.handlers import (
     alter_partition_legacy,  # noqa: F401  (registers AlterPartition v0/v1 with the codec)
+    authorize_items,
     reads,
 )
 from bridge.handlers.registry import load_handlers
 from bridge.kafka.error_responses import error_response
 from bridge.kafka.listener import Handler, KafkaListener, RequestContext
 from bridge.kafka.protocol import MAX_REQUEST_BYTES, describe_api
-from bridge.shim import authorize_items
 from bridge.shim.follower import Address, MetadataFollower, format_address
 from bridge.shim.forward import ControllerChannel, EnvelopeFailure, ForwardTimeoutError
 from migrate.errors import InvalidRequestError, UnsupportedVersionError, Zk2KraftError

@@ -15,9 +15,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i8, i32
 
 from bridge.handlers._common import nested
-from bridge.kafka import protocol
-from bridge.kafka.protocol import KafkaPrincipal
-from bridge.shim.authorizer import (
+from bridge.handlers.authorizer import (
     CLUSTER_NAME,
     REQUEST_CHECKS,
     AclOperation,
@@ -28,6 +26,8 @@ from bridge.shim.authorizer import (
     cluster_refusal,
     java_host_address,
 )
+from bridge.kafka import protocol
+from bridge.kafka.protocol import KafkaPrincipal
 from migrate.errors import Zk2KraftError
 from migrate.kraft.image import AclBinding, MetadataImage
 

@@ -1,4 +1,4 @@
-"""Per-item authorization of forwarded requests (bridge.shim.authorize_items) as Kafka 3.9's ControllerApis does
+"""Per-item authorization of forwarded requests (bridge.handlers.authorize_items) as Kafka 3.9's ControllerApis does
 it: which items are taken out, what their results say, and where they go in the controller's answer."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
 
+from bridge.handlers.authorize_items import Split, merge, split
+from bridge.handlers.authorizer import CLUSTER_NAME, StandardAuthorizer
 from bridge.handlers.reads import Caller
 from bridge.kafka.protocol import KafkaPrincipal
-from bridge.shim.authorize_items import Split, merge, split
-from bridge.shim.authorizer import CLUSTER_NAME, StandardAuthorizer
 from migrate.kraft.image import AclBinding, MetadataImage, TopicImage
 from migrate.zk.model import AclOperation, AclPermissionType, PatternType, ResourceType
 

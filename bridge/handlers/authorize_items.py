@@ -12,20 +12,19 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from bridge.handlers.authorizer import CLUSTER_NAME, StandardAuthorizer, cluster_refusal
 from bridge.handlers.reads import Caller
 from bridge.kafka.error_responses import error_response
 from bridge.kafka.protocol import KafkaPrincipal
-from bridge.shim.authorizer import CLUSTER_NAME, StandardAuthorizer, cluster_refusal
 from migrate.kraft.image import MetadataImage
 from migrate.zk.model import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from bridge.kafka.listener import RequestContext
-    from bridge.shim.follower import MetadataFollower
 
 CREATE_TOPICS: Final = 19
 DELETE_TOPICS: Final = 20
@@ -59,12 +58,22 @@ class Split:
     refused_first: bool
 
 
+class FollowedImage(Protocol):
+    """What a FollowedAuthorizer reads: an image replayed in place and how far (the shim's MetadataFollower)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def position(self) -> int: ...
+
+
 class FollowedAuthorizer:
     """A StandardAuthorizer over the followed image's ACLs; reloads when the follower has replayed more."""
 
     def __init__(
         self,
-        follower: MetadataFollower,
+        follower: FollowedImage,
         *,
         super_users: tuple[str, ...] = (),
         allow_everyone_if_no_acl_found: bool = False,
