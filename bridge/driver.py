@@ -341,7 +341,7 @@ class MigrationDriver:
         if self.fenced_reason is None:
             self.fenced_reason = reason
         if self.state != DriverState.INACTIVE and DriverState.INACTIVE in VALID_TRANSITIONS[self.state]:
-            self.transition(DriverState.INACTIVE, reason="fenced")
+            self.transition(DriverState.INACTIVE, reason=repr(self.fenced_reason))
 
     @property
     def dual_write(self) -> bool:
