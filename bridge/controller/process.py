@@ -534,7 +534,7 @@ class BridgeController:
         if self.log is None or self.log_closed:
             return
         self.log_closed = True
-        await asyncio.get_running_loop().run_in_executor(None, self.log.close)
+        await asyncio.get_running_loop().run_in_executor(None, self.log.close_with_snapshot)
 
     def _new_driver(self, metadata_log: MetadataLog) -> MigrationDriver:
         """The driver of a new leadership over `metadata_log`; the pipeline writes its commits through it."""

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from bridge.api import RecordAndVersion
 from bridge.raft.recovery import (
@@ -59,9 +60,12 @@ from migrate.kraft.logdir import (
     MetaProperties,
     QuorumState,
     SegmentIndexBuilder,
+    SnapshotId,
+    list_snapshots,
     read_leader_epoch_checkpoint,
     read_partition_metadata,
     segment_file_name,
+    snapshot_file_name,
     uuid_to_base64,
     write_leader_epoch_checkpoint,
     write_meta_properties,
@@ -73,7 +77,12 @@ from migrate.kraft.reader import (
     METADATA_PARTITION_DIR,
     read_bootstrap_records,
 )
-from migrate.kraft.snapshot import MAX_BATCH_SIZE_BYTES, write_bootstrap_checkpoint
+from migrate.kraft.snapshot import (
+    MAX_BATCH_SIZE_BYTES,
+    WrittenSnapshot,
+    write_bootstrap_checkpoint,
+    write_snapshot,
+)
 
 __all__ = [
     "DEFAULT_SEGMENT_BYTES",
@@ -186,6 +195,26 @@ def _activation_bootstrap(directory: Path, mv: MetadataVersion) -> list[RecordAn
 # ---------------------------------------------------------------------------------------------- the log
 
 
+def is_new_snapshot(partition_dir: Path, snapshot: SnapshotId, log_start: int = 0) -> bool:
+    """KafkaMetadataLog.createNewSnapshot: not below the log start, newer than every snapshot kept."""
+    kept = [sid for sid, _path in list_snapshots(partition_dir) if sid.end_offset >= log_start]
+    return snapshot.end_offset >= log_start and (not kept or snapshot.end_offset > kept[-1].end_offset)
+
+
+def write_image_snapshot(partition_dir: Path, source: CommittedImage) -> WrittenSnapshot:
+    """Write `source` as the snapshot Kafka's SnapshotGenerator would (records in image order, atomically)."""
+    sid = source.snapshot_id
+    written = write_snapshot(
+        partition_dir, source.records, end_offset=sid.end_offset, epoch=sid.epoch,
+        last_contained_timestamp_ms=source.timestamp_ms,
+    )  # fmt: skip
+    log.info(
+        "%s: wrote snapshot %s (%d records, %d bytes)",
+        partition_dir, written.path.name, written.record_count, written.size_bytes,
+    )  # fmt: skip
+    return written
+
+
 @dataclass(frozen=True)
 class AppendResult:
     """Offsets given to one append; `durable` resolves after the fsync that covers them."""
@@ -193,6 +222,15 @@ class AppendResult:
     base_offset: int
     last_offset: int
     durable: concurrent.futures.Future[None]
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedImage:
+    """What a snapshot of the committed image holds: its id, its records, its last record's time."""
+
+    snapshot_id: SnapshotId
+    records: list[tuple[Any, int]]
+    timestamp_ms: int
 
 
 @dataclass(slots=True)
@@ -354,6 +392,11 @@ class MetadataLog:
         quorum = None if replica else read_quorum(pdir, node_id)
         recovered = recover_segments(pdir)
         loaded, end_offset = load_log(pdir, recovered)
+        if loaded.snapshot is not None:
+            log.info(
+                "%s: loaded snapshot %s, then the log from offset %d to its end %d",
+                pdir, snapshot_file_name(loaded.snapshot), loaded.snapshot.end_offset, end_offset,
+            )  # fmt: skip
         image = loaded.replayer.image
         if requested is not None and loaded.data_records and image.metadata_version != requested:
             log.warning(
@@ -466,6 +509,29 @@ class MetadataLog:
     def transaction_start_offset(self) -> int | None:
         """Offset of the BeginTransactionRecord of the metadata transaction still open, else None."""
         return self._replayer.pending_transaction_offset
+
+    def committed_image(self) -> CommittedImage | None:
+        """The image's records if it holds exactly the log up to a committed offset outside any metadata
+        transaction; a single voter commits what is fsynced (its high watermark is its flushed end)."""
+        with self.lock:
+            return self._image_up_to(self.end_offset, self.durable_offset)
+
+    def _image_up_to(self, applied_end: int, committed_offset: int) -> CommittedImage | None:
+        """Caller holds `lock`: the image as a snapshot's content if it ends at `applied_end`, committed."""
+        if self._failure is not None or self.closed:
+            return None
+        provenance = self._replayer.image.provenance
+        end = provenance.last_contained_offset + 1
+        if (
+            end <= 0
+            or end != applied_end
+            or end - 1 > committed_offset
+            or self._replayer.pending_transaction_offset is not None
+        ):
+            return None
+        # Replay replaces the objects it changes, so these records stay as they are while the log goes on.
+        snapshot = SnapshotId(end, max(provenance.last_contained_epoch, 0))
+        return CommittedImage(snapshot, self._replayer.image.records(), max(provenance.last_contained_log_time_ms, 0))
 
     # ------------------------------------------------------------------------------ appending
 
@@ -639,6 +705,23 @@ class MetadataLog:
     def close(self) -> None:
         """Write and fsync everything pending, write the active segment's indexes, stop the writer."""
         self._shutdown(write_indexes=True)
+
+    def close_with_snapshot(self) -> WrittenSnapshot | None:
+        """A single voter's clean stop: everything pending fsynced, the image left as a snapshot if newer than
+        every kept one (so whoever opens the directory next, a Kafka controller included, loads it instead of
+        replaying the log), then `close`. The quorum's voters do the same in ReplicaLog.close."""
+        written = None
+        try:
+            if not self.closed and self._failure is None:
+                self.wait_durable(self.end_offset - 1)
+                source = self.committed_image()
+                if source is not None and is_new_snapshot(self.partition_dir, source.snapshot_id):
+                    written = write_image_snapshot(self.partition_dir, source)
+        except Exception as exc:  # the log itself is whole; the next start replays it
+            log.error("%s: writing the snapshot at close failed: %s", self.partition_dir, exc)
+        finally:
+            self.close()
+        return written
 
     def _shutdown(self, *, write_indexes: bool) -> None:
         with self.lock:

@@ -35,9 +35,12 @@ from bridge.raft.fetch_server import MAX_FETCH_SIZE_BYTES, MetadataLogReader
 from bridge.raft.messages import OffsetAndEpoch
 from bridge.raft.metadata_log import (
     AppendResult,
+    CommittedImage,
     MetadataLog,
     _activation_records,
     _Pending,
+    is_new_snapshot,
+    write_image_snapshot,
 )
 from bridge.raft.recovery import (
     LoadedLog,
@@ -73,7 +76,7 @@ from migrate.kraft.logdir import (
 )
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.kraft.reader import LogEntry, decode_batch_entries, read_snapshot_image
-from migrate.kraft.snapshot import WrittenSnapshot, write_snapshot
+from migrate.kraft.snapshot import WrittenSnapshot
 
 __all__ = ["CommittedMetadataLog", "ReplicaLog"]
 
@@ -106,15 +109,6 @@ class _FetchedBatch:
     base_offset: int
     last_offset: int
     entries: list[LogEntry]
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedImage:
-    """What a snapshot of the committed image holds: its id, its records, its last record's time."""
-
-    snapshot_id: SnapshotId
-    records: list[tuple[Any, int]]
-    timestamp_ms: int
 
 
 @dataclass(slots=True)
@@ -223,21 +217,7 @@ class CommittedMetadataLog(MetadataLog):
         """The image's records if it holds exactly the log up to a committed offset outside any metadata
         transaction (a leader's image runs ahead of its high watermark while appends wait for the quorum)."""
         with self.lock:
-            if self._failure is not None or self.closed:
-                return None
-            provenance = self._replayer.image.provenance
-            end = provenance.last_contained_offset + 1
-            if (
-                end <= 0
-                or end != self.applied_end
-                or end - 1 > self.committed_offset
-                or self._replayer.pending_transaction_offset is not None
-            ):
-                return None
-            # Replay replaces the objects it changes, so these records stay as they are while the log goes on.
-            records = self._replayer.image.records()
-            snapshot = SnapshotId(end, max(provenance.last_contained_epoch, 0))
-            return CommittedImage(snapshot, records, max(provenance.last_contained_log_time_ms, 0))
+            return self._image_up_to(self.applied_end, self.committed_offset)
 
     def enqueue(self, data: bytes, base: int, last: int, stamp: int) -> concurrent.futures.Future[None]:
         future = super().enqueue(data, base, last, stamp)
@@ -876,24 +856,11 @@ class ReplicaLog:
         self._writing = self._snapshotter.submit(self._write_snapshot, source)
 
     def _is_new(self, snapshot: SnapshotId) -> bool:
-        """KafkaMetadataLog.createNewSnapshot: not below the log start, newer than every snapshot kept."""
-        latest = self.latest_snapshot_id()
-        return snapshot.end_offset >= self._start and (latest is None or snapshot.end_offset > latest.offset)
+        return is_new_snapshot(self.partition_dir, snapshot, self._start)
 
     def _write_snapshot(self, source: CommittedImage) -> WrittenSnapshot:
-        sid = source.snapshot_id
-        written = write_snapshot(
-            self.partition_dir,
-            source.records,
-            end_offset=sid.end_offset,
-            epoch=sid.epoch,
-            last_contained_timestamp_ms=source.timestamp_ms,
-        )
-        self._snapshot_times[sid] = source.timestamp_ms
-        log.info(
-            "%s: wrote snapshot %s (%d records, %d bytes)",
-            self.partition_dir, written.path.name, written.record_count, written.size_bytes,
-        )  # fmt: skip
+        written = write_image_snapshot(self.partition_dir, source)
+        self._snapshot_times[source.snapshot_id] = source.timestamp_ms
         return written
 
     def wait_for_snapshot(self) -> bool:

@@ -30,6 +30,7 @@ from bridge.zk.migration_client import ZkMigrationClient
 from cli.main import cli
 from migrate.errors import EXIT_OK, Zk2KraftError
 from migrate.kraft import records as rec
+from migrate.kraft.logdir import list_snapshots
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import METADATA_PARTITION_DIR, iter_log_dir, load_image
 from migrate.zk import paths
@@ -176,6 +177,8 @@ def test_a_sigtermed_bridge_process_hands_its_directory_to_the_controller_comman
     ) as bridge:  # fmt: skip
         bridge.start().wait_for_state("DUAL_WRITE")
         assert bridge.terminate() == EXIT_OK, bridge.log_tail()
+    # Its clean stop left the whole log as a snapshot: the controller below loads it instead of replaying.
+    assert [sid.end_offset for sid, _ in list_snapshots(meta / METADATA_PARTITION_DIR)][-1:] == [last_offset(meta) + 1]
     for broker in zk_client.get_children(
         paths.BROKER_IDS
     ):  # the seeded registrations belong to no live broker

@@ -132,6 +132,14 @@ def test_a_truncation_before_the_migration_record_loses_it(bridge_dir: Path, zk_
     assert code == EXIT_FINDING
     failures = failed(report)
     assert "truncates the log to offset" in failures["log segments"].kafka_would
+    # The clean stop's snapshot still holds the MIGRATION record (Kafka truncates fully to it and loads it)...
+    assert "migration state" not in failures
+    # ...but a directory whose stop wrote none (SIGKILL) loses it with the truncated batches.
+    for path in (bridge_dir / METADATA_PARTITION_DIR).glob("*.checkpoint"):
+        path.unlink()
+    code, report = run_cli(bridge_dir, zk_connect)
+    assert code == EXIT_FINDING
+    failures = failed(report)
     assert "not MIGRATION" in failures["migration state"].detail
     assert "after the truncation" in failures["migration state"].detail
 

@@ -31,11 +31,14 @@ from migrate.kraft.logdir import (
     EpochEntry,
     MetaProperties,
     SegmentIndexBuilder,
+    SnapshotId,
     list_segments,
+    list_snapshots,
     read_leader_epoch_checkpoint,
     read_meta_properties,
     read_partition_metadata,
     read_quorum_state,
+    snapshot_file_name,
     write_meta_properties,
     write_partition_metadata,
     write_segment,
@@ -192,6 +195,40 @@ def test_reopen_bumps_the_epoch_and_keeps_the_image(tmp_path: Path) -> None:
         EpochEntry(2, end),
     ]
     assert load_image(root)[0] == image
+
+
+def test_a_clean_stop_leaves_the_image_as_a_snapshot_that_the_next_open_loads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A single voter's clean stop snapshots its whole log (as the quorum's voters do), so that a Kafka controller
+    taking the directory over loads it instead of replaying the log; a second clean stop adds no older one."""
+    root = tmp_path / "meta"
+    with fresh(root) as log:
+        log.append([config("a"), config("b")], now_ms=5).durable.result()
+        log.append([config("a", None)], now_ms=6)  # not yet durable: the stop fsyncs it first
+        end, epoch = log.end_offset, log.leader_epoch
+        image = log.image
+        written = log.close_with_snapshot()
+    assert written is not None and [sid for sid, _path in list_snapshots(root / PDIR)] == [SnapshotId(end, epoch)]
+    assert load_image(root)[0] == image
+    caplog.set_level(logging.INFO, logger="bridge.raft.metadata_log")
+    with MetadataLog.open(root, node_id=NODE, now_ms=7) as log:
+        assert without_provenance(log.image) == without_provenance(image)
+        assert f"loaded snapshot {snapshot_file_name(SnapshotId(end, epoch))}" in caplog.text
+        log.close_with_snapshot()
+    assert [sid.end_offset for sid, _path in list_snapshots(root / PDIR)] == [end, end + 1]
+
+
+def test_a_log_that_failed_closes_without_a_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "meta"
+    log = fresh(root)
+    log.append([config("a")], now_ms=5).durable.result()
+    with log.lock:
+        log._failure = OSError("disk gone")  # what the writer thread records when a write or fsync fails
+    with pytest.raises(Zk2KraftError, match="disk gone"):
+        log.check_usable()
+    assert log.close_with_snapshot() is None
+    assert list_snapshots(root / PDIR) == []
 
 
 def test_formatting_needs_a_cluster_id_and_a_migration_capable_version(tmp_path: Path) -> None:
