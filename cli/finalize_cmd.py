@@ -13,7 +13,7 @@ import click
 from cli.common import EXIT_FINDING, fail, handles_errors, zk_session
 from cli.options import bridge_status_url, zk_connect_from, zk_security_options
 from cli.status_cmd import kraft_views
-from migrate.atomic import atomic_write_text
+from migrate.atomic import atomic_write_files
 from migrate.errors import Zk2KraftError
 from migrate.plan.finalize import (
     ControllerFile,
@@ -228,9 +228,10 @@ def finalize_cmd(
     if not ok:
         show_gate(status, conditions, fmt, ok, "finalize refused: nothing written")
         sys.exit(EXIT_FINDING)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in texts.items():
-        atomic_write_text(out_dir / name, text)
+    try:
+        atomic_write_files(out_dir, texts)
+    except OSError as exc:
+        fail(f"{out_dir}: could not write the controllers' files: {exc.strerror or exc}")
     steps = restart_steps(controllers, active_controller_id(status), str(out_dir), zk_connect)
     if fmt == "json":
         report = {

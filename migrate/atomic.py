@@ -55,6 +55,34 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def atomic_write_files(directory: str | os.PathLike[str], texts: dict[str, str]) -> list[Path]:
+    """Write a set of files into `directory`: every one to a fsynced temp file first, then all renamed.
+
+    A failure while writing leaves `directory` as it was (the temp files removed); only a crash during the
+    renames themselves, after every file is durable, can leave some renamed and the rest as temp files.
+    """
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    staged: list[tuple[str, Path]] = []
+    try:
+        for name, text in texts.items():
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+            staged.append((tmp_name, folder / name))
+            with os.fdopen(fd, "w", encoding="utf-8") as tmp:
+                tmp.write(text)
+                tmp.flush()
+                os.fsync(tmp.fileno())
+    except BaseException:
+        for tmp_name, _target in staged:
+            with suppress(FileNotFoundError):
+                os.unlink(tmp_name)
+        raise
+    for tmp_name, target in staged:
+        os.replace(tmp_name, target)
+    fsync_directory(folder)
+    return [target for _tmp, target in staged]
+
+
 @contextmanager
 def staged_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary directory beside `target`, swapped into its place when the block succeeds.
