@@ -105,6 +105,7 @@ _RULE: Final = r"(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?).*?|(
 _RULE_SPLITTER: Final = re.compile(rf"\s*({_RULE})\s*(?:,\s*|$)")
 _RULE_PARSER: Final = re.compile(_RULE)
 _BACK_REFERENCE: Final = re.compile(r"\$(\d+)")
+_JAVA_NAMED_GROUP: Final = re.compile(r"(?<!\\)\(\?<([A-Za-z][A-Za-z0-9]*)>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +140,9 @@ class SslPrincipalRule:
 class SslPrincipalMapper:
     """Kafka's SslPrincipalMapper: the first rule that maps a certificate's DN names the principal.
 
-    The patterns are Python regular expressions: the syntax Kafka's rules use in practice (groups, classes,
-    quantifiers) reads the same in Java and Python."""
+    Patterns are Java regular expressions as Python reads them: groups (named ones included), classes,
+    quantifiers and anchors mean the same; a Java-only construct (a \\p{javaX} class) is refused as a bad
+    pattern."""
 
     rules: Sequence[SslPrincipalRule]
 
@@ -164,7 +166,8 @@ class SslPrincipalMapper:
                 rules.append(SslPrincipalRule())
             elif parsed.group(2) is not None:
                 try:
-                    pattern = re.compile(parsed.group(2))
+                    # Java's named groups `(?<name>...)` are Python's `(?P<name>...)`.
+                    pattern = re.compile(_JAVA_NAMED_GROUP.sub(r"(?P<\1>", parsed.group(2)))
                 except re.error as exc:
                     raise Zk2KraftError(f"{option}: rule `{rule}`: bad pattern: {exc}") from None
                 rules.append(SslPrincipalRule(pattern, parsed.group(3), parsed.group(4)))
