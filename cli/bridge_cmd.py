@@ -14,6 +14,7 @@ from cli.common import handles_errors
 from cli.listener_security import (
     controller_sasl_from,
     controller_sasl_options,
+    keep_secrets_out_of_debug_logs,
     listen_sasl_from,
     listen_sasl_options,
     read_secret,
@@ -485,6 +486,7 @@ def run_cmd(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format=_LOG_FORMAT, stream=sys.stderr
     )
+    keep_secrets_out_of_debug_logs()
     if rehearsal and (given := inter_broker_given()):
         raise Zk2KraftError(
             f"{', '.join(given)} with --rehearsal: a rehearsal sends no request to any broker (it runs on a copy "

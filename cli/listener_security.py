@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,12 @@ def read_secret(path: Path | None, option: str, env: str | None) -> str | None:
     if value is not None and not value:
         raise Zk2KraftError(f"the environment variable {env} is set but empty")
     return value
+
+
+def keep_secrets_out_of_debug_logs() -> None:
+    """Hold kazoo's loggers at INFO even with -v: its DEBUG lines print every znode it reads or writes, and
+    /config/users/<user> holds SCRAM salts and keys."""
+    logging.getLogger("kazoo").setLevel(logging.INFO)
 
 
 def _apply(func: Any, options: list[Any]) -> Any:
