@@ -20,9 +20,19 @@ from confluent_kafka.admin import (
 )
 from kazoo.client import KazooClient
 
+from bridge.api import DriverState
 from bridge.controller import BridgeController
+from bridge.kafka.sasl_mechanisms import SaslLogin
+from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
-from tests.support.bridge import TIMEOUT, eventually, result, running_bridge
+from tests.support.bridge import (
+    TIMEOUT,
+    controller_config,
+    eventually,
+    result,
+    running_bridge,
+    start_controller,
+)
 from tests.support.controller_sasl import (
     ADMIN,
     ADMIN_PASSWORD,
@@ -32,8 +42,9 @@ from tests.support.controller_sasl import (
     sasl_fields,
     sasl_shim,
 )
-from tests.support.pki import Pki, needs_openssl, new_pki
+from tests.support.pki import Pki, client_context, needs_openssl, new_pki
 from tests.support.quorum import leader_of, running_quorum
+from tests.support.zk_broker import SimulatedZkBroker
 
 pytestmark = pytest.mark.zookeeper
 
@@ -150,3 +161,41 @@ def test_a_quorum_with_sasl_on_every_listener_elects_a_leader_and_replicates(
         for follower in followers:
             raft = follower.status().raft
             assert raft is not None and raft.role == "follower" and raft.leader_id == leader.config.node_id
+
+
+@needs_openssl
+def test_a_broker_logging_in_over_sasl_ssl_registers_and_heartbeats_one_with_a_wrong_password_never_registers(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, pki: Pki
+) -> None:
+    """Before the migration the image holds no SCRAM credential yet: brokers log in with PLAIN, as they must to a
+    KRaft controller of a migrating cluster."""
+    load_tree(zk_client, real_tree)
+    config = controller_config(zk_connect, tmp_path / "meta", rehearsal=False, **sasl_fields(tmp_path, pki))
+    bridge = start_controller(config)
+    brokers: list[SimulatedZkBroker] = []
+    try:
+        assert bridge.wait_for_state(DriverState.WAIT_FOR_BROKERS), bridge.error
+        assert bridge.cluster_id is not None and bridge.log is not None
+        controller = ("127.0.0.1", bridge.listen_port)
+        tls = client_context(pki, None)
+
+        def broker(broker_id: int, password: str) -> SimulatedZkBroker:
+            login = SaslLogin("PLAIN", ADMIN, password)
+            started = SimulatedZkBroker(
+                broker_id, controller, bridge.cluster_id or "", controller_ssl_context=tls, controller_sasl=login
+            )
+            brokers.append(started.start())
+            return started
+
+        intruder = broker(2, "not-" + ADMIN_PASSWORD)
+        good = broker(1, ADMIN_PASSWORD)
+        eventually(lambda: good.view.is_caught_up and not good.view.is_fenced, timeout=20)
+        beats = good.view.heartbeats_answered
+        eventually(lambda: good.view.heartbeats_answered > beats + 2, timeout=20)
+        assert good.view.errors == []
+        assert 1 in bridge.log.image.cluster.brokers
+        assert 2 not in bridge.log.image.cluster.brokers and intruder.view.registrations == 0
+    finally:
+        for started in brokers:
+            started.kill()
+        bridge.stop()

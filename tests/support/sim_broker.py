@@ -82,14 +82,14 @@ class SimulatedBroker:
         port: int = 9092,
         voters: Sequence[Address] = (),
         request_timeout_s: float = DEFAULT_TIMEOUT,
-        ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslLogin | None = None,
+        controller_ssl_context: ssl.SSLContext | None = None,
+        controller_sasl: SaslLogin | None = None,
     ) -> None:
         """`voters`: every controller of the quorum (`controller` first among them); default `controller` alone.
-        `ssl_context` and `sasl`: how it meets a TLS or SASL controller listener (its controller channel and
-        its metadata fetches alike, as a broker's controller.listener.names security does)."""
-        self.ssl_context = ssl_context
-        self.sasl = sasl
+        `controller_ssl_context` and `controller_sasl`: how it meets a TLS or SASL controller listener (its
+        controller channel and its metadata fetches alike, as a broker's controller.listener.names security does)."""
+        self.controller_ssl_context = controller_ssl_context
+        self.controller_sasl = controller_sasl
         self.broker_id = broker_id
         self.controller = controller
         self.voters = list(voters) or [controller]
@@ -219,9 +219,9 @@ class SimulatedBroker:
         controllers = self.voters[start:] + self.voters[:start] if len(self.voters) > 1 else [self.controller]
         follower = MetadataFollower(
             controllers, cluster_id=self.cluster_id, poll_interval=0.05, replica_id=self.broker_id,
-            ssl_context=self.ssl_context,
+            ssl_context=self.controller_ssl_context,
         )  # fmt: skip
-        follower.sasl = self.sasl
+        follower.sasl = self.controller_sasl
         return follower
 
     def _next_voter(self) -> None:
@@ -244,8 +244,8 @@ class SimulatedBroker:
                         *self.controller,
                         client_id=f"{self.kind}-{self.broker_id}",
                         timeout=self.request_timeout_s,
-                        ssl_context=self.ssl_context,
-                        sasl=self.sasl,
+                        ssl_context=self.controller_ssl_context,
+                        sasl=self.controller_sasl,
                     )
                     await self.on_connect(connection)
                 if self.view.broker_epoch < 0:
