@@ -449,8 +449,11 @@ def run_cmd(
     The brokers reach it as their KRaft controller: each broker, still in ZooKeeper mode, needs
     zookeeper.metadata.migration.enable=true, controller.quorum.voters=<--voters> (for a single bridge
     <--node-id>@<host>:<port of --listen>), controller.listener.names naming a listener mapped in listener.security.protocol.map to
-    PLAINTEXT (SSL with --listen-ssl-cert), and inter.broker.protocol.version equal to the metadata.version
-    (3.9 by default; `zk2kraft plan` writes these files).
+    PLAINTEXT (SSL with --listen-ssl-cert, SASL_PLAINTEXT with --listen-sasl-mechanisms, SASL_SSL with both),
+    and inter.broker.protocol.version equal to the metadata.version (3.9 by default; `zk2kraft plan` writes
+    these files). SCRAM logins are checked against the SCRAM credentials in the bridge's own log, which holds
+    none before the migration copies ZooKeeper: brokers and voters connecting before it log in with PLAIN
+    (docs/operations.md, "The bridge's listener: TLS and SASL").
 
     It refuses to start when ZooKeeper's /migration belongs to another metadata log or a znode it would
     copy is malformed; a refusal changes nothing in ZooKeeper or --metadata-dir. A failure after claiming
