@@ -51,7 +51,9 @@ pytestmark = pytest.mark.zookeeper
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return new_pki(tmp_path_factory.mktemp("controller-sasl-pki"))
+    pki = new_pki(tmp_path_factory.mktemp("controller-sasl-pki"))
+    pki.issue("client", "/O=zk2kraft/CN=admin-client")
+    return pki
 
 
 @pytest.fixture(params=["SASL_PLAINTEXT", pytest.param("SASL_SSL", marks=needs_openssl)])
@@ -143,17 +145,20 @@ def test_a_wrong_password_is_an_authentication_error_and_the_bridge_keeps_servin
 
 
 def test_a_quorum_with_sasl_on_every_listener_elects_a_leader_and_replicates(
-    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, tls: Pki | None
 ) -> None:
+    """Over SASL_SSL the listeners require client certificates too: each voter presents its own."""
     password_login = {
         "controller_sasl_mechanism": "PLAIN",
         "controller_sasl_username": ADMIN,
         "controller_sasl_password": ADMIN_PASSWORD,
     }
-    fields = sasl_fields(tmp_path, **password_login)
+    fields = sasl_fields(tmp_path, tls, **password_login)
+    if tls is not None:
+        fields["listen_ssl_ca"] = tls.path("ca.crt")
     with running_quorum(zk_client, zk_connect, real_tree, tmp_path, **fields) as controllers:
         leader = leader_of(controllers)
-        create_topic(leader, "sasl-quorum", ADMIN, ADMIN_PASSWORD, "PLAIN", None)
+        create_topic(leader, "sasl-quorum", ADMIN, ADMIN_PASSWORD, "PLAIN", tls)
         followers = [c for c in controllers if c is not leader]
         eventually(
             lambda: all(f.log is not None and "sasl-quorum" in f.log.image.topics_by_name for f in followers), 20

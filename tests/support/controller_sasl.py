@@ -61,6 +61,9 @@ def sasl_admin(
     }
     if pki is not None:
         config["ssl.ca.location"] = str(pki.path("ca.crt"))
+        if pki.path("client.crt").exists():  # for listeners that require client certificates
+            config |= {"ssl.certificate.location": str(pki.path("client.crt")),
+                       "ssl.key.location": str(pki.path("client.key"))}  # fmt: skip
     if errors is not None:
         config["error_cb"] = errors.append
     return AdminClient(config)
