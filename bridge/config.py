@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from bridge.kafka.sasl import KNOWN_MECHANISMS
+from bridge.kafka.sasl import SaslConfig, listener_sasl_config, parse_mechanisms, sasl_login
 from bridge.kafka.sasl_mechanisms import SaslLogin
-from bridge.kafka.tls import client_ssl_context, server_ssl_context
+from bridge.kafka.tls import SslPrincipalMapper, client_ssl_context, server_ssl_context
 from migrate.errors import EXIT_BAD_INPUT, InvalidRequestError, Zk2KraftError
+from migrate.kraft.image import MetadataImage
 from migrate.kraft.log_config import MetadataLogConfig, parse_metadata_log_config
 from migrate.kraft.quorum_voters import QuorumVoter, parse_quorum_voters, render_quorum_voters, voter_set
 from migrate.plan.inputs import DEFAULT_CONTROLLER_LISTENER
+from migrate.plan.inter_broker import SASL_PASSWORD_ENV
 from migrate.zk.live import ZkConnectOptions
 from migrate.zk.model import listener_name_problem, normalised_listener_name
 
@@ -132,6 +135,74 @@ class BridgeConfig(BaseModel):
     )
     inter_broker_sasl_username: str | None = None
     inter_broker_sasl_password: SecretStr | None = None
+    # SASL on the listener (`--listen-sasl-*`, `--listen-ssl-principal-mapping-rules`) and the voters' own login
+    # to each other's listener (`--controller-sasl-*`): see listener_sasl, listener_principal_mapper, voter_login.
+    listen_sasl_mechanisms: tuple[SaslMechanism, ...] = Field(
+        (), description="listener.name.<l>.sasl.enabled.mechanisms; empty: no SASL"
+    )
+    listen_plain_users: Path | None = Field(None, description="PLAIN's user=password file (PlainLoginModule)")
+    listen_ssl_principal_mapping_rules: str | None = Field(None, description="ssl.principal.mapping.rules")
+    controller_sasl_mechanism: SaslMechanism | None = Field(
+        None, description="sasl.mechanism.controller.protocol: how a voter logs in to the other voters"
+    )
+    controller_sasl_username: str | None = None
+    controller_sasl_password: SecretStr | None = Field(None, repr=False)
+
+    @field_validator("listen_sasl_mechanisms", mode="before")
+    @classmethod
+    def _parse_listen_sasl_mechanisms(cls, value: Any) -> Any:
+        return parse_mechanisms(value, "--listen-sasl-mechanisms") if isinstance(value, str) else value
+
+    @field_validator("controller_sasl_mechanism", mode="before")
+    @classmethod
+    def _parse_controller_sasl_mechanism(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            (value,) = parse_mechanisms(value, "--controller-sasl-mechanism")
+        return value
+
+    @model_validator(mode="after")
+    def _listener_security_fits(self) -> Self:
+        """Listener SASL options that cannot work together are refused before anything is touched."""
+        rules = self.listen_ssl_principal_mapping_rules
+        if rules is not None:
+            if self.listen_ssl_cert is None or self.listen_ssl_ca is None:
+                raise InvalidRequestError(
+                    "--listen-ssl-principal-mapping-rules maps client certificates' names: it needs "
+                    "--listen-ssl-cert and --listen-ssl-ca (callers present certificates)"
+                )
+            if self.listen_sasl_mechanisms:
+                raise InvalidRequestError(
+                    "--listen-ssl-principal-mapping-rules with --listen-sasl-mechanisms: on a SASL listener the "
+                    "principal is the SASL user (as in Kafka), so the rules would never apply; drop one"
+                )
+            SslPrincipalMapper.from_rules(rules, "--listen-ssl-principal-mapping-rules")
+        if self.listen_plain_users is not None and "PLAIN" not in self.listen_sasl_mechanisms:
+            raise InvalidRequestError(
+                "--listen-plain-users is given but --listen-sasl-mechanisms does not enable PLAIN"
+            )
+        if "PLAIN" in self.listen_sasl_mechanisms and self.listen_plain_users is None:
+            raise InvalidRequestError(
+                "--listen-sasl-mechanisms includes PLAIN but no --listen-plain-users file is given"
+            )
+        login = voter_login(self)
+        several = len(self.quorum_voters) > 1
+        if login is not None and not self.listen_sasl_mechanisms:
+            raise InvalidRequestError(
+                "--controller-sasl-mechanism: the voters' listeners serve no SASL (give --listen-sasl-mechanisms "
+                "to every voter, or drop the --controller-sasl-* options)"
+            )
+        if several and self.listen_sasl_mechanisms and login is None:
+            raise InvalidRequestError(
+                "--listen-sasl-mechanisms with --voters: the voters log in to each other's --listen too; give "
+                "--controller-sasl-mechanism, --controller-sasl-username and --controller-sasl-password-file "
+                "(the same on every voter)"
+            )
+        if login is not None and login.mechanism not in self.listen_sasl_mechanisms:
+            raise InvalidRequestError(
+                f"--controller-sasl-mechanism {login.mechanism} is not among --listen-sasl-mechanisms "
+                f"{','.join(self.listen_sasl_mechanisms)}: every voter's listener must accept it"
+            )
+        return self
 
     @field_validator("metadata_log", mode="before")
     @classmethod
@@ -241,14 +312,21 @@ def zk_connect_options(config: BridgeConfig) -> ZkConnectOptions:
 
 def listener_ssl_context(config: BridgeConfig) -> ssl.SSLContext | None:
     """The listener's TLS context (client certificates required when a CA is given); None: PLAINTEXT."""
+    # With SASL the callers are named by their login, with TLS client certificates by their subject.
+    names_callers = bool(config.listen_sasl_mechanisms)
     if config.listen_ssl_cert is None:
         if config.listen_ssl_key is not None or config.listen_ssl_ca is not None:
             raise Zk2KraftError("--listen-ssl-key/--listen-ssl-ca need --listen-ssl-cert")
-        if config.envelope_principals is not None:
-            raise Zk2KraftError("--envelope-principals needs --listen-ssl-cert and --listen-ssl-ca")
+        if config.envelope_principals is not None and not names_callers:
+            raise Zk2KraftError(
+                "--envelope-principals needs callers with names: --listen-ssl-cert and --listen-ssl-ca, or "
+                "--listen-sasl-mechanisms"
+            )
         return None
-    if config.envelope_principals is not None and config.listen_ssl_ca is None:
-        raise Zk2KraftError("--envelope-principals needs --listen-ssl-ca (certificates name callers)")
+    if config.envelope_principals is not None and config.listen_ssl_ca is None and not names_callers:
+        raise Zk2KraftError(
+            "--envelope-principals needs --listen-ssl-ca (certificates name callers) or --listen-sasl-mechanisms"
+        )
     return server_ssl_context(
         config.listen_ssl_cert,
         config.listen_ssl_key,
@@ -260,39 +338,14 @@ def listener_ssl_context(config: BridgeConfig) -> ssl.SSLContext | None:
 def inter_broker_security(config: BridgeConfig) -> tuple[ssl.SSLContext, SaslLogin | None]:
     """The channel's TLS context (for SSL and SASL_SSL endpoints) and SASL login (for SASL_* endpoints; None
     when no SASL option is given); options that do not go together or files that do not load are refused."""
-    mechanism = config.inter_broker_sasl_mechanism
-    username = config.inter_broker_sasl_username
     password = config.inter_broker_sasl_password
-    if mechanism is not None and mechanism not in KNOWN_MECHANISMS:
-        raise Zk2KraftError(
-            f"--inter-broker-sasl-mechanism {mechanism!r}: only {', '.join(KNOWN_MECHANISMS)} are supported"
-        )
-    login = None
-    if mechanism is None:
-        if username is not None or password is not None:
-            # Name what was given and what is missing: without a mechanism, a password comes only from its file.
-            given = [
-                option
-                for option, value in (
-                    ("--inter-broker-sasl-username", username),
-                    ("--inter-broker-sasl-password-file", password),
-                )
-                if value is not None
-            ]
-            missing = ["--inter-broker-sasl-mechanism"] + (["--inter-broker-sasl-username"] if username is None else [])
-            raise Zk2KraftError(
-                f"{' and '.join(given)} {'need' if len(given) > 1 else 'needs'} {' and '.join(missing)} "
-                f"({', '.join(KNOWN_MECHANISMS)}; Kafka's default GSSAPI is not supported)"
-            )
-    elif username is None:
-        raise Zk2KraftError(f"--inter-broker-sasl-mechanism {mechanism} needs --inter-broker-sasl-username")
-    elif password is None:
-        raise Zk2KraftError(
-            f"--inter-broker-sasl-mechanism {mechanism} needs a password: --inter-broker-sasl-password-file "
-            "or the environment variable ZK2KRAFT_INTER_BROKER_SASL_PASSWORD"
-        )
-    else:
-        login = SaslLogin(mechanism, username, password.get_secret_value())
+    login = sasl_login(
+        config.inter_broker_sasl_mechanism,
+        config.inter_broker_sasl_username,
+        None if password is None else password.get_secret_value(),
+        options="--inter-broker-sasl",
+        password_env=SASL_PASSWORD_ENV,
+    )
     if config.inter_broker_ssl_key is not None and config.inter_broker_ssl_cert is None:
         raise Zk2KraftError("--inter-broker-ssl-key needs --inter-broker-ssl-cert")
     key_password = config.inter_broker_ssl_key_password
@@ -305,3 +358,52 @@ def inter_broker_security(config: BridgeConfig) -> tuple[ssl.SSLContext, SaslLog
         what="--inter-broker-ssl-ca/--inter-broker-ssl-cert/--inter-broker-ssl-key",
     )
     return context, login
+
+
+def listener_sasl(config: BridgeConfig, image: Callable[[], MetadataImage]) -> SaslConfig | None:
+    """The listener's SASL (None: none): PLAIN users from --listen-plain-users, SCRAM credentials from `image()`,
+    the bridge's live metadata image, as a KRaft controller checks them."""
+    if not config.listen_sasl_mechanisms:
+        return None
+    return listener_sasl_config(
+        config.listen_sasl_mechanisms,
+        config.listen_plain_users,
+        image,
+        mechanisms_option="--listen-sasl-mechanisms",
+        users_option="--listen-plain-users",
+    )
+
+
+def listener_principal_mapper(config: BridgeConfig) -> SslPrincipalMapper | None:
+    """--listen-ssl-principal-mapping-rules (None: client certificates are User:<subject DN>)."""
+    rules = config.listen_ssl_principal_mapping_rules
+    return None if rules is None else SslPrincipalMapper.from_rules(rules, "--listen-ssl-principal-mapping-rules")
+
+
+CONTROLLER_SASL_PASSWORD_ENV: Final = "ZK2KRAFT_CONTROLLER_SASL_PASSWORD"
+"""Where --controller-sasl-password-file's password comes from when the option is not given."""
+
+
+def voter_login(config: BridgeConfig) -> SaslLogin | None:
+    """How this voter logs in to the other voters' listeners (--controller-sasl-*); None: no SASL."""
+    password = config.controller_sasl_password
+    return sasl_login(
+        config.controller_sasl_mechanism,
+        config.controller_sasl_username,
+        None if password is None else password.get_secret_value(),
+        options="--controller-sasl",
+        password_env=CONTROLLER_SASL_PASSWORD_ENV,
+    )
+
+
+def voter_ssl_context(config: BridgeConfig) -> ssl.SSLContext | None:
+    """TLS for this voter's connections to the other voters' TLS listeners (None: --listen is not TLS): their
+    certificates verified against --listen-ssl-ca (else the system's CAs), this voter's certificate presented."""
+    if config.listen_ssl_cert is None or len(config.quorum_voters) < 2:
+        return None
+    return client_ssl_context(
+        cafile=config.listen_ssl_ca,
+        certfile=config.listen_ssl_cert,
+        keyfile=config.listen_ssl_key,
+        what="the voters' connections to each other (--listen-ssl-cert/--listen-ssl-key/--listen-ssl-ca)",
+    )

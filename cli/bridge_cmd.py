@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,14 @@ import click
 
 from bridge.config import BridgeConfig
 from cli.common import handles_errors
+from cli.listener_security import (
+    controller_sasl_from,
+    controller_sasl_options,
+    keep_secrets_out_of_debug_logs,
+    listen_sasl_from,
+    listen_sasl_options,
+    read_secret,
+)
 from cli.options import zk_security_from, zk_security_options
 from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.kraft.logdir import QUORUM_STATE, list_segments, list_snapshots
@@ -56,31 +63,6 @@ def _principals(value: str | None) -> frozenset[str] | None:
     if not names:
         raise click.BadParameter("names no principal", param_hint="--envelope-principals")
     return names
-
-
-def _secret(path: Path | None, option: str, env: str | None) -> str | None:
-    """A password from the file `option` names, else from the environment variable `env` (never from the
-    command line, where every user of the machine sees it); None when neither is given."""
-    if path is not None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise Zk2KraftError(f"{option} {path}: cannot read it: {exc}") from exc
-        password = text.removesuffix("\n").removesuffix("\r")
-        if not password:
-            raise Zk2KraftError(f"{option} {path}: the file is empty")
-        if "\n" in password or "\r" in password:
-            raise Zk2KraftError(
-                f"{option} {path}: holds more than one line; the password must be its only line (one "
-                "trailing newline is fine)"
-            )
-        return password
-    if env is None:
-        return None
-    value = os.environ.get(env)
-    if value is not None and not value:
-        raise Zk2KraftError(f"the environment variable {env} is set but empty")
-    return value
 
 
 def _listener_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -216,10 +198,10 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     cert = kwargs.pop("inter_broker_ssl_cert")
     # An environment variable counts only with the option that uses it: set for another bridge, it must not
     # refuse this one. Set but empty, either is refused.
-    password = _secret(
+    password = read_secret(
         password_file, "--inter-broker-sasl-password-file", SASL_PASSWORD_ENV if mechanism else None
     )
-    key_password = _secret(None, "", SSL_KEY_PASSWORD_ENV if cert else None)
+    key_password = read_secret(None, "", SSL_KEY_PASSWORD_ENV if cert else None)
     return {
         "inter_broker_listener_name": kwargs.pop("inter_broker_listener_name"),
         "inter_broker_ssl_ca": kwargs.pop("inter_broker_ssl_ca"),
@@ -326,6 +308,8 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
     help="CA certificates of the callers' client certificates; given, every caller must present one "
     "(Kafka's ssl.client.auth=required) and is User:<subject DN>.",
 )
+@listen_sasl_options
+@controller_sasl_options
 @click.option(
     "--envelope-principals",
     metavar="User:CN=...;User:CN=...",
@@ -465,8 +449,11 @@ def run_cmd(
     The brokers reach it as their KRaft controller: each broker, still in ZooKeeper mode, needs
     zookeeper.metadata.migration.enable=true, controller.quorum.voters=<--voters> (for a single bridge
     <--node-id>@<host>:<port of --listen>), controller.listener.names naming a listener mapped in listener.security.protocol.map to
-    PLAINTEXT (SSL with --listen-ssl-cert), and inter.broker.protocol.version equal to the metadata.version
-    (3.9 by default; `zk2kraft plan` writes these files).
+    PLAINTEXT (SSL with --listen-ssl-cert, SASL_PLAINTEXT with --listen-sasl-mechanisms, SASL_SSL with both),
+    and inter.broker.protocol.version equal to the metadata.version (3.9 by default; `zk2kraft plan` writes
+    these files). SCRAM logins are checked against the SCRAM credentials in the bridge's own log, which holds
+    none before the migration copies ZooKeeper: brokers and voters connecting before it log in with PLAIN
+    (docs/operations.md, "The bridge's listener: TLS and SASL").
 
     It refuses to start when ZooKeeper's /migration belongs to another metadata log or a znode it would
     copy is malformed; a refusal changes nothing in ZooKeeper or --metadata-dir. A failure after claiming
@@ -502,6 +489,7 @@ def run_cmd(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format=_LOG_FORMAT, stream=sys.stderr
     )
+    keep_secrets_out_of_debug_logs()
     if rehearsal and (given := inter_broker_given()):
         raise Zk2KraftError(
             f"{', '.join(given)} with --rehearsal: a rehearsal sends no request to any broker (it runs on a copy "
@@ -532,6 +520,8 @@ def run_cmd(
             fsync=not no_fsync,
             **{f"zk_{name}": value for name, value in zk_security_from(security).items()},
             **inter_broker_from(security),
+            **listen_sasl_from(security),
+            **controller_sasl_from(security),
             rehearsal=rehearsal,
             broker_session_timeout_ms=broker_session_timeout_ms,
             controller_socket_timeout_ms=controller_socket_timeout_ms,

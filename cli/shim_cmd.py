@@ -7,14 +7,17 @@ import logging
 import ssl
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from bridge.config import CONTROLLER_SASL_PASSWORD_ENV
 from bridge.handlers.authorizer import StandardAuthorizer
-from bridge.kafka.sasl import SaslConfig, image_scram_credentials
+from bridge.kafka.sasl import SaslConfig, listener_sasl_config, parse_mechanisms, sasl_login
+from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.kafka.tls import ClientAuth, client_ssl_context, server_ssl_context
 from cli.common import handles_errors
+from cli.listener_security import controller_sasl_from, controller_sasl_options
 from migrate.errors import Zk2KraftError
 from migrate.zk.model import SECURITY_PROTOCOLS
 
@@ -142,6 +145,7 @@ def shim_group() -> None:
     help="CA certificates the controllers' certificates are verified with (hostname included). Any "
     "--controller-ssl-* option makes the Fetch and forwarding connections to the controllers TLS.",
 )
+@controller_sasl_options
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @handles_errors
 def run_cmd(
@@ -166,6 +170,7 @@ def run_cmd(
     controller_ssl_key: str | None,
     controller_ssl_ca: str | None,
     verbose: bool,
+    **controller_sasl: Any,
 ) -> None:
     """Serve admin clients and brokers in front of the bridge controller, as a bridge-release broker does.
 
@@ -242,18 +247,39 @@ def run_cmd(
         super_users=super_users,
         allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
     )
-    secure_controller_channel(server, cert=controller_ssl_cert, key=controller_ssl_key, ca=controller_ssl_ca)
+    login = controller_sasl_from(controller_sasl)
+    secure_controller_channel(
+        server, cert=controller_ssl_cert, key=controller_ssl_key, ca=controller_ssl_ca,
+        sasl=controller_login(
+            login["controller_sasl_mechanism"], login["controller_sasl_username"], login["controller_sasl_password"]
+        ),
+    )  # fmt: skip
     sys.exit(asyncio.run(server.run()))
 
 
 def secure_controller_channel(
-    server: ShimServer, *, cert: str | None = None, key: str | None = None, ca: str | None = None
+    server: ShimServer,
+    *,
+    cert: str | None = None,
+    key: str | None = None,
+    ca: str | None = None,
+    sasl: SaslLogin | None = None,
 ) -> ShimServer:
-    """TLS for the shim's connections to the controllers (Fetch and forwarding), before `server` starts."""
+    """TLS and the SASL login for the shim's connections to the controllers (Fetch and forwarding), before
+    `server` starts."""
     context = controller_ssl_context(cert=cert, key=key, ca=ca)
     server.follower.ssl_context = context
     server.channel.ssl_context = context
+    server.follower.sasl = sasl
+    server.channel.sasl = sasl
     return server
+
+
+def controller_login(mechanism: str | None, username: str | None, password: str | None) -> SaslLogin | None:
+    """The shim's login to the controllers' SASL listener (--controller-sasl-*); None: none given."""
+    return sasl_login(
+        mechanism, username, password, options="--controller-sasl", password_env=CONTROLLER_SASL_PASSWORD_ENV
+    )
 
 
 def controller_ssl_context(
@@ -304,28 +330,10 @@ def secure_shim(
 
 def sasl_config(server: ShimServer, mechanisms: str, plain_users: str | None) -> SaslConfig:
     """SASL for the listener: PLAIN users from the file, SCRAM credentials from the followed image."""
-    enabled = tuple(m.strip().upper() for m in mechanisms.split(",") if m.strip())
-    if "PLAIN" in enabled and plain_users is None:
-        raise Zk2KraftError("--sasl-mechanisms includes PLAIN but no --plain-users file is given")
-    return SaslConfig(
-        mechanisms=enabled,
-        plain_users=read_plain_users(Path(plain_users)) if plain_users else {},
-        scram_credentials=image_scram_credentials(lambda: server.follower.image),
+    return listener_sasl_config(
+        parse_mechanisms(mechanisms, "--sasl-mechanisms"),
+        Path(plain_users) if plain_users else None,
+        lambda: server.follower.image,
+        mechanisms_option="--sasl-mechanisms",
+        users_option="--plain-users",
     )
-
-
-def read_plain_users(path: Path) -> dict[str, str]:
-    """`user=password` lines (also JAAS's `user_<name>="<password>"`); blank lines and # comments skipped."""
-    users: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, sep, password = line.partition("=")
-        name, password = name.strip().removeprefix("user_"), password.strip().rstrip(";").strip()
-        if len(password) >= 2 and password[0] == password[-1] == '"':
-            password = password[1:-1]
-        if not sep or not name:
-            raise Zk2KraftError(f"{path}:{number}: expected user=password, got {raw!r}")
-        users[name] = password
-    return users

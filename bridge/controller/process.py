@@ -34,6 +34,8 @@ from bridge.config import (
     EXIT_REFUSED,
     BridgeConfig,
     inter_broker_security,
+    listener_principal_mapper,
+    listener_sasl,
     listener_ssl_context,
     zk_connect_options,
 )
@@ -65,6 +67,7 @@ from migrate.errors import (
     Zk2KraftError,
 )
 from migrate.kraft import metadata_version as mvs
+from migrate.kraft.image import MetadataImage
 from migrate.kraft.quorum_voters import render_quorum_voters
 from migrate.zk import paths
 
@@ -98,6 +101,8 @@ class BridgeController:
         """`propagation`: the builders of the brokers' requests (default: bridge.brokers.propagation's)."""
         self.config = config
         self._ssl_context = listener_ssl_context(config)  # bad TLS options fail before anything starts
+        # SCRAM logins are checked against the live image: a credential committed now serves the next login.
+        self._sasl = listener_sasl(config, lambda: self.log.image if self.log is not None else MetadataImage())
         broker_tls, broker_sasl = inter_broker_security(config)  # so do the channel's to the brokers
         self.zk_options = zk_connect_options(config)
         self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)
@@ -401,6 +406,8 @@ class BridgeController:
             self.apis.listener_versions(),
             ssl_context=self._ssl_context,
             features=self.apis.api_versions_features,
+            sasl=self._sasl,
+            principal_mapper=listener_principal_mapper(config),
         )
         await listener.bind("--listen")
         status_server = None

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
-from bridge.config import BridgeConfig
+from bridge.config import BridgeConfig, voter_login, voter_ssl_context
 from bridge.controller.zk_copy import FollowerZkCopy
 from bridge.kafka.listener import RequestContext
 from bridge.metrics import BridgeMetrics, RaftStatus, RaftVoterStatus
@@ -111,7 +111,10 @@ class QuorumSeat:
             config=RaftConfig(),
             on_role_change=self._on_role_change,
         )
-        node = self.node = RaftNode(core, listener_name=config.controller_listener_name)
+        node = self.node = RaftNode(
+            core, listener_name=config.controller_listener_name, ssl_context=voter_ssl_context(config),
+            sasl=voter_login(config),
+        )  # fmt: skip
         node.watch(self._changed)
         replica.on_flushed = lambda: _wake_from_thread(loop, node.wake)
         replica.metadata_log.on_written = replica.on_flushed  # parked fetches take it while the fsync runs

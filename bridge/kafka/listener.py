@@ -3,7 +3,7 @@
 Per connection, requests are handled one at a time and answered in order (Kafka mutes a channel while its
 request is in flight). A connection that sends an oversized, malformed or unsupported request is logged
 and closed; other connections are not affected. Optionally TLS (an ssl.SSLContext; a client certificate
-makes the principal `User:<subject DN>`) and SASL (bridge.kafka.sasl.SaslConfig: the connection must
+makes the principal `User:<subject DN>`, mapped by `principal_mapper`'s ssl.principal.mapping.rules) and SASL (bridge.kafka.sasl.SaslConfig: the connection must
 authenticate before any request reaches a handler; the principal is the SASL user).
 """
 
@@ -45,7 +45,7 @@ from bridge.kafka.protocol import (
     write_frame,
 )
 from bridge.kafka.sasl import SaslConfig
-from bridge.kafka.tls import ssl_principal
+from bridge.kafka.tls import SslPrincipalMapper, ssl_principal
 from bridge.stopping import cancelled
 from migrate.errors import InvalidRequestError, Zk2KraftError
 
@@ -122,6 +122,7 @@ class KafkaListener:
         backlog: int = 1024,
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslConfig | None = None,
+        principal_mapper: SslPrincipalMapper | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -130,6 +131,7 @@ class KafkaListener:
             raise Zk2KraftError("ApiVersions (api key 18) is answered by the listener; register no handler")
         self.ssl_context = ssl_context
         self.sasl = sasl
+        self.principal_mapper = principal_mapper
         if sasl is not None:
             # The SASL apis are the listener's own: served before authentication, refused after it.
             sasl_handlers = sasl.handlers()
@@ -223,12 +225,13 @@ class KafkaListener:
         local = _peer(writer, "sockname")
         source = f"connection from {_peer_text(peer)}"
         try:
-            principal = _tls_principal(writer)
             if self.sasl is not None:
                 authenticated = await self._authenticate(reader, writer, source, self.sasl)
                 if authenticated is None:
                     return
                 principal = authenticated
+            else:
+                principal = _tls_principal(writer, self.principal_mapper)
             while True:
                 async with asyncio.timeout(self.idle_timeout):
                     payload = await read_frame(reader, self.max_request_bytes, source)
@@ -394,11 +397,11 @@ def _checked_ranges(
     return ranges
 
 
-def _tls_principal(writer: asyncio.StreamWriter) -> KafkaPrincipal:
+def _tls_principal(writer: asyncio.StreamWriter, mapper: SslPrincipalMapper | None) -> KafkaPrincipal:
     ssl_object = writer.get_extra_info("ssl_object")
     if ssl_object is None:
         return ANONYMOUS
-    return ssl_principal(ssl_object)
+    return ssl_principal(ssl_object, mapper)
 
 
 def _peer(writer: asyncio.StreamWriter, which: str = "peername") -> tuple[str, int]:

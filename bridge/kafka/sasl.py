@@ -12,9 +12,10 @@ from __future__ import annotations
 import enum
 import importlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -36,6 +37,7 @@ from bridge.kafka.sasl_mechanisms import (
     PlainServer,
     SaslAuthenticationError,
     SaslCredentialError,
+    SaslLogin,
     SaslMechanismServer,
     ScramCredentialLookup,
     ScramServer,
@@ -57,6 +59,8 @@ SASL_SUPPORTED: Final[dict[int, tuple[int, int]]] = {
 # BrokerSecurityConfigs.DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE: larger frames before authentication fail it.
 SASL_SERVER_MAX_RECEIVE_SIZE: Final = 524288
 KNOWN_MECHANISMS: Final = (PLAIN, *SCRAM_MECHANISMS)
+# Kafka's other mechanisms: they need a KDC or a token issuer, which zk2kraft does not talk to.
+UNSERVABLE_MECHANISMS: Final = ("GSSAPI", "OAUTHBEARER")
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,106 @@ def image_scram_credentials(image: Callable[[], MetadataImage]) -> ScramCredenti
         return StoredScramCredential(found.salt, found.stored_key, found.server_key, found.iterations)
 
     return lookup
+
+
+def parse_mechanisms(text: str, option: str) -> tuple[str, ...]:
+    """A comma list of SASL mechanisms (sasl.enabled.mechanisms), upper-cased; unknown ones are refused."""
+    mechanisms = tuple(dict.fromkeys(m.strip().upper() for m in text.split(",") if m.strip()))
+    if not mechanisms:
+        raise Zk2KraftError(f"{option} {text!r} names no mechanism ({', '.join(KNOWN_MECHANISMS)})")
+    for mechanism in mechanisms:
+        if mechanism in UNSERVABLE_MECHANISMS:
+            raise Zk2KraftError(
+                f"{option}: zk2kraft cannot serve SASL/{mechanism} (it needs a Kerberos KDC or an OAuth token "
+                f"issuer); it serves {', '.join(KNOWN_MECHANISMS)}. Enable one of those on the brokers' "
+                "controller listener as well"
+            )
+        if mechanism not in KNOWN_MECHANISMS:
+            raise Zk2KraftError(
+                f"{option}: unknown SASL mechanism {mechanism!r}; expected {', '.join(KNOWN_MECHANISMS)}"
+            )
+    return mechanisms
+
+
+def read_plain_users(path: Path, option: str = "--plain-users") -> dict[str, str]:
+    """PLAIN's users from a file of `user=password` lines (also JAAS's `user_<name>="<password>"`); blank lines
+    and # comments skipped. Errors name the file and line, never the line's text (it may hold a password)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise Zk2KraftError(f"{option} {path}: cannot read it ({reason})") from None
+    users: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, password = line.partition("=")
+        name, password = name.strip().removeprefix("user_"), password.strip().rstrip(";").strip()
+        if len(password) >= 2 and password[0] == password[-1] == '"':
+            password = password[1:-1]
+        if not sep or not name or not password:
+            raise Zk2KraftError(
+                f"{option} {path}, line {number}: expected user=password (a name, `=`, a non-empty password)"
+            )
+        users[name] = password
+    if not users:
+        raise Zk2KraftError(f"{option} {path}: names no user")
+    return users
+
+
+def sasl_login(
+    mechanism: str | None, username: str | None, password: str | None, *, options: str, password_env: str
+) -> SaslLogin | None:
+    """A client's SASL login from `<options>-mechanism/-username/-password-file` (the password from that file or
+    env `password_env`); None when none is given. Half-given settings are refused, naming what is missing."""
+    if mechanism is not None and mechanism not in KNOWN_MECHANISMS:
+        parse_mechanisms(mechanism, f"{options}-mechanism")  # raises, saying why
+    if mechanism is None:
+        if username is None and password is None:
+            return None
+        # Name what was given and what is missing: without a mechanism, a password comes only from its file.
+        given = [
+            option
+            for option, value in ((f"{options}-username", username), (f"{options}-password-file", password))
+            if value is not None
+        ]
+        missing = [f"{options}-mechanism"] + ([f"{options}-username"] if username is None else [])
+        raise Zk2KraftError(
+            f"{' and '.join(given)} {'need' if len(given) > 1 else 'needs'} {' and '.join(missing)} "
+            f"({', '.join(KNOWN_MECHANISMS)}; Kafka's default GSSAPI is not supported)"
+        )
+    if username is None:
+        raise Zk2KraftError(f"{options}-mechanism {mechanism} needs {options}-username")
+    if password is None:
+        raise Zk2KraftError(
+            f"{options}-mechanism {mechanism} needs a password: {options}-password-file or the environment "
+            f"variable {password_env}"
+        )
+    return SaslLogin(mechanism, username, password)
+
+
+def listener_sasl_config(
+    mechanisms: Sequence[str],
+    plain_users: Path | None,
+    image: Callable[[], MetadataImage],
+    *,
+    mechanisms_option: str,
+    users_option: str,
+) -> SaslConfig:
+    """A listener's SASL: PLAIN users from the file, SCRAM checked against the SCRAM credentials of `image()`
+    (the live metadata, so a credential committed now serves the next login). Options are named in refusals."""
+    if PLAIN in mechanisms and plain_users is None:
+        raise Zk2KraftError(f"{mechanisms_option} includes PLAIN but no {users_option} file is given")
+    if PLAIN not in mechanisms and plain_users is not None:
+        raise Zk2KraftError(
+            f"{users_option} is given but {mechanisms_option} ({','.join(mechanisms)}) does not enable PLAIN"
+        )
+    return SaslConfig(
+        mechanisms=tuple(mechanisms),
+        plain_users=read_plain_users(plain_users, users_option) if plain_users is not None else {},
+        scram_credentials=image_scram_credentials(image),
+    )
 
 
 # ---------------------------------------------------------------- the per-connection state machine

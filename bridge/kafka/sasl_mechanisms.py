@@ -438,7 +438,8 @@ class ScramClient:
         text = _java_string(challenge)
         match = _SERVER_FIRST.fullmatch(text)
         if match is None:
-            raise SaslCredentialError(f"Invalid SCRAM server first message format: {text}")
+            # Not the message itself: it carries the user's salt.
+            raise SaslCredentialError("Invalid SCRAM server first message format")
         nonce, iterations = match["nonce"], int(match["iterations"])
         if not nonce.startswith(self._nonce):
             raise SaslCredentialError("Invalid server nonce: does not start with client nonce")
@@ -466,7 +467,7 @@ class ScramClient:
             )
         match = _SERVER_FINAL.fullmatch(text)
         if match is None:
-            raise SaslCredentialError(f"Invalid SCRAM server final message format: {text}")
+            raise SaslCredentialError("Invalid SCRAM server final message format")
         expected = signature(self._hash, self._server_key, self._auth_message)
         if not hmac.compare_digest(base64.b64decode(match["signature"]), expected):
             raise SaslCredentialError("Invalid server signature in server final message")

@@ -3,12 +3,16 @@
 A TLS client that presented a certificate is `User:<subject DN>`, the DN written as Java's
 `X500Principal.getName()` writes it (RFC 2253: most specific RDN first, CN/OU/O/L/ST/C/STREET/DC/UID by
 keyword, other attributes as `<oid>=#<hex DER>`), which is what Kafka's DefaultKafkaPrincipalBuilder uses
-with the default `ssl.principal.mapping.rules`. Without a client certificate the peer is ANONYMOUS.
+with the default `ssl.principal.mapping.rules`; `SslPrincipalMapper` applies other rules (Kafka's class of that
+name). Without a client certificate the peer is ANONYMOUS.
 """
 
 from __future__ import annotations
 
+import re
 import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
@@ -75,14 +79,146 @@ def client_ssl_context(
     return context
 
 
-def ssl_principal(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> KafkaPrincipal:
-    """`User:<subject DN>` of the peer's verified certificate; ANONYMOUS without TLS or a client certificate."""
+def ssl_principal(
+    ssl_object: ssl.SSLObject | ssl.SSLSocket | None, mapper: SslPrincipalMapper | None = None
+) -> KafkaPrincipal:
+    """`User:<subject DN>` of the peer's verified certificate (the DN mapped by `mapper`'s rules when given);
+    ANONYMOUS without TLS or a client certificate. A DN no rule maps raises SslPrincipalMappingError."""
     if ssl_object is None:
         return ANONYMOUS
     der = ssl_object.getpeercert(binary_form=True)
     if not der:
         return ANONYMOUS
-    return KafkaPrincipal("User", subject_name(der))
+    name = subject_name(der)
+    return KafkaPrincipal("User", name if mapper is None else mapper.name(name))
+
+
+# ---------------------------------------------------------------- ssl.principal.mapping.rules
+
+
+class SslPrincipalMappingError(Zk2KraftError):
+    """A certificate's DN that no rule maps (Kafka's NoMatchingRule): the connection fails authentication."""
+
+
+# SslPrincipalMapper's grammar: DEFAULT, RULE:pattern/replacement/[LU] (`\` escapes), or anything (invalid).
+_RULE: Final = r"(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?).*?|(.*?)"
+_RULE_SPLITTER: Final = re.compile(rf"\s*({_RULE})\s*(?:,\s*|$)")
+_RULE_PARSER: Final = re.compile(_RULE)
+_BACK_REFERENCE: Final = re.compile(r"\$(\d+)")
+_JAVA_NAMED_GROUP: Final = re.compile(r"(?<!\\)\(\?<([A-Za-z][A-Za-z0-9]*)>")
+
+
+@dataclass(frozen=True, slots=True)
+class SslPrincipalRule:
+    """One rule: DEFAULT (the DN as it is) or a pattern the whole DN must match, its replacement and case."""
+
+    pattern: re.Pattern[str] | None = None
+    replacement: str = ""
+    case: str = ""  # "L": lower-cased, "U": upper-cased
+
+    def apply(self, dn: str) -> str | None:
+        if self.pattern is None:
+            return dn
+        match = self.pattern.fullmatch(dn)
+        if match is None:
+            return None
+        # Java's String.replaceAll over the whole DN (a pattern that can match empty matches once more at its end).
+        result = self.pattern.sub(lambda found: _java_replacement(self.replacement, found), dn)
+        if self.case == "L":
+            return result.lower()
+        if self.case == "U":
+            return result.upper()
+        return result
+
+    def __str__(self) -> str:
+        if self.pattern is None:
+            return "DEFAULT"
+        return f"RULE:{self.pattern.pattern}/{self.replacement}" + (f"/{self.case}" if self.case else "")
+
+
+@dataclass(frozen=True, slots=True)
+class SslPrincipalMapper:
+    """Kafka's SslPrincipalMapper: the first rule that maps a certificate's DN names the principal.
+
+    Patterns are Java regular expressions as Python reads them: groups (named ones included), classes,
+    quantifiers and anchors mean the same; a Java-only construct (a \\p{javaX} class) is refused as a bad
+    pattern."""
+
+    rules: Sequence[SslPrincipalRule]
+
+    @classmethod
+    def from_rules(cls, text: str | None, option: str = "ssl.principal.mapping.rules") -> SslPrincipalMapper:
+        """Parse rules written as Kafka's setting (`RULE:^CN=(.*?),OU=.*$/$1/L,DEFAULT`); None: DEFAULT."""
+        if text is None:
+            text = "DEFAULT"
+        rules: list[SslPrincipalRule] = []
+        for match in _RULE_SPLITTER.finditer(text.strip()):
+            rule = match.group(1)
+            if not rule:
+                continue  # empty rules are ignored, as Kafka ignores them
+            parsed = _RULE_PARSER.match(rule)
+            assert parsed is not None  # the last alternative matches anything
+            if parsed.end() != len(rule):
+                raise Zk2KraftError(
+                    f"{option}: invalid rule `{rule}`, unmatched substring `{rule[parsed.end():]}`"
+                )
+            if parsed.group(1) is not None:
+                rules.append(SslPrincipalRule())
+            elif parsed.group(2) is not None:
+                try:
+                    # Java's named groups `(?<name>...)` are Python's `(?P<name>...)`.
+                    pattern = re.compile(_JAVA_NAMED_GROUP.sub(r"(?P<\1>", parsed.group(2)))
+                except re.error as exc:
+                    raise Zk2KraftError(f"{option}: rule `{rule}`: bad pattern: {exc}") from None
+                rules.append(SslPrincipalRule(pattern, parsed.group(3), parsed.group(4)))
+        return cls(tuple(rules))
+
+    def name(self, dn: str) -> str:
+        """The principal name of a certificate with subject `dn`."""
+        for rule in self.rules:
+            name = rule.apply(dn)
+            if name is not None:
+                return name
+        shown = ", ".join(str(rule) for rule in self.rules)
+        raise SslPrincipalMappingError(f"No rules apply to {dn}, rules [{shown}]")
+
+
+def _java_replacement(replacement: str, match: re.Match[str]) -> str:
+    """`replacement` expanded as Java's Matcher.appendReplacement does (`$n`, `${name}`, `\\x`), a reference
+    to a group the pattern lacks being literal text (SslPrincipalMapper's escapeLiteralBackReferences)."""
+    groups = match.re.groups
+    out: list[str] = []
+    i = 0
+    while i < len(replacement):
+        char = replacement[i]
+        if char == "\\" and i + 1 < len(replacement):
+            out.append(replacement[i + 1])
+            i += 2
+        elif char == "$" and replacement[i + 1 : i + 2] == "{" and "}" in replacement[i:]:
+            end = replacement.index("}", i)
+            name = replacement[i + 2 : end]
+            if name not in match.re.groupindex:
+                raise Zk2KraftError(f"ssl.principal.mapping.rules: no group named {name!r}")
+            out.append(match.group(name) or "")
+            i = end + 1
+        elif char == "$" and replacement[i + 1 : i + 2].isdigit():
+            digits = _BACK_REFERENCE.match(replacement, i)
+            assert digits is not None
+            text = digits.group(1)
+            number, used = int(text[0]), 1
+            if number > groups:
+                out.append("$")  # a reference to a missing group is literal text
+                i += 1
+                continue
+            # Java reads further digits while the number still names a group.
+            while used < len(text) and number * 10 + int(text[used]) <= groups:
+                number, used = number * 10 + int(text[used]), used + 1
+            out.append(match.group(number) or "")
+            i += 1 + used
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
 
 
 # ---------------------------------------------------------------- X.509 subject -> RFC 2253 (Java's form)

@@ -22,6 +22,7 @@ from kio.schema.api_versions.v3 import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
 from bridge.kafka.client import CLIENT_SOFTWARE, CLIENT_VERSION, KafkaConnection
+from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.raft import codec
 from bridge.raft import messages as m
 from bridge.raft.client import Outbound, RaftClient, RaftInvariantError
@@ -50,11 +51,13 @@ class RaftNode:
         *,
         listener_name: str,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslLogin | None = None,
         clock: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.core = core
         self.listener_name = listener_name
         self._ssl = ssl_context
+        self._sasl = sasl  # the voters' login to each other's listener (sasl.mechanism.controller.protocol)
         self._clock = clock
         self._peers = {
             voter: _Peer(endpoint) for voter, endpoint in core.voters.items() if voter != core.node_id
@@ -132,7 +135,7 @@ class RaftNode:
         if peer.connection is None:
             opened = await KafkaConnection.open(
                 peer.endpoint.host, peer.endpoint.port, timeout=timeout, ssl_context=self._ssl,
-                client_id=f"raft-client-{self.core.node_id}",
+                sasl=self._sasl, client_id=f"raft-client-{self.core.node_id}",
             )  # fmt: skip
             try:  # a connection is used only once its versions are known (Kafka's NetworkClient)
                 peer.versions = await self._api_versions(opened, timeout)

@@ -29,6 +29,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from bridge.handlers.reads import ENDPOINT_CONTROLLERS
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
+from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.raft.fetch_server import MAX_FETCH_SIZE_BYTES, METADATA_PARTITION, METADATA_TOPIC
 from bridge.stopping import cancelled
 from migrate.errors import CorruptDataError, Zk2KraftError
@@ -93,6 +94,7 @@ class MetadataFollower:
         self.request_timeout = request_timeout
         self.max_bytes = max_bytes
         self.ssl_context = ssl_context  # TLS (with the shim's client certificate) to the controllers
+        self.sasl: SaslLogin | None = None  # the login to a SASL controller listener
         self.replica_id = replica_id
         """Fetch's ReplicaId: -1 for the shim (a consumer-like reader), the node id for a broker's observer."""
         self.resets = 0
@@ -231,7 +233,8 @@ class MetadataFollower:
         if self._connection is None:
             host, port = self.controllers[self._controller_index]
             connection = await KafkaConnection.open(
-                host, port, client_id=CLIENT_ID, timeout=self.request_timeout, ssl_context=self.ssl_context
+                host, port, client_id=CLIENT_ID, timeout=self.request_timeout, ssl_context=self.ssl_context,
+                sasl=self.sasl,
             )
             try:
                 await self._identify(connection)

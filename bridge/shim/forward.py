@@ -29,6 +29,7 @@ from bridge.kafka.client import (
     unwrap_envelope_response,
 )
 from bridge.kafka.protocol import KafkaPrincipal, describe_api, encode_request
+from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.shim.follower import Address, format_address
 from migrate.errors import CorruptDataError, Zk2KraftError
 
@@ -70,6 +71,8 @@ class ControllerChannel:
         self.connect_timeout = connect_timeout
         # TLS to the controllers (a client certificate authenticates the shim as an Envelope sender).
         self.ssl_context = ssl_context
+        # The SASL login when the controllers' listener asks for one (it names the shim as an Envelope sender).
+        self.sasl: SaslLogin | None = None
         self._active = 0
         self._idle: dict[int, list[KafkaConnection]] = {}
         self._slots = asyncio.Semaphore(pool_size)
@@ -161,6 +164,7 @@ class ControllerChannel:
                 client_id=self.client_id,
                 timeout=min(timeout, self.connect_timeout),
                 ssl_context=self.ssl_context,
+                sasl=self.sasl,
             )
             return await self._use(index, connection, request, timeout)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import threading
 import time
 import uuid
@@ -27,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64, u16
 
 from bridge.kafka.client import DEFAULT_TIMEOUT, ConnectionClosedError, KafkaConnection
+from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.shim.follower import MetadataFollower
 from migrate.kraft import metadata_version as mvs
 
@@ -80,8 +82,14 @@ class SimulatedBroker:
         port: int = 9092,
         voters: Sequence[Address] = (),
         request_timeout_s: float = DEFAULT_TIMEOUT,
+        controller_ssl_context: ssl.SSLContext | None = None,
+        controller_sasl: SaslLogin | None = None,
     ) -> None:
-        """`voters`: every controller of the quorum (`controller` first among them); default `controller` alone."""
+        """`voters`: every controller of the quorum (`controller` first among them); default `controller` alone.
+        `controller_ssl_context` and `controller_sasl`: how it meets a TLS or SASL controller listener (its
+        controller channel and its metadata fetches alike, as a broker's controller.listener.names security does)."""
+        self.controller_ssl_context = controller_ssl_context
+        self.controller_sasl = controller_sasl
         self.broker_id = broker_id
         self.controller = controller
         self.voters = list(voters) or [controller]
@@ -209,9 +217,12 @@ class SimulatedBroker:
     def _new_follower(self) -> MetadataFollower:
         start = self.voters.index(self.controller) if self.controller in self.voters else 0
         controllers = self.voters[start:] + self.voters[:start] if len(self.voters) > 1 else [self.controller]
-        return MetadataFollower(
-            controllers, cluster_id=self.cluster_id, poll_interval=0.05, replica_id=self.broker_id
-        )
+        follower = MetadataFollower(
+            controllers, cluster_id=self.cluster_id, poll_interval=0.05, replica_id=self.broker_id,
+            ssl_context=self.controller_ssl_context,
+        )  # fmt: skip
+        follower.sasl = self.controller_sasl
+        return follower
 
     def _next_voter(self) -> None:
         """On to the next voter (a broker's controller channel, once the one it used is no longer active)."""
@@ -233,6 +244,8 @@ class SimulatedBroker:
                         *self.controller,
                         client_id=f"{self.kind}-{self.broker_id}",
                         timeout=self.request_timeout_s,
+                        ssl_context=self.controller_ssl_context,
+                        sasl=self.controller_sasl,
                     )
                     await self.on_connect(connection)
                 if self.view.broker_epoch < 0:

@@ -30,6 +30,7 @@ from bridge.kafka.client import DEFAULT_TIMEOUT
 from bridge.kafka.listener import KafkaListener, RequestContext
 from bridge.kafka.protocol import KafkaPrincipal
 from bridge.kafka.sasl import SaslConfig
+from bridge.kafka.sasl_mechanisms import SaslLogin
 from migrate.kraft import metadata_version as mvs
 from migrate.zk import model as zk_model
 from migrate.zk.live import ZkConnectOptions
@@ -68,10 +69,14 @@ class SimulatedZkBroker(SimulatedBroker):
         sasl: SaslConfig | None = None,
         voters: Sequence[Address] = (),
         request_timeout_s: float = DEFAULT_TIMEOUT,
+        controller_ssl_context: ssl.SSLContext | None = None,
+        controller_sasl: SaslLogin | None = None,
     ) -> None:
+        """`ssl_context`, `sasl`: its own listener's security; `controller_*`: how it reaches the controller."""
         super().__init__(
             broker_id, controller, cluster_id, metadata_version=metadata_version,
             heartbeat_interval_s=heartbeat_interval_s, port=port, voters=voters, request_timeout_s=request_timeout_s,
+            controller_ssl_context=controller_ssl_context, controller_sasl=controller_sasl,
         )  # fmt: skip
         self.zk_connect = zk_connect
         self._zk: KazooClient | None = None

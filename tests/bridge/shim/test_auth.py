@@ -31,8 +31,9 @@ from confluent_kafka.admin import (
 )
 
 from bridge.controller import BridgeController
+from bridge.kafka.sasl import read_plain_users
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
-from cli.shim_cmd import read_plain_users, secure_shim
+from cli.shim_cmd import secure_shim
 from migrate.errors import Zk2KraftError
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
@@ -219,7 +220,7 @@ def test_plain_users_file_and_bad_options(tmp_path: Path, bridge: BridgeControll
     users.write_text('# comment\n\nalice=a=b\nuser_bob="secret";\n')
     assert read_plain_users(users) == {"alice": "a=b", "bob": "secret"}
     users.write_text("no-separator\n")
-    with pytest.raises(Zk2KraftError, match="users:1"):
+    with pytest.raises(Zk2KraftError, match="line 1"):
         read_plain_users(users)
     with pytest.raises(Zk2KraftError, match="needs --ssl-cert"):
         shim_server(bridge, security_protocol="SASL_SSL")
