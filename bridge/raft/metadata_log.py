@@ -514,9 +514,9 @@ class MetadataLog:
         """The image's records if it holds exactly the log up to a committed offset outside any metadata
         transaction; a single voter commits what is fsynced (its high watermark is its flushed end)."""
         with self.lock:
-            return self._image_up_to(self.end_offset, self.durable_offset)
+            return self.image_up_to_locked(self.end_offset, self.durable_offset)
 
-    def _image_up_to(self, applied_end: int, committed_offset: int) -> CommittedImage | None:
+    def image_up_to_locked(self, applied_end: int, committed_offset: int) -> CommittedImage | None:
         """Caller holds `lock`: the image as a snapshot's content if it ends at `applied_end`, committed."""
         if self._failure is not None or self.closed:
             return None

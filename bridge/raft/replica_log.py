@@ -217,7 +217,7 @@ class CommittedMetadataLog(MetadataLog):
         """The image's records if it holds exactly the log up to a committed offset outside any metadata
         transaction (a leader's image runs ahead of its high watermark while appends wait for the quorum)."""
         with self.lock:
-            return self._image_up_to(self.applied_end, self.committed_offset)
+            return self.image_up_to_locked(self.applied_end, self.committed_offset)
 
     def enqueue(self, data: bytes, base: int, last: int, stamp: int) -> concurrent.futures.Future[None]:
         future = super().enqueue(data, base, last, stamp)
