@@ -323,7 +323,7 @@ def test_no_bridge_and_no_hand_off_where_the_bridges_cannot_serve_the_controller
     )
     assert quorum_ssl.handoff is None and not [f for f in files if f.startswith("handoff/")]
     steps = next(p for p in quorum_ssl.phases if p.id == "provision-controllers").steps
-    assert "voter to voter in PLAINTEXT only" in steps[-1] and "zk2kraft bridge run" not in "".join(steps)
+    assert "voter to voter without TLS" in steps[-1] and "zk2kraft bridge run" not in "".join(steps)
     assert "--voters" not in plan_markdown(quorum_ssl).split("## Preflight")[0]
     # The Kafka controllers of phase 1 still get the listener's key store.
     values = parse_properties_text(files["1-provision-controllers/controller-3001.properties"], "c").values
