@@ -30,11 +30,13 @@ def _absolute_path(value: str) -> str:
     return value
 
 
-def _check_controller_tls(protocol: str, keystore: str | None, truststore: str | None) -> None:
-    """A TLS controller listener needs its key store; a plaintext one takes no TLS file (exit 2 before reading)."""
+def _check_controller_tls(protocol: str, keystore: str | None, truststore: str | None, *, source: str = "") -> None:
+    """A TLS controller listener needs its key store; a plaintext one takes no TLS file (exit 2 before reading).
+    `source` says where a protocol not given came from."""
     if "SSL" in protocol and keystore is None:
+        named = f"{protocol} {source}" if source else f"--controller-protocol {protocol}"
         raise click.BadParameter(
-            f"--controller-protocol {protocol} needs --controller-ssl-keystore (the controllers' key and certificate "
+            f"{named} needs --controller-ssl-keystore (the controllers' key and certificate "
             "chain, PEM): without it a Kafka controller cannot open its listener",
             param_hint="--controller-ssl-keystore",
         )
@@ -190,7 +192,8 @@ def plan_cmd(
       zk2kraft plan --zk-data-dir /var/lib/zookeeper --chroot /kafka --broker-config server.properties
     """
     listener, protocol = _controller_listener(list(broker_configs), controller_listener, controller_protocol)
-    _check_controller_tls(protocol, controller_ssl_keystore, controller_ssl_truststore)
+    derived = "" if controller_protocol is not None else f"(as the brokers map {listener})"
+    _check_controller_tls(protocol, controller_ssl_keystore, controller_ssl_truststore, source=derived)
     source = zk_source_from(kwargs)
     if out is not None:
         check_out_dir(out, force=force)  # before reading anything: a refusal costs nothing
