@@ -158,9 +158,11 @@ def mismatches(found: ListenerSecurity, scram_users: dict[str, set[str]] | None 
                                 f"ZooKeeper (/config/users/{sanitize(username)}): the bridge checks SCRAM logins "
                                 "against the migrated credentials, so it would refuse the brokers", True))  # fmt: skip
     if found.principal_builder != DEFAULT_PRINCIPAL_BUILDER:
+        # Principals matter to the bridge only through ACLs: without an authorizer, a warning alone.
+        effect = "so its ACL decisions would differ" if found.authorizer else "(no authorizer uses them here)"
         out.append(Mismatch(f.where("principal.builder.class"), f"custom principal.builder.class "
-                            f"{found.principal_builder}: the bridge builds Kafka's default principals, so its ACL "
-                            "decisions would differ", True))  # fmt: skip
+                            f"{found.principal_builder}: the bridge builds Kafka's default principals, {effect}",
+                            bool(found.authorizer)))  # fmt: skip
     if found.authorizer and found.authorizer not in (ACL_AUTHORIZER, STANDARD_AUTHORIZER):
         out.append(Mismatch(f.where("authorizer.class.name"), f"custom authorizer {found.authorizer}: the bridge "
                             "enforces only Kafka's ACLs (StandardAuthorizer)", True))  # fmt: skip

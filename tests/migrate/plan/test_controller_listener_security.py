@@ -164,7 +164,10 @@ def test_a_scram_login_without_its_credential_in_zookeeper_gets_no_bridge_line(t
              "listener.name.controller.sasl.enabled.mechanisms": "OAUTHBEARER"},
             "with SASL OAUTHBEARER",
         ),
-        ({"principal.builder.class": "com.example.Builder"}, "custom principal.builder.class com.example.Builder"),
+        (
+            {"principal.builder.class": "com.example.Builder", **ACL_AUTHORIZER},
+            "custom principal.builder.class com.example.Builder",
+        ),
         ({"authorizer.class.name": "com.example.Authorizer"}, "custom authorizer com.example.Authorizer"),
     ],
 )  # fmt: skip
@@ -196,6 +199,14 @@ def test_another_enabled_mechanism_the_bridge_lacks_is_a_warning_but_the_brokers
     _today, new = split_new_options(bridge_lines(plan)[0])
     assert new[:2] == ["--listen-sasl-mechanisms", "PLAIN"]
     assert plan.handoff is not None
+
+
+def test_a_custom_principal_builder_without_an_authorizer_is_a_warning_only(tmp_path: Path) -> None:
+    plan, _files = plan_for(tmp_path, {**CONTROLLER_SASL_PLAIN, "principal.builder.class": "com.example.Builder"},
+                            controller_protocol="SASL_PLAINTEXT")  # fmt: skip
+    status, severity, detail = check(plan)
+    assert (status, severity) == ("fail", "warning") and "(no authorizer uses them here)" in detail
+    assert len(bridge_lines(plan)) == 3 and plan.handoff is not None
 
 
 def test_the_brokers_acl_authorizer_is_carried_over_to_the_bridges_and_their_successors(tmp_path: Path) -> None:
