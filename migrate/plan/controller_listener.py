@@ -10,7 +10,6 @@ allow.everyone.if.no.acl.found.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from migrate.plan.inputs import (
     java_bool,
 )
 from migrate.plan.inter_broker import BRIDGE_SASL_MECHANISMS, DEFAULT_SASL_MECHANISM, listener_value
+from migrate.plan.properties import jaas_options
 from migrate.zk.model import SCRAM_MECHANISMS
 from migrate.zk.paths import sanitize
 
@@ -37,18 +37,7 @@ DEFAULT_MAPPING_RULES = "DEFAULT"
 PLAIN_USERS_PLACEHOLDER = "<PLAIN_USERS_FILE>"
 CONTROLLER_USERNAME_PLACEHOLDER = "<CONTROLLER_SASL_USERNAME>"
 CONTROLLER_PASSWORD_FILE_PLACEHOLDER = "<CONTROLLER_SASL_PASSWORD_FILE>"
-_JAAS_OPTION = re.compile(r"""([A-Za-z0-9_.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s;]+)""")
-
-
-def jaas_options(jaas: str) -> dict[str, str]:
-    """The `name=value` options of a one-module JAAS config, unquoted (JaasConfig's parser accepts the same forms)."""
-    out: dict[str, str] = {}
-    for name, raw in _JAAS_OPTION.findall(jaas):
-        out[name] = raw[1:-1] if raw[:1] in "\"'" else raw
-    return out
-
-
-def _mechanism_list(value: str) -> list[str]:
+def _comma_list(value: str) -> list[str]:
     return [m.strip() for m in value.split(",") if m.strip()]
 
 
@@ -58,7 +47,7 @@ def resolve_controller_listener(
     """The controller listener's name and protocol: as given, else as the brokers name it (the first of
     `controller.listener.names`) and map it (their explicit `listener.security.protocol.map`), else CONTROLLER and
     PLAINTEXT."""
-    named = (_mechanism_list(b.file.get("controller.listener.names") or "") for b in brokers)
+    named = (_comma_list(b.file.get("controller.listener.names") or "") for b in brokers)
     name = listener.upper() if listener else next((n[0].upper() for n in named if n), DEFAULT_CONTROLLER_LISTENER)
     if protocol is None:
         mapped = (b.protocol_map() for b in brokers if b.file.get("listener.security.protocol.map") is not None)
@@ -98,7 +87,7 @@ def listener_security(broker: BrokerConfig, listener: str, protocol: str) -> Lis
     """Kafka's resolution: the `listener.name.<listener>.` key first, then the bare one, then Kafka's default."""
     f = broker.file
     enabled, enabled_from = listener_value(broker, listener, "sasl.enabled.mechanisms")
-    mechanisms = tuple(_mechanism_list(enabled)) if enabled is not None else (DEFAULT_SASL_MECHANISM,)
+    mechanisms = tuple(_comma_list(enabled)) if enabled is not None else (DEFAULT_SASL_MECHANISM,)
     builder, _key = listener_value(broker, listener, "principal.builder.class")
     rules, _key = listener_value(broker, listener, "ssl.principal.mapping.rules")
     return ListenerSecurity(
