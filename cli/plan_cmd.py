@@ -13,10 +13,12 @@ from cli.options import print_source_notices, zk_source_from, zk_source_options
 from cli.plan_live import DEFAULT_TIMEOUT, ask_cluster, read_command_config
 from migrate.errors import Zk2KraftError
 from migrate.plan.checks import run_checks
-from migrate.plan.inputs import DEFAULT_BRIDGE_METADATA_DIR, parse_controllers
+from migrate.plan.controller_listener import resolve_controller_listener
+from migrate.plan.inputs import DEFAULT_BRIDGE_METADATA_DIR, BrokerConfig, parse_controllers
 from migrate.plan.live import live_checks
 from migrate.plan.load import load_inputs
 from migrate.plan.phases import build_plan
+from migrate.plan.properties import read_properties_file
 from migrate.plan.render import check_out_dir, summary_lines, write_plan
 from migrate.zk.model import SECURITY_PROTOCOLS
 
@@ -28,11 +30,13 @@ def _absolute_path(value: str) -> str:
     return value
 
 
-def _check_controller_tls(protocol: str, keystore: str | None, truststore: str | None) -> None:
-    """A TLS controller listener needs its key store; a plaintext one takes no TLS file (exit 2 before reading)."""
+def _check_controller_tls(protocol: str, keystore: str | None, truststore: str | None, *, source: str = "") -> None:
+    """A TLS controller listener needs its key store; a plaintext one takes no TLS file (exit 2 before reading).
+    `source` says where a protocol not given came from."""
     if "SSL" in protocol and keystore is None:
+        named = f"{protocol} {source}" if source else f"--controller-protocol {protocol}"
         raise click.BadParameter(
-            f"--controller-protocol {protocol} needs --controller-ssl-keystore (the controllers' key and certificate "
+            f"{named} needs --controller-ssl-keystore (the controllers' key and certificate "
             "chain, PEM): without it a Kafka controller cannot open its listener",
             param_hint="--controller-ssl-keystore",
         )
@@ -44,6 +48,11 @@ def _check_controller_tls(protocol: str, keystore: str | None, truststore: str |
         )
     if truststore is not None and keystore is None:
         raise click.BadParameter("--controller-ssl-truststore needs --controller-ssl-keystore")
+
+
+def _controller_listener(broker_files: list[Path], listener: str | None, protocol: str | None) -> tuple[str, str]:
+    """`resolve_controller_listener` of the broker files, read here for these two settings only (before ZooKeeper)."""
+    return resolve_controller_listener([BrokerConfig(read_properties_file(p)) for p in broker_files], listener, protocol)
 
 
 @click.command("plan")
@@ -85,13 +94,18 @@ def _check_controller_tls(protocol: str, keystore: str | None, truststore: str |
     show_default=True,
     help="dynamic: controller.quorum.bootstrap.servers (Kafka 3.9's docs); static: controller.quorum.voters.",
 )
-@click.option("--controller-listener", default="CONTROLLER", show_default=True, help="Name of the controller listener.")
+@click.option(
+    "--controller-listener",
+    help="Name of the controller listener [default: the first of the brokers' controller.listener.names, else "
+    "CONTROLLER].",
+)
 @click.option(
     "--controller-protocol",
     type=click.Choice(SECURITY_PROTOCOLS),
-    default="PLAINTEXT",
-    show_default=True,
-    help="Security protocol of the controller listener.",
+    help="Security protocol of the controller listener [default: as the brokers' listener.security.protocol.map "
+    "maps it, else PLAINTEXT]. With SASL_PLAINTEXT or SASL_SSL the listener's SASL settings are read from the "
+    "broker files (listener.name.<listener>.sasl.enabled.mechanisms, sasl.mechanism.controller.protocol, the "
+    "listener's JAAS logins).",
 )
 @click.option(
     "--controller-ssl-keystore",
@@ -142,8 +156,8 @@ def plan_cmd(
     out: Path | None,
     force: bool,
     quorum: str,
-    controller_listener: str,
-    controller_protocol: str,
+    controller_listener: str | None,
+    controller_protocol: str | None,
     controller_ssl_keystore: str | None,
     controller_ssl_truststore: str | None,
     controller_log_dir: str | None,
@@ -177,7 +191,9 @@ def plan_cmd(
     Offline, from a ZooKeeper data dir:
       zk2kraft plan --zk-data-dir /var/lib/zookeeper --chroot /kafka --broker-config server.properties
     """
-    _check_controller_tls(controller_protocol, controller_ssl_keystore, controller_ssl_truststore)
+    listener, protocol = _controller_listener(list(broker_configs), controller_listener, controller_protocol)
+    derived = "" if controller_protocol is not None else f"(as the brokers map {listener})"
+    _check_controller_tls(protocol, controller_ssl_keystore, controller_ssl_truststore, source=derived)
     source = zk_source_from(kwargs)
     if out is not None:
         check_out_dir(out, force=force)  # before reading anything: a refusal costs nothing
@@ -190,8 +206,8 @@ def plan_cmd(
             parse_controllers(controllers) if controllers else [],
             meta_files=list(meta_files),
             quorum=quorum,
-            controller_listener=controller_listener.upper(),
-            controller_protocol=controller_protocol,
+            controller_listener=listener,
+            controller_protocol=protocol,
             controller_log_dir=controller_log_dir,
             bridge_metadata_dir=bridge_metadata_dir,
             controller_ssl_keystore=controller_ssl_keystore,

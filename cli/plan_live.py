@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import ssl
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,13 @@ from bridge.kafka.client import KafkaConnection
 from migrate.errors import Zk2KraftError
 from migrate.kraft.logdir import parse_java_properties
 from migrate.plan.live import LiveBroker, LiveCluster, LiveConfig, LivePartition
+from migrate.plan.properties import jaas_options
 
 log = logging.getLogger(__name__)
 METADATA_VERSION_FEATURE = "metadata.version"
 DEFAULT_TIMEOUT = 15.0
 # Java client keys with no librdkafka equivalent: dropped (their meaning is carried by other keys or lost).
 _JAVA_ONLY = {"sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type", "ssl.enabled.protocols"}
-_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 def read_command_config(path: Path) -> dict[str, str]:
@@ -43,7 +42,7 @@ def read_command_config(path: Path) -> dict[str, str]:
     out = {k: v for k, v in props.items() if k not in _JAVA_ONLY}
     jaas = props.get("sasl.jaas.config")
     if jaas is not None:
-        fields = dict(_JAAS_FIELD.findall(jaas))
+        fields = jaas_options(jaas)
         if "username" not in fields or "password" not in fields:
             raise Zk2KraftError(f'{path}: sasl.jaas.config has no username="..." password="..." to use')
         out.setdefault("sasl.username", fields["username"])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from migrate.kraft.quorum_voters import QuorumVoter, render_quorum_voters
+from migrate.plan.controller_listener import controller_authorizer_configs, controller_listener_sasl_configs
 from migrate.plan.finalize import finalized_controller_text
 from migrate.plan.inputs import (
     ACL_AUTHORIZER,
@@ -102,6 +103,7 @@ def controller_migration_file(inputs: PlanInputs, ctrl: QuorumVoter) -> NodeFile
         # The controller reaches brokers on their inter-broker listener: it needs that listener's protocol.
         entries.append(("listener.security.protocol.map", _controller_protocol_map(inputs, ref)))
     entries += controller_listener_tls(inputs)
+    entries += controller_listener_sasl_configs(inputs)
     if inputs.controller_log_dir:
         entries.append(("log.dirs", inputs.controller_log_dir))
     entries += _migration_entries(inputs, ref)
@@ -121,6 +123,9 @@ def handoff_controller_file(inputs: PlanInputs, ctrl: QuorumVoter) -> NodeFile:
     entries = _controller_head(inputs, ctrl, voters, bind=f"{BRIDGE_LISTEN_HOST}:{ctrl.port}")
     entries.append(("listener.security.protocol.map", _controller_protocol_map(inputs, ref)))
     entries += controller_listener_tls(inputs)
+    entries += controller_listener_sasl_configs(inputs)
+    # The bridge it replaces enforced the brokers' ACLs (`bridge run --authorizer standard`): so does it.
+    entries += controller_authorizer_configs(inputs)
     # log.dirs too: unset, Kafka also checks its default /tmp/kafka-logs and refuses to start without a
     # meta.properties there (KafkaRaftServer.initializeLogDirs).
     entries += [("metadata.log.dir", inputs.bridge_metadata_dir), ("log.dirs", inputs.bridge_metadata_dir)]

@@ -14,6 +14,7 @@ from migrate.kraft.quorum_voters import render_quorum_voters
 from migrate.plan import configs as gen
 from migrate.plan.checks import blockers
 from migrate.plan.checks.registry import Check
+from migrate.plan.controller_listener import BridgeListener, bridge_listener
 from migrate.plan.handoff import BRIDGE_METRICS_PORT, HANDOFF_FOLDER, handoff_steps
 from migrate.plan.inputs import PlanInputs
 from migrate.plan.inter_broker import BridgeInterBroker, bridge_inter_broker
@@ -114,6 +115,10 @@ class Plan(BaseModel):
     )
     bridge_inter_broker: BridgeInterBroker | None = Field(
         default=None, description="the `zk2kraft bridge run --inter-broker-*` options the brokers need (None: no configs)"
+    )
+    bridge_listener: BridgeListener | None = Field(
+        default=None,
+        description="the `zk2kraft bridge run` options of the controller listener's SASL and authorizer (None: no configs)",
     )
     blockers: int
     warnings: int
@@ -333,6 +338,7 @@ def build_plan(inputs: PlanInputs, checks: list[Check], *, now: datetime | None 
         broker_configs=[b.file.path for b in inputs.brokers],
         bridge_voters=render_quorum_voters(ctrls),
         bridge_inter_broker=ibl,
+        bridge_listener=bridge_listener(inputs),
         blockers=len(blockers(checks)),
         warnings=sum(1 for c in found if c.severity == "warning"),
         checks=checks,
@@ -354,10 +360,13 @@ def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) ->
     quorum = f" --voters {voters}" if len(ctrls) > 1 else ""
     extra = f" {' '.join(ibl.options)}" if ibl is not None and ibl.options else ""
     tls = ""
-    if inputs.controller_protocol == "SSL" and inputs.controller_ssl_keystore is not None:
+    if "SSL" in inputs.controller_protocol and inputs.controller_ssl_keystore is not None:
         tls = f" --listen-ssl-cert {inputs.controller_ssl_keystore}"
         if inputs.controller_ssl_truststore is not None:
             tls += f" --listen-ssl-ca {inputs.controller_ssl_truststore}"
+    security = bridge_listener(inputs)
+    if security is not None and security.options:
+        tls += f" {security.command_text()}"
     commands = [
         f"zk2kraft bridge run --zk {zk} --metadata-dir {inputs.bridge_metadata_dir} --node-id {c.node_id} "
         f"--listen {gen.BRIDGE_LISTEN_HOST}:{c.port}{tls} --metrics 0.0.0.0:{BRIDGE_METRICS_PORT}{quorum}{extra}"
@@ -381,6 +390,11 @@ def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) ->
             f"The bridges are a static quorum: the brokers need `{broker_line}` in place of "
             "controller.quorum.bootstrap.servers (make the plan with --quorum static to have it in their files)."
         )
+    if security is not None and security.options:
+        steps.append(
+            f"The bridge serves the controller listener {security.listener} ({security.security_protocol}) as the "
+            "brokers' controllers do: " + " ".join(security.notes)
+        )
     if ibl is None:
         steps.append(
             "Add the --inter-broker-* options of the brokers' inter-broker listener to each bridge command "
@@ -397,15 +411,20 @@ def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) ->
 
 
 def bridge_listener_problem(inputs: PlanInputs) -> str | None:
-    """Why `bridge run` cannot serve the controller listener the plan asks for; None when it can (PLAINTEXT, or
-    SSL for a single bridge: `--listen-ssl-*` serve TLS, but voters reach each other only in PLAINTEXT)."""
+    """Why `bridge run` cannot serve the controller listener the plan asks for; None when it can: PLAINTEXT or
+    SASL_PLAINTEXT, or SSL or SASL_SSL for a single bridge (voters reach each other without TLS), with the
+    brokers' SASL mechanism, principals and authorizer (`controller_listener.mismatches`)."""
     protocol = inputs.controller_protocol
-    if protocol.startswith("SASL_"):
-        return f"its listener has no SASL (the controller listener is {protocol}); make the plan for SSL or PLAINTEXT"
-    if protocol == "SSL" and len(gen.target_controllers(inputs)) > 1:
+    security = bridge_listener(inputs)
+    if security is not None and not security.supported:
         return (
-            "a quorum of bridges connects voter to voter in PLAINTEXT only, and the controller listener is SSL; "
-            "use one bridge (--controllers with one controller) or --controller-protocol PLAINTEXT"
+            f"the brokers' controller listener {security.listener} ({protocol}) is one its listener cannot match "
+            "(see controller-listener-security): " + " ".join(security.notes)
+        )
+    if "SSL" in protocol and len(gen.target_controllers(inputs)) > 1:
+        return (
+            f"a quorum of bridges connects voter to voter without TLS, and the controller listener is {protocol}; "
+            "use one bridge (--controllers with one controller) or a controller listener without TLS"
         )
     return None
 

@@ -169,3 +169,14 @@ def edit_properties(
 def _continues(line: str) -> bool:
     trailing = len(line) - len(line.rstrip("\\"))
     return trailing % 2 == 1
+
+
+_JAAS_OPTION = re.compile(r"""([A-Za-z0-9_.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s;]+)""")
+
+
+def jaas_options(jaas: str) -> dict[str, str]:
+    """The `name=value` options of a one-module JAAS config, unquoted (JaasConfig's parser accepts the same forms)."""
+    out: dict[str, str] = {}
+    for name, raw in _JAAS_OPTION.findall(jaas):
+        out[name] = raw[1:-1] if raw[:1] in "\"'" else raw
+    return out

@@ -42,7 +42,22 @@ def bridge_lines(plan: Plan, prefix: str) -> list[str]:
     if not ibl.supported:
         return [f"{prefix}bridge run: cannot reach the brokers' inter-broker listener {ibl.listener} (SASL {ibl.sasl_mechanism}; see inter-broker-listener)"]
     options = f"`{ibl.command_text()}`" if ibl.options else ibl.command_text()
-    return [f"{prefix}bridge run inter-broker options ({ibl.listener}, {', '.join(ibl.security_protocols) or 'protocol unknown'}): {options}"]
+    lines = [f"{prefix}bridge run inter-broker options ({ibl.listener}, {', '.join(ibl.security_protocols) or 'protocol unknown'}): {options}"]
+    return lines + bridge_listener_lines(plan, prefix)
+
+
+def bridge_listener_lines(plan: Plan, prefix: str) -> list[str]:
+    """The `bridge run` options of the controller listener's SASL and authorizer, or why a bridge cannot match them."""
+    security = plan.bridge_listener
+    if security is None:
+        return []
+    where = f"{security.listener}, {security.security_protocol}"
+    if not security.supported:
+        return [f"{prefix}bridge run: cannot serve the brokers' controller listener {where} as their controllers do "
+                "(see controller-listener-security)"]  # fmt: skip
+    if not security.options:
+        return []
+    return [f"{prefix}bridge run listener options ({where}): `{security.command_text()}`"]
 
 
 def bridge_quorum_lines(plan: Plan, prefix: str) -> list[str]:

@@ -7,16 +7,22 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from migrate.plan.checks import run_checks
+from migrate.plan.inputs import BrokerConfig, PlanInputs, parse_controllers
+from migrate.plan.phases import Plan, build_plan
+from migrate.plan.properties import parse_properties_text
 from migrate.zk.cluster import to_tree
 from migrate.zk.load import load_tree
 from migrate.zk.model import (
     BrokerEndpoint,
     BrokerRegistration,
+    ClientQuotaConfig,
     ControllerEpoch,
     ControllerRegistration,
     FeatureStatus,
     FinalizedFeatures,
     PartitionState,
+    ScramCredential,
     Topic,
     ZkClusterModel,
 )
@@ -87,3 +93,62 @@ def write_broker_files(tmp: Path, zk_connect: str, overrides: dict[int, dict[str
         path.write_text(broker_properties(i, zk_connect, (overrides or {}).get(i)), encoding="utf-8")
         out.append(path)
     return out
+
+
+CONTROLLER_SASL_PLAIN = {
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+    "sasl.mechanism.controller.protocol": "PLAIN",
+    "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.controller.plain.sasl.jaas.config": (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="ctrl" password="ctrl-s3cret" user_ctrl="ctrl-s3cret" user_admin="admin-s3cret";'
+    ),
+}
+"""Brokers that already name and map a SASL_PLAINTEXT controller listener with PLAIN; its secrets end in s3cret."""
+
+CONTROLLER_SASL_SSL_SCRAM = {
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
+    "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-512",  # the listener has no override: the bare key counts
+    "ssl.principal.mapping.rules": "RULE:^CN=(.*?),.*$/$1/",
+    "listener.name.controller.scram-sha-512.sasl.jaas.config": (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="ctrl" password="scram-s3cret";'
+    ),
+}
+"""Brokers with a SASL_SSL controller listener logging in with SCRAM-SHA-512 as `ctrl`; its secret ends in s3cret."""
+
+
+def with_scram_user(model: ZkClusterModel, user: str, mechanism: str) -> ZkClusterModel:
+    """`model` with a SCRAM credential of `mechanism` for `user` in /config/users (values are not checked here)."""
+    credential = ScramCredential(mechanism, b"salt", b"stored", b"server", 4096)
+    model.client_quotas[f"users/{user}"] = ClientQuotaConfig(f"users/{user}", scram={mechanism: credential})
+    return model
+
+
+PLAN_CONTROLLERS = "3000@ctrl1:9093,3001@ctrl2:9094,3002@ctrl3:9095"
+
+
+def plan_for(
+    tmp_path: Path,
+    extra: dict[str, str],
+    controllers: str | None = PLAN_CONTROLLERS,
+    model: ZkClusterModel | None = None,
+    **options: str,
+) -> tuple[Plan, dict[str, str]]:
+    """The plan of three brokers with `extra` settings (`{id}`: each broker's id) and its files, without ZooKeeper."""
+    brokers = []
+    for broker_id in BROKER_IDS:
+        text = broker_properties(broker_id, "zk1:2181/kafka", {k: v.format(id=broker_id) for k, v in extra.items()})
+        brokers.append(BrokerConfig(parse_properties_text(text, str(tmp_path / f"server-{broker_id}.properties"))))
+    inputs = PlanInputs(
+        model=model or healthy_model(),
+        zk_origin="test",
+        zk_chroot="/kafka",
+        zk_connect="zk1:2182,zk2:2182/kafka",
+        brokers=brokers,
+        controllers=parse_controllers(controllers) if controllers else [],
+        **options,  # type: ignore[arg-type]
+    )
+    return build_plan(inputs, run_checks(inputs))

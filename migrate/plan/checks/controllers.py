@@ -17,6 +17,7 @@ from migrate.plan.checks.registry import (
     not_checked,
     pass_check,
 )
+from migrate.plan.controller_listener import bridge_listener, listener_security, mismatches, scram_users
 from migrate.plan.inputs import (
     ACL_AUTHORIZER,
     STANDARD_AUTHORIZER,
@@ -272,6 +273,39 @@ def check_inter_broker_listener(inputs: PlanInputs) -> list[Check]:
         return [fail_check("inter-broker-listener", "warning", warnings, " ".join(fix))]
     protocols = ", ".join(options.security_protocols) or "protocol unknown"
     return [pass_check("inter-broker-listener", f"{listener} ({protocols}): bridge run {options.command_text()}", "-")]
+
+
+@check(
+    CheckSpec(
+        "controller-listener-security",
+        "Controller listener security the bridge can serve alike",
+        "The controller listener's SASL mechanisms (listener.name.<l>.sasl.enabled.mechanisms, else "
+        "sasl.enabled.mechanisms; the brokers' sasl.mechanism.controller.protocol, default GSSAPI), "
+        "principal.builder.class and authorizer.class.name: `zk2kraft bridge run` serves PLAIN and SCRAM with "
+        "Kafka's default principals and StandardAuthorizer's ACLs; the plan shows the matching options.",
+    ),
+)
+def check_controller_listener_security(inputs: PlanInputs) -> list[Check]:
+    options = bridge_listener(inputs)
+    if options is None:
+        return no_configs("controller-listener-security")
+    users = scram_users(inputs)
+    found = [listener_security(b, inputs.controller_listener, inputs.controller_protocol) for b in inputs.brokers]
+    evidence = [evidence_at(m.where, m.detail) for f in found for m in mismatches(f, users)]
+    settings = {(f.enabled_mechanisms, f.client_mechanism, f.authorizer, f.super_users) for f in found if f.uses_sasl or f.authorizer}
+    if len(settings) > 1:
+        evidence.append(evidence_at("-", "brokers differ in the controller listener's SASL mechanisms, login or authorizer; "
+                                    f"the plan follows {found[0].broker.file.path}"))  # fmt: skip
+    if evidence:
+        fix = (
+            "Kafka 3.9's controllers can serve these settings: use them instead of the bridge, or give the brokers "
+            "a controller login with PLAIN or SCRAM, Kafka's default principal builder and its ACL authorizer first."
+            if not options.supported
+            else "The bridge serves the brokers; clients relying on what is listed are refused by it."
+        )
+        return [fail_check("controller-listener-security", "warning", evidence, fix)]
+    detail = f"{options.listener} ({options.security_protocol}): bridge run {options.command_text()}"
+    return [pass_check("controller-listener-security", detail, "-")]
 
 
 @check(

@@ -14,15 +14,14 @@ from cli.handoff_cmd import handoff_check_cmd
 from cli.main import cli
 from cli.options import zk_security_from
 from cli.rollback_cmd import rollback_cmd
-from migrate.plan.checks import run_checks
 from migrate.plan.handoff import step_estimate
-from migrate.plan.inputs import BrokerConfig, PlanInputs, parse_controllers
+from migrate.plan.inputs import PlanInputs, parse_controllers
 from migrate.plan.phases import Plan, build_plan
 from migrate.plan.properties import parse_properties_text
 from migrate.plan.render import plan_markdown, write_plan
-from tests.support.plan import SASL_SSL_SCRAM, broker_properties, healthy_model
+from tests.support.plan import PLAN_CONTROLLERS, SASL_SSL_SCRAM, healthy_model, plan_for
 
-CONTROLLERS = "3000@ctrl1:9093,3001@ctrl2:9094,3002@ctrl3:9095"
+CONTROLLERS = PLAN_CONTROLLERS
 ZK_TLS_SASL = {
     "zookeeper.connect": "zk1:2182,zk2:2182/kafka",
     "zookeeper.ssl.client.enable": "true",
@@ -31,25 +30,6 @@ ZK_TLS_SASL = {
     "zookeeper.ssl.truststore.password": "zk-trust-pw",
     "zookeeper.set.acl": "true",
 }
-
-
-def plan_for(
-    tmp_path: Path, extra: dict[str, str], controllers: str | None = CONTROLLERS, **options: str
-) -> tuple[Plan, dict[str, str]]:
-    brokers = []
-    for broker_id in (1, 2, 3):
-        text = broker_properties(broker_id, "zk1:2181/kafka", {k: v.format(id=broker_id) for k, v in extra.items()})
-        brokers.append(BrokerConfig(parse_properties_text(text, str(tmp_path / f"server-{broker_id}.properties"))))
-    inputs = PlanInputs(
-        model=healthy_model(),
-        zk_origin="test",
-        zk_chroot="/kafka",
-        zk_connect="zk1:2182,zk2:2182/kafka",
-        brokers=brokers,
-        controllers=parse_controllers(controllers) if controllers else [],
-        **options,  # type: ignore[arg-type]
-    )
-    return build_plan(inputs, run_checks(inputs))
 
 
 def bridge_options(plan: Plan) -> dict[int, dict[str, str]]:
@@ -323,7 +303,7 @@ def test_no_bridge_and_no_hand_off_where_the_bridges_cannot_serve_the_controller
     )
     assert quorum_ssl.handoff is None and not [f for f in files if f.startswith("handoff/")]
     steps = next(p for p in quorum_ssl.phases if p.id == "provision-controllers").steps
-    assert "voter to voter in PLAINTEXT only" in steps[-1] and "zk2kraft bridge run" not in "".join(steps)
+    assert "voter to voter without TLS" in steps[-1] and "zk2kraft bridge run" not in "".join(steps)
     assert "--voters" not in plan_markdown(quorum_ssl).split("## Preflight")[0]
     # The Kafka controllers of phase 1 still get the listener's key store.
     values = parse_properties_text(files["1-provision-controllers/controller-3001.properties"], "c").values
