@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from bridge.config import BridgeConfig
+from cli.authorizer_options import authorizer_options
 from cli.common import handles_errors
 from cli.options import zk_security_from, zk_security_options
 from migrate.errors import InvalidRequestError, Zk2KraftError
@@ -329,12 +330,15 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--envelope-principals",
     metavar="User:CN=...;User:CN=...",
-    help="Only these principals (client certificates' User:<subject DN>, RFC 2253 as Java prints it, e.g. "
-    "User:CN=shim-1,O=zk2kraft) may send requests: shims' EnvelopeRequests, brokers' AlterPartition and "
-    "AllocateProducerIds, direct admin requests, Fetch of the metadata log. Any other caller gets "
+    help="The shims' and brokers' principals (client certificates' User:<subject DN>, RFC 2253 as Java "
+    "prints it, e.g. User:CN=shim-1,O=zk2kraft). With --authorizer standard they hold CLUSTER_ACTION on the "
+    "cluster (a shorthand for that ACL: they may send EnvelopeRequests, Fetch the metadata log, register, "
+    "heartbeat, AlterPartition, AllocateProducerIds; anything else they do is checked against the ACLs). "
+    "Without --authorizer they are an allow list: only they may send requests; any other caller gets "
     "CLUSTER_AUTHORIZATION_FAILED and nothing is changed. Needs --listen-ssl-cert and --listen-ssl-ca; "
-    "unset: every caller that can connect is served.",
+    "unset: every caller that can connect is served (and, with --authorizer standard, judged by the ACLs).",
 )
+@authorizer_options("the controller's listener (brokers, shims, other voters and admin clients)")
 @zk_security_options
 @inter_broker_options
 @click.option(
@@ -438,6 +442,9 @@ def run_cmd(
     listen_ssl_key: Path | None,
     listen_ssl_ca: Path | None,
     envelope_principals: str | None,
+    authorizer: str,
+    super_users: frozenset[str],
+    allow_everyone_if_no_acl_found: bool,
     rehearsal: bool,
     broker_session_timeout_ms: int,
     controller_socket_timeout_ms: int,
@@ -529,6 +536,9 @@ def run_cmd(
             listen_ssl_key=listen_ssl_key,
             listen_ssl_ca=listen_ssl_ca,
             envelope_principals=_principals(envelope_principals),
+            authorizer=authorizer,
+            super_users=super_users,
+            allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
             fsync=not no_fsync,
             **{f"zk_{name}": value for name, value in zk_security_from(security).items()},
             **inter_broker_from(security),
