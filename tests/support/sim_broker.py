@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import threading
 import time
 import uuid
@@ -80,12 +81,15 @@ class SimulatedBroker:
         port: int = 9092,
         voters: Sequence[Address] = (),
         request_timeout_s: float = DEFAULT_TIMEOUT,
+        controller_ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        """`voters`: every controller of the quorum (`controller` first among them); default `controller` alone."""
+        """`voters`: every controller of the quorum (`controller` first among them); default `controller` alone.
+        `controller_ssl_context`: TLS to the controllers (its client certificate names the broker's principal)."""
         self.broker_id = broker_id
         self.controller = controller
         self.voters = list(voters) or [controller]
         self.request_timeout_s = request_timeout_s
+        self.controller_ssl_context = controller_ssl_context
         self.cluster_id = cluster_id
         self.metadata_version = metadata_version
         self.interval = heartbeat_interval_s
@@ -210,8 +214,9 @@ class SimulatedBroker:
         start = self.voters.index(self.controller) if self.controller in self.voters else 0
         controllers = self.voters[start:] + self.voters[:start] if len(self.voters) > 1 else [self.controller]
         return MetadataFollower(
-            controllers, cluster_id=self.cluster_id, poll_interval=0.05, replica_id=self.broker_id
-        )
+            controllers, cluster_id=self.cluster_id, poll_interval=0.05, replica_id=self.broker_id,
+            ssl_context=self.controller_ssl_context,
+        )  # fmt: skip
 
     def _next_voter(self) -> None:
         """On to the next voter (a broker's controller channel, once the one it used is no longer active)."""
@@ -233,6 +238,7 @@ class SimulatedBroker:
                         *self.controller,
                         client_id=f"{self.kind}-{self.broker_id}",
                         timeout=self.request_timeout_s,
+                        ssl_context=self.controller_ssl_context,
                     )
                     await self.on_connect(connection)
                 if self.view.broker_epoch < 0:
