@@ -221,14 +221,26 @@ def test_a_super_user_passes_everything(bridge: BridgeController, pki: Pki, zk_c
 # ---------------------------------------------------------------------------------------------- envelopes
 
 
+@pytest.mark.parametrize("allow_list", [True, False], ids=["with-envelope-principals", "acls-only"])
 def test_an_envelope_from_a_principal_without_cluster_action_is_refused_whatever_its_inner_principal(
-    bridge: BridgeController, pki: Pki, zk_connect: str
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path, pki: Pki, allow_list: bool
 ) -> None:
-    before = changeable_state(bridge, zk_connect)
-    for inner_principal in (ADMIN, ALICE, "User:ANONYMOUS"):
-        envelope, inner = enveloped(bridge, pki, "alice", inner_principal, create_topic("smuggled"), 19)
-        assert envelope.error_code == ErrorCode.cluster_authorization_failed and inner is None
-    assert changeable_state(bridge, zk_connect) == before
+    with running_bridge(
+        zk_client, zk_connect, real_tree, tmp_path,
+        listen_ssl_cert=pki.path("server.crt"), listen_ssl_key=pki.path("server.key"),
+        listen_ssl_ca=pki.path("ca.crt"), envelope_principals=frozenset({SHIM}) if allow_list else None,
+        authorizer="standard", super_users=frozenset({ADMIN}),
+    ) as bridge:  # fmt: skip
+        # The broker's certificate holds CLUSTER_ACTION by ACL: it may forward.
+        grant(bridge, pki, acl(ResourceType.BROKER, "kafka-cluster", BROKER_PRINCIPAL, AclOperation.CLUSTER_ACTION))
+        before = changeable_state(bridge, zk_connect)
+        for inner_principal in (ADMIN, ALICE, "User:ANONYMOUS"):
+            envelope, inner = enveloped(bridge, pki, "alice", inner_principal, create_topic("smuggled"), 19)
+            assert envelope.error_code == ErrorCode.cluster_authorization_failed and inner is None
+        assert changeable_state(bridge, zk_connect) == before
+        envelope, inner = enveloped(bridge, pki, "broker", ADMIN, create_topic("forwarded"), 19)
+        assert envelope.error_code == ErrorCode.none and [t.error_code for t in inner.topics] == [ErrorCode.none]
+        assert "forwarded" in topics(bridge)
 
 
 def test_an_envelope_from_a_cluster_action_holder_is_authorized_as_its_inner_principal(
