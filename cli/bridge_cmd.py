@@ -494,6 +494,12 @@ def run_cmd(
       curl -s http://ctrl1:9404/status   # {"state": "DUAL_WRITE", ...}
       zk2kraft status --zk zk1:2181,zk2:2181/kafka --bridge-status http://ctrl1:9404
     \b
+    Secured (client certificates name the callers; the ACLs are the cluster's own, see --authorizer):
+      zk2kraft bridge run --zk zk1:2181/kafka --metadata-dir /var/lib/zk2kraft/meta --node-id 3000 \\
+          --listen 0.0.0.0:9093 --listen-ssl-cert ctrl.pem --listen-ssl-key ctrl.key --listen-ssl-ca ca.pem \\
+          --authorizer standard --super-users 'User:CN=broker-1;User:CN=broker-2;User:CN=admin' \\
+          --envelope-principals 'User:CN=shim-1'
+    \b
     Three bridges, one quorum (the same --voters on each; the first start of a new quorum on empty
     directories needs --format-empty-voter-directory, once):
       zk2kraft bridge run --zk zk1:2181/kafka --metadata-dir /var/lib/zk2kraft/meta --node-id 3000 \\
