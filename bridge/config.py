@@ -123,6 +123,25 @@ class BridgeConfig(BaseModel):
     envelope_principals: frozenset[str] | None = Field(
         None, description="None: every caller is served; else only these principals' requests (User:<DN>)"
     )
+    # Authorization of the listener's requests (`--authorizer`, `--super-users`,
+    # `--allow-everyone-if-no-acl-found`): see routing.ControllerApis. With "standard", envelope_principals
+    # hold CLUSTER_ACTION on the cluster.
+    authorizer: Literal["none", "standard"] = Field(
+        "none", description="Kafka's authorizer.class.name: none, or StandardAuthorizer over the log's ACLs"
+    )
+    super_users: frozenset[str] = Field(frozenset(), description="Kafka's super.users (TYPE:NAME each)")
+    allow_everyone_if_no_acl_found: bool = Field(False, description="Kafka's allow.everyone.if.no.acl.found")
+
+    @model_validator(mode="after")
+    def _authorizer_settings_need_an_authorizer(self) -> Self:
+        """super.users and allow.everyone.if.no.acl.found mean nothing without an authorizer: refused."""
+        if self.authorizer == "none" and (self.super_users or self.allow_everyone_if_no_acl_found):
+            given = "--super-users" if self.super_users else "--allow-everyone-if-no-acl-found"
+            raise InvalidRequestError(
+                f"{given} needs --authorizer standard (without an authorizer every request is allowed)"
+            )
+        return self
+
     # The channel to the brokers (`--inter-broker-ssl-*`, `--inter-broker-sasl-*`): see inter_broker_security.
     # Which of them a connection uses is the security protocol of the broker's registered endpoint.
     inter_broker_ssl_ca: Path | None = Field(None, description="ssl.truststore.location (None: the system's CAs)")

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from bridge.config import BridgeConfig
+from cli.authorizer_options import authorizer_options
 from cli.common import handles_errors
 from cli.listener_security import (
     controller_sasl_from,
@@ -313,12 +314,15 @@ def inter_broker_from(kwargs: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--envelope-principals",
     metavar="User:CN=...;User:CN=...",
-    help="Only these principals (client certificates' User:<subject DN>, RFC 2253 as Java prints it, e.g. "
-    "User:CN=shim-1,O=zk2kraft) may send requests: shims' EnvelopeRequests, brokers' AlterPartition and "
-    "AllocateProducerIds, direct admin requests, Fetch of the metadata log. Any other caller gets "
+    help="The shims' and brokers' principals (client certificates' User:<subject DN>, RFC 2253 as Java "
+    "prints it, e.g. User:CN=shim-1,O=zk2kraft). With --authorizer standard they hold CLUSTER_ACTION on the "
+    "cluster (a shorthand for that ACL: they may send EnvelopeRequests, Fetch the metadata log, register, "
+    "heartbeat, AlterPartition, AllocateProducerIds; anything else they do is checked against the ACLs). "
+    "Without --authorizer they are an allow list: only they may send requests; any other caller gets "
     "CLUSTER_AUTHORIZATION_FAILED and nothing is changed. Needs --listen-ssl-cert and --listen-ssl-ca; "
-    "unset: every caller that can connect is served.",
+    "unset: every caller that can connect is served (and, with --authorizer standard, judged by the ACLs).",
 )
+@authorizer_options("the controller's listener (brokers, shims, other voters and admin clients)")
 @zk_security_options
 @inter_broker_options
 @click.option(
@@ -422,6 +426,9 @@ def run_cmd(
     listen_ssl_key: Path | None,
     listen_ssl_ca: Path | None,
     envelope_principals: str | None,
+    authorizer: str,
+    super_users: frozenset[str],
+    allow_everyone_if_no_acl_found: bool,
     rehearsal: bool,
     broker_session_timeout_ms: int,
     controller_socket_timeout_ms: int,
@@ -474,6 +481,12 @@ def run_cmd(
       curl -s http://ctrl1:9404/status   # {"state": "DUAL_WRITE", ...}
       zk2kraft status --zk zk1:2181,zk2:2181/kafka --bridge-status http://ctrl1:9404
     \b
+    Secured (client certificates name the callers; the ACLs are the cluster's own, see --authorizer):
+      zk2kraft bridge run --zk zk1:2181/kafka --metadata-dir /var/lib/zk2kraft/meta --node-id 3000 \\
+          --listen 0.0.0.0:9093 --listen-ssl-cert ctrl.pem --listen-ssl-key ctrl.key --listen-ssl-ca ca.pem \\
+          --authorizer standard --super-users 'User:CN=broker-1;User:CN=broker-2;User:CN=admin' \\
+          --envelope-principals 'User:CN=shim-1'
+    \b
     Three bridges, one quorum (the same --voters on each; the first start of a new quorum on empty
     directories needs --format-empty-voter-directory, once):
       zk2kraft bridge run --zk zk1:2181/kafka --metadata-dir /var/lib/zk2kraft/meta --node-id 3000 \\
@@ -517,6 +530,9 @@ def run_cmd(
             listen_ssl_key=listen_ssl_key,
             listen_ssl_ca=listen_ssl_ca,
             envelope_principals=_principals(envelope_principals),
+            authorizer=authorizer,
+            super_users=super_users,
+            allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found,
             fsync=not no_fsync,
             **{f"zk_{name}": value for name, value in zk_security_from(security).items()},
             **inter_broker_from(security),

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bridge.config import CONTROLLER_SASL_PASSWORD_ENV
-from bridge.handlers.authorizer import StandardAuthorizer
+from bridge.handlers.authorizer import parse_super_users
 from bridge.kafka.sasl import SaslConfig, listener_sasl_config, parse_mechanisms, sasl_login
 from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.kafka.tls import ClientAuth, client_ssl_context, server_ssl_context
+from cli.authorizer_options import authorizer_options
 from cli.common import handles_errors
 from cli.listener_security import controller_sasl_from, controller_sasl_options
 from migrate.errors import Zk2KraftError
@@ -115,21 +116,7 @@ def shim_group() -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="PLAIN's users: a file of `user=password` lines (# comments), like PlainLoginModule's user_<name> options.",
 )
-@click.option(
-    "--authorizer",
-    type=click.Choice(["none", "acl"]),
-    default="none",
-    show_default=True,
-    help="acl: Kafka's StandardAuthorizer over the cluster's ACLs (reloaded as they change); none: allow all.",
-)
-@click.option(
-    "--super-users", default="", metavar="User:a;User:b", help="Kafka's super.users (with --authorizer acl)."
-)
-@click.option(
-    "--allow-everyone-if-no-acl-found",
-    is_flag=True,
-    help="Kafka's allow.everyone.if.no.acl.found: a resource no ACL matches is open to all.",
-)
+@authorizer_options("the shim's listener (admin clients and brokers)")
 @click.option(
     "--controller-ssl-cert",
     type=click.Path(exists=True, dir_okay=False),
@@ -164,7 +151,7 @@ def run_cmd(
     sasl_mechanisms: str,
     plain_users: str | None,
     authorizer: str,
-    super_users: str,
+    super_users: frozenset[str],
     allow_everyone_if_no_acl_found: bool,
     controller_ssl_cert: str | None,
     controller_ssl_key: str | None,
@@ -207,7 +194,7 @@ def run_cmd(
     Secured (SCRAM users are the cluster's own; ACLs are the cluster's own):
       zk2kraft shim run --listen 0.0.0.0:9194 --controller 10.0.0.5:9093 \\
           --security-protocol SASL_SSL --ssl-cert shim.pem --ssl-key shim.key \\
-          --sasl-mechanisms SCRAM-SHA-512 --authorizer acl --super-users 'User:admin'
+          --sasl-mechanisms SCRAM-SHA-512 --authorizer standard --super-users 'User:admin'
     """
     # Here, not at the top: the shim's modules load kio's request schemas, a few hundred ms every other
     # command would pay at start-up.
@@ -304,7 +291,7 @@ def secure_shim(
     sasl_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512",
     plain_users: str | None = None,
     authorizer: str = "none",
-    super_users: str = "",
+    super_users: str | frozenset[str] = frozenset(),
     allow_everyone_if_no_acl_found: bool = False,
 ) -> ShimServer:
     """Give `server` the listener security and authorizer `shim run`'s options ask for (before it starts)."""
@@ -318,13 +305,13 @@ def secure_shim(
         raise Zk2KraftError(f"--ssl-cert is given but --security-protocol {security_protocol} has no TLS")
     if security_protocol.startswith("SASL_"):
         server.sasl = sasl_config(server, sasl_mechanisms, plain_users)
-    if authorizer == "acl":
-        supers = StandardAuthorizer.from_properties({"super.users": super_users}).super_users
+    if authorizer in ("standard", "acl"):  # acl: the option's earlier name for it
+        supers = parse_super_users(super_users) if isinstance(super_users, str) else super_users
         server.use_acl_authorizer(
             super_users=tuple(sorted(supers)), allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found
         )
     elif authorizer != "none":
-        raise Zk2KraftError(f"--authorizer {authorizer!r}: expected none or acl")
+        raise Zk2KraftError(f"--authorizer {authorizer!r}: expected none or standard")
     return server
 
 

@@ -2,12 +2,15 @@
 
 Requests are handled one at a time on the event loop against the log's image (Kafka's controller event
 thread); a handler's records go to the dual-write pipeline, which answers once ZooKeeper has them.
+With `--authorizer standard` each request is first authorized as ControllerApis does (authorizer's
+CONTROLLER_CHECKS, per item with authorize_items) by a StandardAuthorizer over the ACLs of the log's image.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import logging
 import time
 import uuid
@@ -25,7 +28,17 @@ from bridge.brokers.cluster import BROKER_REGISTRATION, DEFAULT_SUPPORTED_FEATUR
 from bridge.config import BridgeConfig
 from bridge.controller.quorum import RAFT_KEYS, QuorumSeat
 from bridge.driver import FencedOut
-from bridge.handlers import reads
+from bridge.handlers import authorize_items, reads
+from bridge.handlers.authorize_items import FollowedAuthorizer
+from bridge.handlers.authorizer import (
+    CLUSTER_NAME,
+    CONTROLLER_CHECKS,
+    DESCRIBE_CLUSTER,
+    AclCheck,
+    denied_check,
+    java_host_address,
+    refusal_response,
+)
 from bridge.handlers.reassignments import LIST_PARTITION_REASSIGNMENTS
 from bridge.handlers.registry import response_error_code
 from bridge.kafka.error_responses import error_response
@@ -48,6 +61,7 @@ from bridge.zk.broker_registry import ZkBrokerRegistry
 from migrate.errors import UnsupportedVersionError, Zk2KraftError
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft.image import MetadataImage
+from migrate.zk.model import AclOperation, ResourceType
 
 log = logging.getLogger(__package__)  # the controller process logs as one: "bridge.controller"
 
@@ -98,6 +112,32 @@ class ServedController(Protocol):
     def leads_log(self) -> bool: ...
 
 
+class LogAcls:
+    """The image the controller's authorizer reads ACLs from (a FollowedImage): the log this controller leads,
+    else the one it replicates as a voter; empty before either is open."""
+
+    def __init__(self, controller: ServedController) -> None:
+        self._controller = controller
+        self._empty = MetadataImage()
+
+    def _log(self) -> MetadataLog | None:
+        metadata_log = self._controller.log
+        quorum = self._controller.quorum
+        if metadata_log is None and quorum is not None and quorum.replica is not None:
+            metadata_log = quorum.replica.metadata_log
+        return metadata_log
+
+    @property
+    def image(self) -> MetadataImage:
+        metadata_log = self._log()
+        return self._empty if metadata_log is None else metadata_log.image
+
+    @property
+    def position(self) -> int:
+        metadata_log = self._log()
+        return -1 if metadata_log is None else metadata_log.end_offset
+
+
 class ControllerApis:
     """Routes each request of the controller's listener to its handler and answers it (ControllerApis)."""
 
@@ -105,6 +145,17 @@ class ControllerApis:
         self._controller = controller
         # Connections already told they reached a controller instead of a broker.
         self._clients_told: set[tuple[str, int]] = set()
+        config = controller.config
+        # `--authorizer standard`: reloaded whenever the log moved, so the next request sees a committed ACL.
+        self.authorizer: FollowedAuthorizer | None = None
+        if config.authorizer == "standard":
+            self.authorizer = FollowedAuthorizer(
+                LogAcls(controller),
+                super_users=tuple(sorted(config.super_users)),
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
+        # `--envelope-principals` with an authorizer: CLUSTER_ACTION on the cluster, whatever the ACLs.
+        self._cluster_actors = config.envelope_principals or frozenset()
 
     def listener_handlers(self) -> dict[int, Any]:
         """The listener's handler of every api key this controller serves."""
@@ -114,7 +165,8 @@ class ControllerApis:
         handlers[reads.DESCRIBE_CLUSTER] = self.on_describe_cluster
         quorum = self._controller.quorum
         if quorum is not None:
-            handlers.update({key: quorum.on_request for key in RAFT_KEYS})
+            raft = self._raft_gate(quorum.on_request)
+            handlers.update({key: raft for key in RAFT_KEYS})
         return handlers
 
     def listener_versions(self) -> dict[int, tuple[int, int]]:
@@ -132,17 +184,89 @@ class ControllerApis:
             return self._refuse(ctx, body)
         if ctx.api_key == ENVELOPE_KEY:
             return await self._on_envelope(ctx, body)
+        return await self._authorized(ctx, body)
+
+    async def _dispatch(self, ctx: RequestContext, body: Any) -> Any:
         if ctx.api_key in broker_lifecycle.SUPPORTED:
             return await self._on_broker_request(ctx, body)
         return await self._process(ctx.api_key, ctx.api_version, body, ctx.principal, ctx.client_id)
+
+    async def _authorized(self, ctx: RequestContext, body: Any) -> Any:
+        """Run the request as far as its principal may (the checks ControllerApis makes for its api key); a
+        request refused as a whole, or an item refused, runs nothing and gets Kafka's authorization error."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return await self._dispatch(ctx, body)
+        host = ctx.peer[0]
+        check = denied_check(self._may, ctx.principal, host, ctx.api_key, CONTROLLER_CHECKS)
+        if check is not None:
+            return self._refuse_check(ctx, body, check)
+        if ctx.api_key not in authorize_items.CHECKED:
+            return await self._dispatch(ctx, body)
+        caller = reads.Caller(ctx.principal, host, self._may)
+        part = authorize_items.split(ctx.api_key, ctx.api_version, body, caller, authorizer.follower.image)
+        if part.forward is None:
+            response = None
+            refused = ErrorCode.topic_authorization_failed if part.refused else ErrorCode.none
+            self._controller.metrics.observe_request(ctx.api_key, int(refused), 0.0)
+        else:
+            response = unwrap_response(await self._dispatch(ctx, part.forward))
+        return authorize_items.merge(ctx.api_key, ctx.api_version, body, part, response, caller)
+
+    def _raft_gate(self, handle: Any) -> Any:
+        """The Raft layer's `handle`, after the check ControllerApis makes for each Raft request."""
+
+        async def gated(ctx: RequestContext, body: Any) -> Any:
+            if self.authorizer is not None:
+                check = denied_check(self._may, ctx.principal, ctx.peer[0], ctx.api_key, CONTROLLER_CHECKS)
+                if check is not None:
+                    return self._refuse_check(ctx, body, check)
+            return await handle(ctx, body)
+
+        return gated
+
+    def _may(
+        self, principal: KafkaPrincipal, host: str, operation: int, resource_type: int, name: str
+    ) -> bool:
+        """The authorizer's decision; `--envelope-principals` hold CLUSTER_ACTION on the cluster besides."""
+        if (
+            operation == AclOperation.CLUSTER_ACTION
+            and resource_type == ResourceType.CLUSTER
+            and str(principal) in self._cluster_actors
+        ):
+            return True
+        return self.authorizer is None or self.authorizer(principal, host, operation, resource_type, name)
+
+    def _may_cluster_action(self, principal: KafkaPrincipal, host: str) -> bool:
+        return self._may(principal, host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def _refuse_check(self, ctx: RequestContext, body: Any, check: AclCheck) -> Any:
+        """Kafka's answer to a failed request-wide check (authorizeClusterOperation); nothing is run."""
+        log.info(
+            "event=authorization_denied api=%s peer=%s principal=%s operation=%s resource=%s:%s",
+            describe_api(ctx.api_key, ctx.api_version), ctx.peer_text, ctx.principal, check.operation.name,
+            check.resource_type.name, check.resource,
+        )  # fmt: skip
+        self._controller.metrics.observe_request(ctx.api_key, int(check.error), 0.0)
+        if ctx.api_key in RAFT_KEYS:
+            return codec.error_response(ctx.api_key, ctx.api_version, int(check.error))
+        return refusal_response(ctx.api_key, ctx.api_version, body, check)
 
     async def _on_envelope(self, ctx: RequestContext, envelope: Any) -> Any:
         """Unwrap a forwarded request, process it as its principal, wrap the inner response (KIP-590)."""
         source = f"EnvelopeRequest from {ctx.peer_text}"
         started = time.monotonic()
+        if not self._may_cluster_action(ctx.principal, ctx.peer[0]):
+            # Whatever the inner principal: only a principal with CLUSTER_ACTION may speak for others.
+            log.info(
+                "event=authorization_denied api=Envelope peer=%s principal=%s operation=CLUSTER_ACTION "
+                "resource=CLUSTER:%s", ctx.peer_text, ctx.principal, CLUSTER_NAME,
+            )  # fmt: skip
+            return self._envelope_error(ErrorCode.cluster_authorization_failed, started)
         try:
             inner = decode_request(envelope.request_data, source, self._controller.supported)
             principal = decode_principal(envelope.request_principal, source)
+            client_host = _client_host(envelope.client_host_address, source)
         except UnsupportedVersionError as exc:
             log.warning("%s", exc)
             return self._envelope_error(ErrorCode.unsupported_version, started)
@@ -152,19 +276,16 @@ class ControllerApis:
         if inner.api_key not in FORWARDABLE:
             log.warning("%s: %s cannot be forwarded", source, describe_api(inner.api_key, inner.api_version))
             return self._envelope_error(ErrorCode.invalid_request, started)
-        if inner.api_key in broker_lifecycle.SUPPORTED:  # UnregisterBroker: RUNS_IN_PREMIGRATION, as the others
-            forwarded = dataclasses.replace(
-                ctx, api_key=inner.api_key, api_version=inner.api_version, principal=principal,
-                client_id=inner.client_id, correlation_id=inner.correlation_id,
-            )  # fmt: skip
-            response = await self._on_broker_request(forwarded, inner.body)
-        elif not self._controller.serving():
+        # UnregisterBroker is RUNS_IN_PREMIGRATION, as brokers' other requests; the rest waits for DUAL_WRITE.
+        if inner.api_key not in broker_lifecycle.SUPPORTED and not self._controller.serving():
             # The forwarding broker retries an envelope answered NOT_CONTROLLER (NodeToControllerChannelManager).
             return self._envelope_error(ErrorCode.not_controller, started)
-        else:
-            response = await self._process(
-                inner.api_key, inner.api_version, inner.body, principal, inner.client_id
-            )
+        # As EnvelopeUtils: the inner request comes from the forwarded client's principal and address.
+        forwarded = dataclasses.replace(
+            ctx, api_key=inner.api_key, api_version=inner.api_version, principal=principal or ANONYMOUS,
+            client_id=inner.client_id, correlation_id=inner.correlation_id, peer=(client_host, ctx.peer[1]),
+        )  # fmt: skip
+        response = await self._authorized(forwarded, inner.body)
         return EnvelopeResponse(
             response_data=encode_response(inner.correlation_id, response), error_code=ErrorCode.none
         )
@@ -179,7 +300,7 @@ class ControllerApis:
         serving = self._permitted(ctx) and self._controller.serving() and self._controller.log is not None
         metadata_log = self._controller.log
         image = metadata_log.image if serving and metadata_log is not None else MetadataImage()
-        caller = reads.Caller(ctx.principal, ctx.peer[0])
+        caller = reads.Caller(ctx.principal, ctx.peer[0], self._may)
         response = reads.metadata(self._identity(ctx), image, body, ctx.api_version, caller)
         return response if serving else dataclasses.replace(response, controller_id=i32(-1))
 
@@ -187,14 +308,27 @@ class ControllerApis:
         """DescribeCluster as Kafka 3.9's ControllerApis answers it (controller endpoint); shims learn the cluster id."""
         if not self._permitted(ctx):
             return self._refuse(ctx, body)
+        host = ctx.peer[0]
+        # Kafka's controllers want ALTER on the cluster; shims and brokers (CLUSTER_ACTION) ask it too here.
+        if not self._may_cluster_action(ctx.principal, host):
+            check = denied_check(self._may, ctx.principal, host, DESCRIBE_CLUSTER, CONTROLLER_CHECKS)
+            if check is not None:
+                return self._refuse_check(ctx, body, check)
         if int(getattr(body, "endpoint_type", reads.ENDPOINT_BROKERS)) != reads.ENDPOINT_CONTROLLERS:
             self._tell_client(ctx)
         me = self._identity(ctx)
         controller = me.node_id if self._controller.serving() else -1
-        return reads.describe_cluster_as(
+        response = reads.describe_cluster_as(
             reads.ENDPOINT_CONTROLLERS, me.cluster_id or "", controller, [me.node_id], me.host, me.port, None,
             body, ctx.api_version,
         )  # fmt: skip
+        asked = body.include_cluster_authorized_operations
+        if self.authorizer is not None and asked and response.error_code == ErrorCode.none:
+            operations = self.authorizer.current().authorized_operations(
+                ctx.principal, host, ResourceType.CLUSTER, CLUSTER_NAME
+            )
+            response = dataclasses.replace(response, cluster_authorized_operations=i32(operations))
+        return response
 
     def _identity(self, ctx: RequestContext) -> reads.ShimIdentity:
         """This controller as clients reach it: the address the connection came in on."""
@@ -223,9 +357,10 @@ class ControllerApis:
         )  # fmt: skip
 
     def _permitted(self, ctx: RequestContext) -> bool:
-        """Whether the connection's principal may send requests (`--envelope-principals`; unset: anyone)."""
+        """Without an authorizer, whether the connection's principal may send requests at all
+        (`--envelope-principals` as an allow list; unset: anyone). With one, the authorizer decides."""
         allowed = self._controller.config.envelope_principals
-        return allowed is None or str(ctx.principal) in allowed
+        return self.authorizer is not None or allowed is None or str(ctx.principal) in allowed
 
     def _refuse(self, ctx: RequestContext, body: Any) -> Any:
         """CLUSTER_AUTHORIZATION_FAILED, as ControllerApis answers a caller without CLUSTER_ACTION; nothing is run."""
@@ -345,3 +480,13 @@ class ControllerApis:
             finalized_epoch=features.epoch,
             zk_migration_ready=True,
         )
+
+
+def _client_host(address: bytes, source: str) -> str:
+    """The forwarded client's address as InetAddress.getHostAddress writes it (as ACL hosts are written)."""
+    try:
+        return java_host_address(str(ipaddress.ip_address(bytes(address))))
+    except ValueError:
+        raise Zk2KraftError(
+            f"{source}: its client address of {len(address)} bytes is no IPv4 or IPv6 address"
+        ) from None

@@ -7,15 +7,17 @@ counts, an ACL applies when its principal is the caller or `User:*`, its host is
 DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS). Any applying DENY wins; else any applying ALLOW allows;
 else `allow.everyone.if.no.acl.found` decides only when no ACL matched the resource at all.
 
-`REQUEST_CHECKS` lists, for each request the shim serves, the (operation, resource) checks KafkaApis /
-ControllerApis make and the error a denied caller gets; `cluster_refusal` applies the request-wide ones.
+`REQUEST_CHECKS` lists, for each request the shim or the bridge's controller serves, the (operation,
+resource) checks KafkaApis / ControllerApis make and the error a denied caller gets (`CONTROLLER_CHECKS`:
+where a controller checks otherwise); `denied_check` finds a failed request-wide one, `cluster_refusal`
+answers it.
 """
 
 from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -83,12 +85,7 @@ class StandardAuthorizer:
         cls, properties: Mapping[str, str], acls: Iterable[AclBinding] = ()
     ) -> StandardAuthorizer:
         """Configured as Kafka is: `super.users` (`User:a;User:b`), `allow.everyone.if.no.acl.found`."""
-        supers = [s.strip() for s in properties.get("super.users", "").split(";") if s.strip()]
-        for entry in supers:
-            if ":" not in entry:
-                raise Zk2KraftError(
-                    f"super.users: expected a string in format principalType:principalName but got {entry}"
-                )
+        supers = parse_super_users(properties.get("super.users", ""))
         allow = properties.get("allow.everyone.if.no.acl.found", "false").strip().lower() == "true"
         return cls(acls, super_users=supers, allow_everyone_if_no_acl_found=allow)
 
@@ -158,6 +155,17 @@ class StandardAuthorizer:
         if prefixed:
             for end in range(1, len(name) + 1):
                 yield from prefixed.get(name[:end], ())
+
+
+def parse_super_users(text: str) -> frozenset[str]:
+    """`User:a;User:b` as StandardAuthorizer reads super.users (blank entries skipped, `TYPE:NAME` each)."""
+    supers = frozenset(entry.strip() for entry in text.split(";") if entry.strip())
+    for entry in supers:
+        if ":" not in entry:
+            raise Zk2KraftError(
+                f"super.users: expected a string in format principalType:principalName but got {entry}"
+            )
+    return supers
 
 
 def _principal(principal: KafkaPrincipal | str) -> tuple[str, str]:
@@ -312,7 +320,32 @@ REQUEST_CHECKS: Final[dict[int, RequestChecks]] = {
                       True, "top-level CLUSTER_AUTHORIZATION_FAILED (AlterIsr's old versions likewise)"),
     58: RequestChecks("Envelope", (_check(_OP.CLUSTER_ACTION, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
                       True, "CLUSTER_AUTHORIZATION_FAILED: only brokers (and shims) may forward"),
+    # Brokers' and controllers' own RPCs (ControllerApis: authorizeClusterOperation before anything runs).
+    **{key: RequestChecks(api, (_check(_OP.CLUSTER_ACTION, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
+                          True, "top-level CLUSTER_AUTHORIZATION_FAILED")
+       for key, api in ((1, "Fetch"), (7, "ControlledShutdown"), (52, "Vote"), (53, "BeginQuorumEpoch"),
+                        (54, "EndQuorumEpoch"), (59, "FetchSnapshot"), (62, "BrokerRegistration"),
+                        (63, "BrokerHeartbeat"), (67, "AllocateProducerIds"), (70, "ControllerRegistration"),
+                        (73, "AssignReplicasToDirs"), (82, "UpdateRaftVoter"))},
+    55: RequestChecks("DescribeQuorum", (_check(_OP.DESCRIBE, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
+                      True, "top-level CLUSTER_AUTHORIZATION_FAILED"),
+    **{key: RequestChecks(api, (_check(_OP.ALTER, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),),
+                          True, "top-level CLUSTER_AUTHORIZATION_FAILED")
+       for key, api in ((57, "UpdateFeatures"), (80, "AddRaftVoter"), (81, "RemoveRaftVoter"))},
 }  # fmt: skip
+
+DESCRIBE_CLUSTER: Final = 60
+CONTROLLER_CHECKS: Final[dict[int, RequestChecks]] = {
+    **REQUEST_CHECKS,
+    DESCRIBE_CLUSTER: RequestChecks(
+        "DescribeCluster", (_check(_OP.ALTER, _RT.CLUSTER, CLUSTER_NAME, _CLUSTER_AUTH),), True,
+        "at a controller (unlike a broker) ALTER on the cluster, else the request's error response",
+    ),
+}  # fmt: skip
+"""REQUEST_CHECKS as a controller's ControllerApis makes them (Metadata it does not serve at all)."""
+
+Authorize = Callable[[KafkaPrincipal, str, int, int, str], bool]
+"""`(principal, host, operation, resource_type, name) -> allowed`, as reads.Authorize."""
 
 
 ELECT_LEADERS = 43
@@ -331,14 +364,32 @@ def cluster_refusal(
     request: Any,
 ) -> Any | None:
     """The response Kafka sends when a request-wide cluster check fails; None when the request may go on."""
-    checks = REQUEST_CHECKS.get(api_key)
+    caller = principal if isinstance(principal, KafkaPrincipal) else KafkaPrincipal(*_principal(principal))
+    check = denied_check(authorizer.authorize, caller, host, api_key)
+    return None if check is None else refusal_response(api_key, api_version, request, check)
+
+
+def denied_check(
+    authorize: Authorize,
+    principal: KafkaPrincipal,
+    host: str,
+    api_key: int,
+    table: Mapping[int, RequestChecks] = REQUEST_CHECKS,
+) -> AclCheck | None:
+    """The first request-wide check of `api_key` in `table` that `authorize` refuses; None: none refused."""
+    checks = table.get(api_key)
     if checks is None or not checks.request_wide:
         return None
     for check in checks.checks:
-        if not authorizer.authorize(principal, host, check.operation, check.resource_type, check.resource):
-            message = None if api_key in _NO_MESSAGE else _DEFAULT_MESSAGES.get(check.error)
-            return error_response(api_key, api_version, request, check.error, message)
+        if not authorize(principal, host, check.operation, check.resource_type, check.resource):
+            return check
     return None
+
+
+def refusal_response(api_key: int, api_version: int, request: Any, check: AclCheck) -> Any:
+    """The request's error response for a failed request-wide `check` (with Errors.message(), as Kafka)."""
+    message = None if api_key in _NO_MESSAGE else _DEFAULT_MESSAGES.get(check.error)
+    return error_response(api_key, api_version, request, check.error, message)
 
 
 # Errors.message(): the default message an ApiError built from the error alone carries.

@@ -20,6 +20,8 @@ from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
 from migrate.kraft.image import MetadataImage
+from migrate.zk.cluster import from_tree
+from migrate.zk.live import read_tree
 from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 
@@ -140,3 +142,14 @@ def zookeeper_partition_mismatches(zk_client: KazooClient, image: MetadataImage)
 def zookeeper_matches_image(zk_client: KazooClient, image: MetadataImage) -> bool:
     """Every partition state znode holds the image's leader, ISR and leader epoch."""
     return not zookeeper_partition_mismatches(zk_client, image)
+
+
+def changeable_state(bridge: BridgeController, zk_connect: str) -> tuple[Any, ...]:
+    """What a refused request must leave alone: the log's end offset; topics, configs, ACLs and change
+    notifications in ZooKeeper."""
+    assert bridge.log is not None
+    model = from_tree(read_tree(zk_connect, acls=False))
+    return (
+        bridge.log.end_offset, model.topics, model.topic_configs, model.broker_configs, model.acls,
+        model.config_changes,
+    )  # fmt: skip

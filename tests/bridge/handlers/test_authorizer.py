@@ -17,6 +17,7 @@ from kio.static.primitive import i8, i32
 from bridge.handlers._common import nested
 from bridge.handlers.authorizer import (
     CLUSTER_NAME,
+    CONTROLLER_CHECKS,
     REQUEST_CHECKS,
     AclOperation,
     AclPermissionType,
@@ -24,6 +25,7 @@ from bridge.handlers.authorizer import (
     ResourceType,
     StandardAuthorizer,
     cluster_refusal,
+    denied_check,
     java_host_address,
 )
 from bridge.kafka import protocol
@@ -359,3 +361,28 @@ def test_elect_leaders_needs_alter_on_the_cluster() -> None:
         for r in refused.replica_election_results
         for p in r.partition_result
     ] == [("t", 0, ErrorCode.cluster_authorization_failed, None), ("t", 2, ErrorCode.cluster_authorization_failed, None)]
+
+
+def test_controller_table_names_controllerapis_cluster_checks() -> None:
+    def checks(api_key: int) -> set[tuple[AclOperation, ResourceType]]:
+        return {(c.operation, c.resource_type) for c in CONTROLLER_CHECKS[api_key].checks}
+
+    # Brokers' and voters' own RPCs, and every Envelope's sender: CLUSTER_ACTION on the cluster.
+    for api_key in (1, 7, 52, 53, 54, 56, 58, 59, 62, 63, 67, 70, 73, 82):
+        assert checks(api_key) == {(OP.CLUSTER_ACTION, RT.CLUSTER)}, api_key
+        assert CONTROLLER_CHECKS[api_key].request_wide
+    assert checks(55) == {(OP.DESCRIBE, RT.CLUSTER)}  # DescribeQuorum
+    assert checks(57) == checks(80) == checks(81) == checks(64) == {(OP.ALTER, RT.CLUSTER)}
+    # Unlike a broker, a controller wants ALTER on the cluster for DescribeCluster.
+    assert checks(60) == {(OP.ALTER, RT.CLUSTER)} and CONTROLLER_CHECKS[60].request_wide
+    assert not REQUEST_CHECKS[60].request_wide
+
+
+def test_denied_check_names_the_failed_check() -> None:
+    authorizer = StandardAuthorizer([acl(RT.CLUSTER, CLUSTER_NAME, PT.LITERAL, "User:broker", OP.CLUSTER_ACTION, ALLOW)])
+    broker, alice = KafkaPrincipal("User", "broker"), KafkaPrincipal("User", "alice")
+    assert denied_check(authorizer.authorize, broker, HOST, 62) is None
+    refused = denied_check(authorizer.authorize, alice, HOST, 62)
+    assert refused is not None and refused.operation == OP.CLUSTER_ACTION
+    assert refused.error == ErrorCode.cluster_authorization_failed
+    assert denied_check(authorizer.authorize, alice, HOST, 19) is None  # per item, not request-wide
