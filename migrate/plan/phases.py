@@ -382,6 +382,12 @@ def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) ->
             "Their first start, on empty --metadata-dir directories, needs --format-empty-voter-directory on each; "
             "leave it out of every later start (a voter restarted on an empty directory is KIP-853's lost disk).",
         ]
+        if tls.startswith(" --listen-ssl-cert"):
+            steps.append(
+                "The voters reach each other over TLS on the same listener: each presents its --listen-ssl-cert and "
+                "checks the others' against --listen-ssl-ca, host name included, so each bridge's certificate must "
+                "name the host it has in --voters."
+            )
     broker_line = f"controller.quorum.voters={voters}"
     if inputs.quorum == "static":
         steps.append(f"The brokers find the bridges' leader through the voter set: `{broker_line}` (in their files).")
@@ -411,20 +417,15 @@ def _bridge_steps(inputs: PlanInputs, ibl: BridgeInterBroker | None, zk: str) ->
 
 
 def bridge_listener_problem(inputs: PlanInputs) -> str | None:
-    """Why `bridge run` cannot serve the controller listener the plan asks for; None when it can: PLAINTEXT or
-    SASL_PLAINTEXT, or SSL or SASL_SSL for a single bridge (voters reach each other without TLS), with the
-    brokers' SASL mechanism, principals and authorizer (`controller_listener.mismatches`)."""
+    """Why `bridge run` cannot serve the controller listener the plan asks for; None when it can: any protocol
+    (voters of a TLS listener reach each other over TLS too) with the brokers' SASL mechanism, principals and
+    authorizer (`controller_listener.mismatches`)."""
     protocol = inputs.controller_protocol
     security = bridge_listener(inputs)
     if security is not None and not security.supported:
         return (
             f"the brokers' controller listener {security.listener} ({protocol}) is one its listener cannot match "
             "(see controller-listener-security): " + " ".join(security.notes)
-        )
-    if "SSL" in protocol and len(gen.target_controllers(inputs)) > 1:
-        return (
-            f"a quorum of bridges connects voter to voter without TLS, and the controller listener is {protocol}; "
-            "use one bridge (--controllers with one controller) or a controller listener without TLS"
         )
     return None
 

@@ -297,17 +297,21 @@ def test_an_ssl_controller_listener_gets_its_pem_stores_in_the_files_and_the_bri
     assert "trust-s3cret" in files["handoff/controller-3000.properties"]
 
 
-def test_no_bridge_and_no_hand_off_where_the_bridges_cannot_serve_the_controller_listener(tmp_path: Path) -> None:
+def test_a_quorum_of_bridges_serves_a_tls_controller_listener_voter_to_voter_too(tmp_path: Path) -> None:
     quorum_ssl, files = plan_for(
-        tmp_path, {}, controller_protocol="SSL", controller_ssl_keystore="/etc/kafka/ctrl.pem"
-    )
-    assert quorum_ssl.handoff is None and not [f for f in files if f.startswith("handoff/")]
+        tmp_path, {}, controller_protocol="SSL", controller_ssl_keystore="/etc/kafka/ctrl.pem",
+        controller_ssl_truststore="/etc/kafka/ca.pem",
+    )  # fmt: skip
+    assert quorum_ssl.handoff is not None and "handoff/controller-3001.properties" in files
     steps = next(p for p in quorum_ssl.phases if p.id == "provision-controllers").steps
-    assert "voter to voter without TLS" in steps[-1] and "zk2kraft bridge run" not in "".join(steps)
-    assert "--voters" not in plan_markdown(quorum_ssl).split("## Preflight")[0]
-    # The Kafka controllers of phase 1 still get the listener's key store.
+    lines = [command_in(s, "zk2kraft bridge run ") for s in steps if "`zk2kraft bridge run " in s]
+    assert len(lines) == 3 and all("--voters" in line and "--listen-ssl-ca /etc/kafka/ca.pem" in line for line in lines)
+    assert any("each bridge's certificate must name the host it has in --voters" in s for s in steps)
     values = parse_properties_text(files["1-provision-controllers/controller-3001.properties"], "c").values
     assert values["listener.name.controller.ssl.keystore.location"] == "/etc/kafka/ctrl.pem"
+
+
+def test_no_bridge_and_no_hand_off_where_the_bridges_cannot_serve_the_controller_listener(tmp_path: Path) -> None:
     sasl, _ = plan_for(tmp_path, {}, controllers="3000@ctrl1:9093", controller_protocol="SASL_SSL",
                        controller_ssl_keystore="/etc/kafka/ctrl.pem")  # fmt: skip
     assert sasl.handoff is None
