@@ -283,7 +283,7 @@ class ShimServer:
     def use_acl_authorizer(
         self, *, super_users: tuple[str, ...] = (), allow_everyone_if_no_acl_found: bool = False
     ) -> authorize_items.FollowedAuthorizer:
-        """Authorize by the followed image's ACLs (`--authorizer acl`): per-item checks and request-wide refusals."""
+        """Authorize by the followed image's ACLs (`--authorizer standard`): per-item checks and request-wide refusals."""
         authorizer = authorize_items.FollowedAuthorizer(
             self.follower,
             super_users=super_users,

@@ -47,7 +47,7 @@ def bridge_lines(plan: Plan) -> list[str]:
 
 
 def split_new_options(line: str) -> tuple[list[str], list[str]]:
-    """The line's arguments after `zk2kraft bridge run`: those `bridge run` has today, and the new ones in order."""
+    """The line's arguments after `zk2kraft bridge run`: the listener-security and authorizer ones in order, apart."""
     argv = shlex.split(line)[3:]
     today: list[str] = []
     new: list[str] = []
@@ -63,11 +63,13 @@ def split_new_options(line: str) -> tuple[list[str], list[str]]:
     return today, new
 
 
-def parses_today(today: list[str], tmp_path: Path) -> dict[str, object]:
-    """`bridge run`'s own parser over the options it has today (paths made real; placeholders kept out)."""
-    for name in ("ctrl.pem", "ca.pem"):
+def parses(line: str, tmp_path: Path) -> dict[str, object]:
+    """`bridge run`'s own parser over the whole line (paths made real, the placeholders made files)."""
+    for name in ("ctrl.pem", "ca.pem", "plain-users", "controller-password"):
         (tmp_path / name).write_text("pem\n", encoding="utf-8")
-    argv = [a.replace("/etc/kafka", str(tmp_path)) for a in today]
+    placeholders = {"<PLAIN_USERS_FILE>": "plain-users", "<CONTROLLER_SASL_PASSWORD_FILE>": "controller-password"}
+    argv = [a.replace("/etc/kafka", str(tmp_path)) for a in shlex.split(line)[3:]]
+    argv = [str(tmp_path / placeholders[a]) if a in placeholders else a for a in argv]
     return dict(run_cmd.make_context("run", argv).params)
 
 
@@ -93,14 +95,15 @@ def test_sasl_plaintext_plain_gives_each_bridge_the_listener_and_voter_login_and
     lines = bridge_lines(plan)
     assert len(lines) == 3
     for line in lines:
-        today, new = split_new_options(line)
+        _, new = split_new_options(line)
         assert new == [
             "--listen-sasl-mechanisms", "PLAIN", "--listen-plain-users", "<PLAIN_USERS_FILE>",
             "--controller-sasl-mechanism", "PLAIN", "--controller-sasl-username", "ctrl",
             "--controller-sasl-password-file", "<CONTROLLER_SASL_PASSWORD_FILE>",
         ]  # fmt: skip
-        params = parses_today(today, tmp_path)
+        params = parses(line, tmp_path)
         assert params["voters"] == "3000@ctrl1:9093,3001@ctrl2:9094,3002@ctrl3:9095"
+        assert (params["listen_sasl_mechanisms"], params["controller_sasl_username"]) == ("PLAIN", "ctrl")
     steps = " ".join(next(p for p in plan.phases if p.id == "provision-controllers").steps)
     assert "<PLAIN_USERS_FILE>: a file you write, one `user=password` line per PLAIN user" in steps
     assert "user_<name> entries: ctrl, admin" in steps
@@ -126,14 +129,14 @@ def test_sasl_ssl_scram_for_one_bridge_gives_tls_scram_and_the_principal_mapping
         controller_ssl_truststore="/etc/kafka/ca.pem",
     )  # fmt: skip
     [line] = bridge_lines(plan)
-    today, new = split_new_options(line)
+    _, new = split_new_options(line)
     assert new == [
         "--listen-sasl-mechanisms", "SCRAM-SHA-512",
         "--controller-sasl-mechanism", "SCRAM-SHA-512", "--controller-sasl-username", "ctrl",
         "--controller-sasl-password-file", "<CONTROLLER_SASL_PASSWORD_FILE>",
         "--listen-ssl-principal-mapping-rules", "RULE:^CN=(.*?),.*$/$1/",
     ]  # fmt: skip
-    params = parses_today(today, tmp_path)
+    params = parses(line, tmp_path)
     assert params["listen_ssl_cert"] == tmp_path / "ctrl.pem" and params["listen_ssl_ca"] == tmp_path / "ca.pem"
     values = handoff_values(files, 3000)
     assert values["listener.security.protocol.map"].startswith("CONTROLLER:SASL_SSL,")
@@ -212,10 +215,10 @@ def test_a_custom_principal_builder_without_an_authorizer_is_a_warning_only(tmp_
 def test_the_brokers_acl_authorizer_is_carried_over_to_the_bridges_and_their_successors(tmp_path: Path) -> None:
     plan, files = plan_for(tmp_path, ACL_AUTHORIZER)  # PLAINTEXT: the authorizer alone
     for line in bridge_lines(plan):
-        today, new = split_new_options(line)
+        _, new = split_new_options(line)
         assert new == ["--authorizer", "standard", "--super-users", "User:admin;User:ctrl", "--allow-everyone-if-no-acl-found"]
         assert "'User:admin;User:ctrl'" in line  # quoted for the shell
-        parses_today(today, tmp_path)
+        assert parses(line, tmp_path)["authorizer"] == "standard"
     values = handoff_values(files, 3002)
     assert values["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
     assert values["super.users"] == "User:admin;User:ctrl" and values["allow.everyone.if.no.acl.found"] == "true"
