@@ -26,7 +26,7 @@ from bridge.kafka.sasl_mechanisms import SaslLogin
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
 from cli.shim_cmd import secure_controller_channel, secure_shim
 from migrate.zk.tree import ZTree
-from tests.support.bridge import SHIM_ID, TIMEOUT, changeable_state, result, running_bridge
+from tests.support.bridge import SHIM_ID, TIMEOUT, changeable_state, eventually, result, running_bridge
 from tests.support.controller_sasl import (
     ADMIN,
     ADMIN_PASSWORD,
@@ -35,6 +35,7 @@ from tests.support.controller_sasl import (
     sasl_admin,
     sasl_fields,
 )
+from tests.support.quorum import leader_of, running_quorum
 
 pytestmark = pytest.mark.zookeeper
 
@@ -98,3 +99,22 @@ def test_a_sasl_principal_gets_only_what_the_acls_allow_straight_to_the_bridge_a
     assert bridge.log is not None
     assert {"alice-direct", "alice-forwarded"} <= set(bridge.log.image.topics_by_name)
     assert "bob-topic" not in bridge.log.image.topics_by_name
+
+
+def test_a_quorum_whose_voters_log_in_as_a_super_user_elects_and_replicates_under_the_authorizer(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> None:
+    """Vote, BeginQuorumEpoch and Fetch between voters need CLUSTER_ACTION: the voters' own login holds it."""
+    fields = sasl_fields(
+        tmp_path, listen_plain_users=users_file(tmp_path), authorizer="standard",
+        super_users=frozenset({"User:admin"}), controller_sasl_mechanism="PLAIN", controller_sasl_username=ADMIN,
+        controller_sasl_password=ADMIN_PASSWORD,
+    )  # fmt: skip
+    with running_quorum(zk_client, zk_connect, real_tree, tmp_path, **fields) as controllers:
+        leader = leader_of(controllers)
+        admin = sasl_admin(leader.listen_port, ADMIN, ADMIN_PASSWORD)  # kept: a destroyed client fails its futures
+        create(admin, "quorum-t").result(timeout=TIMEOUT)
+        followers = [c for c in controllers if c is not leader]
+        eventually(lambda: all(f.log is not None and "quorum-t" in f.log.image.topics_by_name for f in followers), 20)
+        alice = sasl_admin(leader.listen_port, ALICE, ALICE_PASSWORD)
+        assert error_code(create(alice, "alice-t")) == KafkaError.TOPIC_AUTHORIZATION_FAILED
