@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 from bridge.config import BridgeConfig
 from cli.bridge_cmd import SASL_PASSWORD_ENV, SSL_KEY_PASSWORD_ENV
 from cli.main import cli
-from tests.support.bridge import record_bridge_runs
+from tests.support.bridge import invoke_bridge_run, record_bridge_runs, refused_before_start
 from tests.support.pki import Pki, needs_openssl, new_pki
 
 PASSWORD = "s3cret-of-alice"
@@ -31,16 +31,11 @@ def no_password_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> Result:
-    args = ["bridge", "run", "--zk", "127.0.0.1:1", "--metadata-dir", str(tmp_path / "meta"), "--node-id", "3000"]
-    return CliRunner().invoke(cli, [*args, *options], env=env)
+    return invoke_bridge_run(tmp_path, *options, env=env)
 
 
 def refused(result: Result, tmp_path: Path, *told: str) -> None:
-    assert result.exit_code == 2, result.output
-    for text in told:
-        assert text in result.output
-    assert PASSWORD not in result.output
-    assert not (tmp_path / "meta").exists()
+    refused_before_start(result, tmp_path, PASSWORD, *told)
 
 
 def password_file(tmp_path: Path, text: str = PASSWORD + "\n") -> str:

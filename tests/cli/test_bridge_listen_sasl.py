@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from bridge.config import CONTROLLER_SASL_PASSWORD_ENV
 from cli.main import cli
-from tests.support.bridge import record_bridge_runs
+from tests.support.bridge import invoke_bridge_run, record_bridge_runs, refused_before_start
 from tests.support.pki import Pki, needs_openssl, new_pki
 
 PASSWORD = "pl41n-Pa55-in-a-file"
@@ -24,16 +24,11 @@ def no_password_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> Result:
-    args = ["bridge", "run", "--zk", "127.0.0.1:1", "--metadata-dir", str(tmp_path / "meta"), "--node-id", "3000"]
-    return CliRunner().invoke(cli, [*args, *options], env=env)
+    return invoke_bridge_run(tmp_path, *options, env=env)
 
 
 def refused(result: Result, tmp_path: Path, *told: str) -> None:
-    assert result.exit_code == 2, result.output
-    for text in told:
-        assert text in result.output
-    assert PASSWORD not in result.output
-    assert not (tmp_path / "meta").exists()
+    refused_before_start(result, tmp_path, PASSWORD, *told)
 
 
 def users(tmp_path: Path, text: str = f"admin={PASSWORD}\n") -> str:

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 from kazoo.client import KazooClient
 
 from bridge.api import DriverState
 from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
+from cli.main import cli
 from migrate.kraft.image import MetadataImage
 from migrate.zk.cluster import from_tree
 from migrate.zk.live import read_tree
@@ -28,6 +30,21 @@ from migrate.zk.tree import ZTree
 NODE_ID = 3000
 SHIM_ID = 7000
 TIMEOUT = 30.0
+
+
+def invoke_bridge_run(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> Result:
+    """`zk2kraft bridge run` on `tmp_path / "meta"` with `options`, through click's runner."""
+    args = ["bridge", "run", "--zk", "127.0.0.1:1", "--metadata-dir", str(tmp_path / "meta"), "--node-id", "3000"]
+    return CliRunner().invoke(cli, [*args, *options], env=env)
+
+
+def refused_before_start(result: Result, tmp_path: Path, secret: str, *told: str) -> None:
+    """Exit 2, each of `told` said, `secret` never shown, and no metadata directory created."""
+    assert result.exit_code == 2, result.output
+    for text in told:
+        assert text in result.output
+    assert secret not in result.output
+    assert not (tmp_path / "meta").exists()
 
 
 def start_controller(config: BridgeConfig) -> BridgeController:
