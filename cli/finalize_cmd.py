@@ -30,6 +30,13 @@ from migrate.zk.live import ZkConnectOptions
 from migrate.zk.sources import ZkSource
 
 
+def refuse_files_in_the_way(out_dir: Path, texts: dict[str, str], overwrite: bool) -> None:
+    """Exit 2 if a file finalize would write is already in `out_dir` and --overwrite was not given."""
+    existing = sorted(name for name in texts if (out_dir / name).exists())
+    if existing and not overwrite:
+        fail(f"{out_dir}: {', '.join(existing)} already there (give --overwrite to replace); nothing written")
+
+
 def audit_condition(
     zk: ZkConnectOptions, chroot: str | None, metadata_dir: Path | None, out: Path | None, skip: bool
 ) -> Condition:
@@ -211,9 +218,7 @@ def finalize_cmd(
     """
     controllers = [read_controller_file(read_properties_file(p)) for p in controller_configs]
     texts = {c.out_name: finalized_controller_text(c.file) for c in controllers}
-    existing = sorted(name for name in texts if (out_dir / name).exists())
-    if existing and not overwrite:
-        fail(f"{out_dir}: {', '.join(existing)} already there (give --overwrite to replace); nothing written")
+    refuse_files_in_the_way(out_dir, texts, overwrite)
     status, conditions, zk = evaluate_gate(zk_connect, chroot, bridge_status, metadata_dir, min_soak, zk_security, controllers)
     if status.migration_state == "POST_MIGRATION":
         source = next((v.source for v in status.kraft if v.migration_state == "POST_MIGRATION"), "the KRaft side")
@@ -228,6 +233,7 @@ def finalize_cmd(
     if not ok:
         show_gate(status, conditions, fmt, ok, "finalize refused: nothing written")
         sys.exit(EXIT_FINDING)
+    refuse_files_in_the_way(out_dir, texts, overwrite)  # again: the audit may have taken minutes
     try:
         atomic_write_files(out_dir, texts)
     except OSError as exc:

@@ -13,11 +13,13 @@ import pytest
 from click.testing import CliRunner, Result
 from kazoo.client import KazooClient
 
+from cli import finalize_cmd
 from cli.main import cli
 from migrate.kraft import records as rec
 from migrate.kraft.migration_state import ZkMigrationState
 from migrate.kraft.reader import iter_log_dir
 from migrate.plan.properties import parse_properties_text
+from migrate.plan.status import Condition
 from migrate.zk.embedded import EmbeddedZooKeeper
 from migrate.zk.model import MigrationState, ZkClusterModel
 from migrate.zk.znodes.controller import encode_migration
@@ -190,6 +192,22 @@ def test_the_out_dir_is_not_overwritten_unless_told(cluster: Cluster) -> None:
     assert result.exit_code == 2 and "controller-3001.properties already there" in result.stderr
     assert sorted(p.name for p in cluster.out.iterdir()) == ["controller-3001.properties"]
     assert (cluster.out / "controller-3001.properties").read_text() == "mine\n"
+
+
+def test_a_file_written_into_out_while_the_gate_ran_is_not_overwritten(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit may take minutes: --out is checked again right before the write."""
+
+    def audit_while_someone_writes(*_args: object, **_kwargs: object) -> Condition:
+        cluster.out.mkdir(exist_ok=True)
+        (cluster.out / "controller-3001.properties").write_text("written meanwhile\n")
+        return Condition(id="audit", verdict="pass", detail="clean (stood in for Spark)")
+
+    monkeypatch.setattr(finalize_cmd, "audit_condition", audit_while_someone_writes)
+    result = cluster.finalize()
+    assert result.exit_code == 2 and "controller-3001.properties already there" in result.stderr, result.output
+    assert {p.name: p.read_text() for p in cluster.out.iterdir()} == {"controller-3001.properties": "written meanwhile\n"}
 
 
 @pytest.mark.spark
