@@ -121,30 +121,57 @@ def test_sasl_plaintext_plain_gives_each_bridge_the_listener_and_voter_login_and
     assert all("ctrl-s3cret" in files[f"handoff/controller-{i}.properties"] for i in (3000, 3001, 3002))
 
 
-def test_sasl_ssl_scram_for_one_bridge_gives_tls_scram_and_the_principal_mapping_rules(tmp_path: Path) -> None:
+SASL_SSL_PLAIN_LOGIN_SCRAM_ENABLED = {
+    **CONTROLLER_SASL_SSL_SCRAM,
+    "sasl.mechanism.controller.protocol": "PLAIN",
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+    "listener.name.controller.plain.sasl.jaas.config": (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="ctrl" password="plain-s3cret" '
+        'user_ctrl="plain-s3cret";'
+    ),
+}
+"""Brokers logging in to a SASL_SSL controller listener with PLAIN, SCRAM-SHA-512 enabled beside it for others."""
+
+
+def test_sasl_ssl_with_scram_beside_a_plain_login_gives_tls_both_mechanisms_and_the_principal_mapping_rules(
+    tmp_path: Path,
+) -> None:
     model = with_scram_user(healthy_model(), "ctrl", "SCRAM-SHA-512")
     plan, files = plan_for(
-        tmp_path, CONTROLLER_SASL_SSL_SCRAM, controllers="3000@ctrl1:9093", model=model,
+        tmp_path, SASL_SSL_PLAIN_LOGIN_SCRAM_ENABLED, controllers="3000@ctrl1:9093", model=model,
         controller_protocol="SASL_SSL", controller_ssl_keystore="/etc/kafka/ctrl.pem",
         controller_ssl_truststore="/etc/kafka/ca.pem",
     )  # fmt: skip
     [line] = bridge_lines(plan)
     _, new = split_new_options(line)
-    assert new == [
-        "--listen-sasl-mechanisms", "SCRAM-SHA-512",
-        "--controller-sasl-mechanism", "SCRAM-SHA-512", "--controller-sasl-username", "ctrl",
-        "--controller-sasl-password-file", "<CONTROLLER_SASL_PASSWORD_FILE>",
-        "--listen-ssl-principal-mapping-rules", "RULE:^CN=(.*?),.*$/$1/",
-    ]  # fmt: skip
+    assert new[:2] == ["--listen-sasl-mechanisms", "PLAIN,SCRAM-SHA-512"]
+    assert new[new.index("--controller-sasl-mechanism") + 1] == "PLAIN"
+    assert new[-2:] == ["--listen-ssl-principal-mapping-rules", "RULE:^CN=(.*?),.*$/$1/"]
     params = parses(line, tmp_path)
     assert params["listen_ssl_cert"] == tmp_path / "ctrl.pem" and params["listen_ssl_ca"] == tmp_path / "ca.pem"
     values = handoff_values(files, 3000)
     assert values["listener.security.protocol.map"].startswith("CONTROLLER:SASL_SSL,")
-    assert values["listener.name.controller.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
     assert values["listener.name.controller.ssl.keystore.location"] == "/etc/kafka/ctrl.pem"
-    assert "scram-s3cret" in files["handoff/controller-3000.properties"]
+    assert "plain-s3cret" in files["handoff/controller-3000.properties"]
     assert "s3cret" not in shown(plan)
-    assert plan.bridge_listener is not None and plan.bridge_listener.sasl_mechanisms == ["SCRAM-SHA-512"]
+    assert plan.bridge_listener is not None and plan.bridge_listener.sasl_mechanisms == ["PLAIN", "SCRAM-SHA-512"]
+
+
+def test_brokers_logging_in_with_scram_get_no_bridge_line_since_no_credential_exists_before_the_migration(
+    tmp_path: Path,
+) -> None:
+    """Neither the bridge nor a Kafka controller without bootstrapped SCRAM holds a credential before ZK_MIGRATION:
+    the brokers could never register, and the migration waits for them."""
+    model = with_scram_user(healthy_model(), "ctrl", "SCRAM-SHA-512")
+    plan, _files = plan_for(
+        tmp_path, CONTROLLER_SASL_SSL_SCRAM, controllers="3000@ctrl1:9093", model=model,
+        controller_protocol="SASL_SSL", controller_ssl_keystore="/etc/kafka/ctrl.pem",
+    )  # fmt: skip
+    assert bridge_lines(plan) == [] and plan.handoff is None
+    status, severity, detail = check(plan)
+    assert (status, severity) == ("fail", "warning")
+    assert "until ZK_MIGRATION copies /config/users the bridge holds no SCRAM credential" in detail
+    assert "log them in with PLAIN on this listener" in detail
 
 
 def test_a_scram_login_without_its_credential_in_zookeeper_gets_no_bridge_line(tmp_path: Path) -> None:
