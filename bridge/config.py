@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from bridge.kafka.sasl import SaslConfig, listener_sasl_config, parse_mechanisms, sasl_login
-from bridge.kafka.sasl_mechanisms import SaslLogin
+from bridge.kafka.sasl_mechanisms import SaslLogin, ScramCredentialLookup
 from bridge.kafka.tls import SslPrincipalMapper, client_ssl_context, server_ssl_context
 from migrate.errors import EXIT_BAD_INPUT, InvalidRequestError, Zk2KraftError
 from migrate.kraft.image import MetadataImage
@@ -379,9 +379,13 @@ def inter_broker_security(config: BridgeConfig) -> tuple[ssl.SSLContext, SaslLog
     return context, login
 
 
-def listener_sasl(config: BridgeConfig, image: Callable[[], MetadataImage]) -> SaslConfig | None:
+def listener_sasl(
+    config: BridgeConfig,
+    image: Callable[[], MetadataImage],
+    before_migration: ScramCredentialLookup | None = None,
+) -> SaslConfig | None:
     """The listener's SASL (None: none): PLAIN users from --listen-plain-users, SCRAM credentials from `image()`,
-    the bridge's live metadata image, as a KRaft controller checks them."""
+    the bridge's live metadata image, as a KRaft controller checks them (`before_migration` until it is migrated)."""
     if not config.listen_sasl_mechanisms:
         return None
     return listener_sasl_config(
@@ -390,6 +394,7 @@ def listener_sasl(config: BridgeConfig, image: Callable[[], MetadataImage]) -> S
         image,
         mechanisms_option="--listen-sasl-mechanisms",
         users_option="--listen-plain-users",
+        before_migration=before_migration,
     )
 
 

@@ -58,6 +58,7 @@ from bridge.raft.metadata_log import MetadataLog
 from bridge.zk.broker_registry import ZkBrokerRegistry
 from bridge.zk.foreign_writes import ForeignWriteWatcher
 from bridge.zk.migration_client import ZkMigrationClient
+from bridge.zk.scram_credentials import zookeeper_scram_credentials
 from migrate.errors import (
     EXIT_FAILED,
     EXIT_FENCED,
@@ -102,7 +103,12 @@ class BridgeController:
         self.config = config
         self._ssl_context = listener_ssl_context(config)  # bad TLS options fail before anything starts
         # SCRAM logins are checked against the live image: a credential committed now serves the next login.
-        self._sasl = listener_sasl(config, lambda: self.log.image if self.log is not None else MetadataImage())
+        # Until the migration copied them, against ZooKeeper's, which the brokers check today.
+        self._sasl = listener_sasl(
+            config,
+            lambda: self.log.image if self.log is not None else MetadataImage(),
+            zookeeper_scram_credentials(lambda: self.kazoo),
+        )
         broker_tls, broker_sasl = inter_broker_security(config)  # so do the channel's to the brokers
         self.zk_options = zk_connect_options(config)
         self.metrics = BridgeMetrics(config.node_id, foreign_writes_mode=config.foreign_zk_writes)

@@ -46,6 +46,7 @@ from bridge.kafka.sasl_mechanisms import (
 from migrate.errors import Zk2KraftError
 from migrate.jvm import java_hash_map_order
 from migrate.kraft.image import MetadataImage
+from migrate.kraft.migration_state import ZkMigrationState
 
 log = logging.getLogger(__name__)
 
@@ -121,15 +122,25 @@ class SaslConfig:
         return {SASL_HANDSHAKE_KEY: _handshake_after_auth, SASL_AUTHENTICATE_KEY: _authenticate_after_auth}
 
 
-def image_scram_credentials(image: Callable[[], MetadataImage]) -> ScramCredentialLookup:
-    """A `scram_credentials` lookup reading the UserScramCredentialRecords of the current image."""
+NOT_YET_MIGRATED: Final = frozenset({ZkMigrationState.NONE, ZkMigrationState.PRE_MIGRATION})
+"""Migration states of a log that holds no credential copied from ZooKeeper yet."""
 
-    def lookup(user: str, mechanism: str) -> StoredScramCredential | None:
+
+def image_scram_credentials(
+    image: Callable[[], MetadataImage], before_migration: ScramCredentialLookup | None = None
+) -> ScramCredentialLookup:
+    """A `scram_credentials` lookup reading the UserScramCredentialRecords of the current image; while the image
+    has not been migrated yet (no credential copied), `before_migration` answers instead."""
+
+    def lookup(user: str, mechanism: str) -> StoredScramCredential | tuple[bytes, bytes, bytes, int] | None:
         code = SCRAM_MECHANISMS[mechanism][1]
-        found = image().scram.get((user, code))
-        if found is None:
-            return None
-        return StoredScramCredential(found.salt, found.stored_key, found.server_key, found.iterations)
+        current = image()
+        found = current.scram.get((user, code))
+        if found is not None:
+            return StoredScramCredential(found.salt, found.stored_key, found.server_key, found.iterations)
+        if before_migration is not None and current.features.zk_migration_state in NOT_YET_MIGRATED:
+            return before_migration(user, mechanism)
+        return None
 
     return lookup
 
@@ -218,6 +229,7 @@ def listener_sasl_config(
     *,
     mechanisms_option: str,
     users_option: str,
+    before_migration: ScramCredentialLookup | None = None,
 ) -> SaslConfig:
     """A listener's SASL: PLAIN users from the file, SCRAM checked against the SCRAM credentials of `image()`
     (the live metadata, so a credential committed now serves the next login). Options are named in refusals."""
@@ -230,7 +242,7 @@ def listener_sasl_config(
     return SaslConfig(
         mechanisms=tuple(mechanisms),
         plain_users=read_plain_users(plain_users, users_option) if plain_users is not None else {},
-        scram_credentials=image_scram_credentials(image),
+        scram_credentials=image_scram_credentials(image, before_migration),
     )
 
 

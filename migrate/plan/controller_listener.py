@@ -131,13 +131,6 @@ def mismatches(found: ListenerSecurity, scram_users: dict[str, set[str]] | None 
             out.append(Mismatch(where, f"sasl.mechanism.controller.protocol={client} is not among the listener's "
                                 f"enabled mechanisms {', '.join(found.enabled_mechanisms)}: Kafka's controller "
                                 "refuses that login too", True))  # fmt: skip
-        elif client in SCRAM_MECHANISMS:
-            out.append(Mismatch(where, f"the brokers log in to the controller listener {found.listener} with {client}: "
-                                "until ZK_MIGRATION copies /config/users the bridge holds no SCRAM credential (nor "
-                                "does a Kafka 3.9 controller formatted without --add-scram), so the brokers could "
-                                "not register and the migration would never start; for the migration, log them in "
-                                "with PLAIN on this listener (enable PLAIN beside SCRAM, a PlainLoginModule JAAS) "
-                                "and switch back after finalizing", True))  # fmt: skip
         unsupported = [m for m in found.enabled_mechanisms if m not in BRIDGE_SASL_MECHANISMS]
         if unsupported and client in BRIDGE_SASL_MECHANISMS:
             enabled_where = f.where(found.enabled_from) if found.enabled_from else f.path
@@ -221,8 +214,8 @@ def bridge_listener(inputs: PlanInputs) -> BridgeListener | None:
                          f"{found.jaas_key('PLAIN')} (its user_<name> entries"
                          + (f": {', '.join(users)}" if users else "") + "); keep it readable by the bridge only.")  # fmt: skip
         if any(m in SCRAM_MECHANISMS for m in served):
-            notes.append("SCRAM logins are checked against the SCRAM credentials migrated from ZooKeeper "
-                         "(/config/users), as a KRaft controller checks its metadata's.")  # fmt: skip
+            notes.append("SCRAM logins are checked against ZooKeeper's /config/users until the migration has copied "
+                         "them, then against the log's, as a KRaft controller checks its metadata's.")  # fmt: skip
         username = jaas_options(found.jaas(found.client_mechanism) or "").get("username")
         options += [
             "--controller-sasl-mechanism", found.client_mechanism,

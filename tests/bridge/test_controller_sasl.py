@@ -41,6 +41,7 @@ from tests.support.controller_sasl import (
     sasl_admin,
     sasl_fields,
     sasl_shim,
+    write_zookeeper_scram_credential,
 )
 from tests.support.pki import Pki, client_context, needs_openssl, new_pki
 from tests.support.quorum import leader_of, running_quorum
@@ -198,6 +199,35 @@ def test_a_broker_logging_in_over_sasl_ssl_registers_and_heartbeats_one_with_a_w
         beats = good.view.heartbeats_answered
         eventually(lambda: good.view.heartbeats_answered > beats + 2, timeout=20)
         assert good.view.errors == []
+        assert 1 in bridge.log.image.cluster.brokers
+        assert 2 not in bridge.log.image.cluster.brokers and intruder.view.registrations == 0
+    finally:
+        for started in brokers:
+            started.kill()
+        bridge.stop()
+
+
+def test_before_the_migration_a_broker_logs_in_with_the_scram_credential_zookeeper_holds(
+    zk_client: KazooClient, zk_connect: str, real_tree: ZTree, tmp_path: Path
+) -> None:
+    """A SCRAM-only listener: until ZK_MIGRATION copies /config/users the log holds no credential, so the bridge
+    checks the one ZooKeeper holds (as the brokers do today); a wrong password is still refused."""
+    load_tree(zk_client, real_tree)
+    write_zookeeper_scram_credential(zk_client, "broker", "SCRAM-SHA-512", ALICE_PASSWORD)
+    config = controller_config(
+        zk_connect, tmp_path / "meta", rehearsal=False, listen_sasl_mechanisms=("SCRAM-SHA-512",)
+    )
+    bridge = start_controller(config)
+    brokers: list[SimulatedZkBroker] = []
+    try:
+        assert bridge.wait_for_state(DriverState.WAIT_FOR_BROKERS), bridge.error
+        assert bridge.cluster_id is not None and bridge.log is not None and not bridge.log.image.scram
+        controller = ("127.0.0.1", bridge.listen_port)
+        for broker_id, password in ((2, "not-" + ALICE_PASSWORD), (1, ALICE_PASSWORD)):
+            login = SaslLogin("SCRAM-SHA-512", "broker", password)
+            brokers.append(SimulatedZkBroker(broker_id, controller, bridge.cluster_id, controller_sasl=login).start())
+        intruder, good = brokers
+        eventually(lambda: good.view.is_caught_up and not good.view.is_fenced, timeout=20)
         assert 1 in bridge.log.image.cluster.brokers
         assert 2 not in bridge.log.image.cluster.brokers and intruder.view.registrations == 0
     finally:

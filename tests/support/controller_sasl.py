@@ -4,16 +4,28 @@ confluent-kafka AdminClient that logs in to it."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
 
-from bridge.kafka.sasl_mechanisms import SaslLogin
+from bridge.kafka.sasl_mechanisms import (
+    SaslLogin,
+    client_key,
+    salted_password,
+    scram_hash,
+    server_key,
+    stored_key,
+)
 from bridge.shim.server import ShimConfig, ShimServer, ShimThread
 from cli.shim_cmd import secure_controller_channel
+from migrate.zk import paths
+from migrate.zk.model import ScramCredential
+from migrate.zk.znodes.configs import encode_config_map, encode_scram_credential
 from tests.support.bridge import SHIM_ID
 from tests.support.pki import Pki
 
@@ -81,3 +93,19 @@ def sasl_shim(bridge_port: int, pki: Pki | None = None, login: SaslLogin | None 
     )
     with ShimThread(server):
         yield server
+
+
+def write_zookeeper_scram_credential(zk: KazooClient, user: str, mechanism: str, password: str) -> None:
+    """`/config/users/<user>` with `user`'s `mechanism` credential for `password`, as a ZooKeeper-mode
+    kafka-configs.sh --alter --add-config 'SCRAM-SHA-512=[password=...]' writes it."""
+    algorithm, salt, iterations = scram_hash(mechanism), os.urandom(16), 4096
+    salted = salted_password(algorithm, password, salt, iterations)
+    credential = ScramCredential(
+        mechanism, salt, stored_key(algorithm, client_key(algorithm, salted)), server_key(algorithm, salted), iterations
+    )
+    path = paths.config_path(f"{paths.CONFIG_USERS}/{paths.sanitize(user)}")
+    data = encode_config_map(path, {mechanism: encode_scram_credential(credential)})
+    if zk.exists(path):
+        zk.set(path, data)
+    else:
+        zk.create(path, data, makepath=True)

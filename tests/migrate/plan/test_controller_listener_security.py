@@ -157,21 +157,24 @@ def test_sasl_ssl_with_scram_beside_a_plain_login_gives_tls_both_mechanisms_and_
     assert plan.bridge_listener is not None and plan.bridge_listener.sasl_mechanisms == ["PLAIN", "SCRAM-SHA-512"]
 
 
-def test_brokers_logging_in_with_scram_get_no_bridge_line_since_no_credential_exists_before_the_migration(
+def test_brokers_logging_in_with_scram_get_a_bridge_line_whose_listener_checks_zookeepers_credentials(
     tmp_path: Path,
 ) -> None:
-    """Neither the bridge nor a Kafka controller without bootstrapped SCRAM holds a credential before ZK_MIGRATION:
-    the brokers could never register, and the migration waits for them."""
+    """Before ZK_MIGRATION the bridge checks SCRAM logins against /config/users, as the brokers do today."""
     model = with_scram_user(healthy_model(), "ctrl", "SCRAM-SHA-512")
     plan, _files = plan_for(
         tmp_path, CONTROLLER_SASL_SSL_SCRAM, controllers="3000@ctrl1:9093", model=model,
         controller_protocol="SASL_SSL", controller_ssl_keystore="/etc/kafka/ctrl.pem",
     )  # fmt: skip
-    assert bridge_lines(plan) == [] and plan.handoff is None
-    status, severity, detail = check(plan)
-    assert (status, severity) == ("fail", "warning")
-    assert "until ZK_MIGRATION copies /config/users the bridge holds no SCRAM credential" in detail
-    assert "log them in with PLAIN on this listener" in detail
+    [line] = bridge_lines(plan)
+    _, new = split_new_options(line)
+    assert new[:2] == ["--listen-sasl-mechanisms", "SCRAM-SHA-512"]
+    assert new[new.index("--controller-sasl-mechanism") + 1] == "SCRAM-SHA-512"
+    status, _severity, detail = check(plan)
+    assert status == "pass", detail
+    steps = " ".join(next(p for p in plan.phases if p.id == "provision-controllers").steps)
+    assert "against ZooKeeper's /config/users until the migration has copied them" in steps
+    assert "s3cret" not in shown(plan)
 
 
 def test_a_scram_login_without_its_credential_in_zookeeper_gets_no_bridge_line(tmp_path: Path) -> None:
