@@ -714,14 +714,27 @@ class MetadataLog:
         try:
             if not self.closed and self._failure is None:
                 self.wait_durable(self.end_offset - 1)
-                source = self.committed_image()
-                if source is not None and is_new_snapshot(self.partition_dir, source.snapshot_id):
-                    written = write_image_snapshot(self.partition_dir, source)
+            written = self.snapshot_committed_image()
         except Exception as exc:  # the log itself is whole; the next start replays it
             log.error("%s: writing the snapshot at close failed: %s", self.partition_dir, exc)
         finally:
             self.close()
         return written
+
+    def snapshot_committed_image(self, log_start: int = 0) -> WrittenSnapshot | None:
+        """At a clean stop: the committed image as a snapshot if newer than every one kept at or above
+        `log_start`; None, said in the log, when the image is not at a committed offset."""
+        source = self.committed_image()
+        if source is None:
+            log.info(
+                "%s: no snapshot at close: the image is not at a committed offset outside a metadata "
+                "transaction, or the log failed",
+                self.partition_dir,
+            )
+            return None
+        if not is_new_snapshot(self.partition_dir, source.snapshot_id, log_start):
+            return None
+        return write_image_snapshot(self.partition_dir, source)
 
     def _shutdown(self, *, write_indexes: bool) -> None:
         with self.lock:

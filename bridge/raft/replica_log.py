@@ -885,18 +885,8 @@ class ReplicaLog:
     def _snapshot_at_close(self) -> None:
         """A clean stop leaves the committed image as a snapshot, so that whoever opens the directory next (a
         bridge or a Kafka controller) loads it instead of replaying the log."""
-        source = self.metadata_log.committed_image()
-        if source is None:
-            log.info(
-                "%s: no snapshot at close: the image is not at a committed offset outside a metadata "
-                "transaction, or the log failed",
-                self.partition_dir,
-            )
-            return
-        if not self._is_new(source.snapshot_id):
-            return
         try:
-            self._write_snapshot(source)
+            self.metadata_log.snapshot_committed_image(self._start)
         except Exception as exc:  # the log itself is whole; the next start replays it
             log.error("%s: writing the snapshot at close failed: %s", self.partition_dir, exc)
 
