@@ -27,8 +27,10 @@ an expired session is set again then)."""
 async def watch_fence(driver: MigrationDriver, kazoo: KazooClient) -> None:
     """In DUAL_WRITE: return (by raising FencedOut) as soon as another controller took ZooKeeper over.
 
-    Watches on `/controller`, `/controller_epoch` and `/migration` make it prompt without any write of
-    ours; a dual write that found the fence gone ends it too.
+    Watches on `/controller` and `/controller_epoch` make it prompt without any write of ours (a controller
+    that takes over bumps `/controller_epoch` before it writes `/migration`); `/migration` is read at each
+    check but not watched, since every dual write of ours changes it. A dual write that found the fence gone
+    ends it too.
     """
     loop = asyncio.get_running_loop()
     changed = asyncio.Event()
@@ -42,7 +44,9 @@ async def watch_fence(driver: MigrationDriver, kazoo: KazooClient) -> None:
         # exists() leaves a watch for creation, deletion and data changes whether or not the znode is there.
         kazoo.exists(paths.CONTROLLER, watch=watch)
         epoch = kazoo.exists(paths.CONTROLLER_EPOCH, watch=watch)
-        migration = kazoo.exists(paths.MIGRATION, watch=watch)
+        # Not watched: a watch on it would fire at each of our own dual writes, and its re-arming reads
+        # would queue in the session ahead of the next write's multi.
+        migration = kazoo.exists(paths.MIGRATION)
         if epoch is None or epoch.version != state.zk_controller_epoch_zk_version:
             found = "absent" if epoch is None else f"at version {epoch.version}"
             return (

@@ -38,7 +38,7 @@ from migrate.zk.load import load_tree
 from migrate.zk.tree import ZTree
 from tests.support.bridge import eventually
 from tests.support.bridge_process import bridge_process
-from tests.support.requests import create_partitions, create_topic
+from tests.support.requests import SET, TOPIC, create_partitions, create_topic, incremental
 from tests.support.zk_broker import SimulatedZkBroker
 
 pytestmark = pytest.mark.zookeeper
@@ -369,3 +369,32 @@ def test_a_restart_after_dual_write_topic_changes_reconciles_nothing(
     )  # fmt: skip
     assert dry.exit_code == 0, dry.output
     assert "t_new" not in dry.output, dry.output
+
+
+def session_requests(server: EmbeddedZooKeeper, session_id: int) -> int:
+    """How many requests ZooKeeper received on one session (its `cons` line's `recved`)."""
+    for line in server.four_letter_word("cons").splitlines():
+        if f"sid=0x{session_id:x}," in line:
+            found = re.search(r"recved=(\d+)", line)
+            assert found, line
+            return int(found.group(1))
+    raise AssertionError(f"session 0x{session_id:x} not in `cons`")
+
+
+def test_a_dual_write_costs_the_bridge_at_most_two_zookeeper_requests(
+    bridge: BridgeController, zk_server: EmbeddedZooKeeper
+) -> None:
+    """A dual write of one config change costs the bridge's ZooKeeper session its multi and at most the
+    foreign-write watcher's re-arming read; the fence's watches do not fire at our own writes, so no fence
+    check's reads queue ahead of the next write's multi."""
+    assert bridge.kazoo is not None
+    session_id = bridge.kazoo.client_id[0]
+    changes = 30
+    before = session_requests(zk_server, session_id)
+    for value in range(changes):
+        request = incremental(TOPIC, "current_stock", ("retention.ms", SET, str(60_000 + value)))
+        response = send_request_sync("127.0.0.1", bridge.listen_port, request)
+        assert [r.error_code for r in response.responses] == [ErrorCode.none], response
+    sent = session_requests(zk_server, session_id) - before
+    # A ping or the periodic fence re-check may fall in between.
+    assert changes <= sent <= 2 * changes + 8, sent
