@@ -40,6 +40,7 @@ from tests.support.bridge import eventually
 from tests.support.bridge_process import bridge_process
 from tests.support.requests import SET, TOPIC, create_partitions, create_topic, incremental
 from tests.support.zk_broker import SimulatedZkBroker
+from tests.support.zookeeper import session_requests
 
 pytestmark = pytest.mark.zookeeper
 
@@ -369,16 +370,6 @@ def test_a_restart_after_dual_write_topic_changes_reconciles_nothing(
     )  # fmt: skip
     assert dry.exit_code == 0, dry.output
     assert "t_new" not in dry.output, dry.output
-
-
-def session_requests(server: EmbeddedZooKeeper, session_id: int) -> int:
-    """How many requests ZooKeeper received on one session (its `cons` line's `recved`)."""
-    for line in server.four_letter_word("cons").splitlines():
-        if f"sid=0x{session_id:x}," in line:
-            found = re.search(r"recved=(\d+)", line)
-            assert found, line
-            return int(found.group(1))
-    raise AssertionError(f"session 0x{session_id:x} not in `cons`")
 
 
 def test_a_dual_write_costs_the_bridge_at_most_two_zookeeper_requests(
