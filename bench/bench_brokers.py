@@ -14,7 +14,10 @@ byte goes through kio. Once every broker is unfenced, two phases of `--seconds` 
 - brokers only: heartbeats, and the FLOOR, an ApiVersions round trip every 20 ms on the same listener from
   the same event loop (no append, no ZooKeeper: what the listener and both event loops cost);
 - brokers and `--clients` admin clients, each on its own connection, sending config changes
-  (IncrementalAlterConfigs) back to back, with the floor probe still running.
+  (IncrementalAlterConfigs) back to back from a process of their own, with the floor probe still running.
+
+Each phase also reads the bridge's own BrokerHeartbeat latency histogram (from a request's arrival on the
+bridge's loop to its response): how much of the latency the fleet sees is inside the bridge.
 
 Reported: heartbeat p50/p99 in each phase, the floor's p99 in the same phase and the ratio; the brokers
 wrongly fenced (a broker that kept its schedule but was answered fenced, or an error, after its unfence;
@@ -32,6 +35,7 @@ import platform
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +43,7 @@ from typing import Any
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import broker_requests
 from bench.bench_bridge import (
@@ -263,6 +268,58 @@ async def admin_load(port: int, topics: list[str], clients: int, stop: asyncio.E
     }
 
 
+def admin_process(port: int, topics: list[str], clients: int, seconds: float) -> dict[str, Any]:
+    """Child: `admin_load` for `seconds`, its figures as one JSON line on stdout."""
+
+    async def timed() -> dict[str, Any]:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(seconds, stop.set)
+        return await admin_load(port, topics, clients, stop)
+
+    return asyncio.run(timed())
+
+
+async def admin_load_elsewhere(port: int, topics: list[str], clients: int, seconds: float) -> dict[str, Any]:
+    """`admin_load` in a child process of its own, as admin clients are not on the brokers' hosts: the fleet's
+    loop then times heartbeats, not the admin clients' encoding."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.bench_brokers", "--admin", str(port), ",".join(topics), str(clients),
+        str(seconds), stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _err = await child.communicate()
+    if child.returncode != 0:
+        raise Zk2KraftError(f"the admin clients' process exited with {child.returncode}")
+    return json.loads(out.decode().strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def heartbeat_buckets(metrics_port: int) -> dict[float, float]:
+    """The bridge's own BrokerHeartbeat latency histogram (cumulative count per upper bound, seconds)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_request_latency_seconds_bucket") and sample.labels.get("api") == "BrokerHeartbeat":
+                buckets[float(sample.labels["le"])] = sample.value
+    return buckets
+
+
+def bridge_side(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """From arrival to response inside the bridge, over a phase: the share answered within the target, and
+    the p99's histogram bucket."""
+    counts = {le: after.get(le, 0.0) - before.get(le, 0.0) for le in sorted(after)}
+    total = counts.get(float("inf"), 0.0)
+    if not total:
+        return {"count": 0}
+    within = counts.get(TARGET_P99_MS / 1000, 0.0)
+    p99_bucket = next(le for le, count in counts.items() if count >= 0.99 * total)
+    return {
+        "count": int(total),
+        "within_target_share": round(within / total, 4),
+        "p99_at_most_ms": None if p99_bucket == float("inf") else round(p99_bucket * 1000, 1),
+    }
+
+
 async def measure(
     fleet: Fleet, bridge: Bridge, topics: list[str], clients: int, seconds: float
 ) -> dict[str, Any]:
@@ -299,14 +356,16 @@ async def measure(
         for name, with_admin in (("brokers_only", False), ("with_admin_load", True)):
             print(f"... phase {name}: {seconds:g} s", file=sys.stderr, flush=True)
             fleet.samples.heartbeats, fleet.samples.floor = [], []
-            stop = asyncio.Event()
-            load = asyncio.create_task(admin_load(fleet.port, topics, clients, stop)) if with_admin else None
+            inside_before = heartbeat_buckets(bridge.metrics_port)
+            load = (
+                asyncio.create_task(admin_load_elsewhere(fleet.port, topics, clients, seconds)) if with_admin else None
+            )
             await asyncio.sleep(seconds)
-            stop.set()
             heartbeats, floor = fleet.samples.heartbeats, fleet.samples.floor
             fleet.samples.heartbeats = fleet.samples.floor = None
             phase: dict[str, Any] = {
                 "heartbeats": latency_summary(heartbeats),
+                "heartbeats_inside_bridge": bridge_side(inside_before, heartbeat_buckets(bridge.metrics_port)),
                 "floor_api_versions": latency_summary(floor),
             }
             phase["heartbeat_p99_over_floor_p99"] = round(
@@ -394,6 +453,12 @@ def report(result: dict[str, Any]) -> str:
             f"floor (ApiVersions, same listener and load) p99 {floor['p99_ms']} ms; "
             f"ratio {phase['heartbeat_p99_over_floor_p99']}x"
         )
+        inside = phase.get("heartbeats_inside_bridge", {})
+        if inside.get("count"):
+            line += (
+                f"; inside the bridge (arrival to response) {inside['within_target_share']:.2%} within "
+                f"{TARGET_P99_MS:g} ms, p99 <= {inside['p99_at_most_ms']} ms"
+            )
         if "admin" in phase:
             admin = phase["admin"]
             line += f"; {admin['clients']} admin clients made {admin['changes_per_s']:,} config changes/s"
@@ -426,9 +491,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--topics", type=int, default=20, help="topics of the seeded cluster")
     parser.add_argument("--serve", nargs=2, metavar=("ZK", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--admin", nargs=4, metavar=("PORT", "TOPICS", "CLIENTS", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         sys.exit(serve(args.serve[0], Path(args.serve[1])))
+    if args.admin:
+        port, topic_list, clients, seconds = args.admin
+        print(json.dumps(admin_process(int(port), topic_list.split(","), int(clients), float(seconds))))
+        return
     result = run(
         args.brokers, args.clients, seconds=args.seconds, interval_s=args.interval, topics=args.topics
     )
