@@ -120,6 +120,8 @@ class Samples:
 
     heartbeats: list[float] | None = None
     floor: list[float] | None = None
+    # How late the floor probe's sleeps woke: the fleet's own event loop lag, which every figure above carries.
+    fleet_lag: list[float] | None = None
 
 
 class Fleet:
@@ -234,7 +236,10 @@ async def probe_floor(port: int, samples: Samples) -> None:
             took = time.perf_counter() - started
             if samples.floor is not None:
                 samples.floor.append(took)
+            slept = time.perf_counter()
             await asyncio.sleep(PROBE_EVERY_S)
+            if samples.fleet_lag is not None:
+                samples.fleet_lag.append(max(time.perf_counter() - slept - PROBE_EVERY_S, 0.0))
 
 
 async def admin_load(port: int, topics: list[str], clients: int, stop: asyncio.Event) -> dict[str, Any]:
@@ -355,18 +360,19 @@ async def measure(
         phases: dict[str, Any] = {}
         for name, with_admin in (("brokers_only", False), ("with_admin_load", True)):
             print(f"... phase {name}: {seconds:g} s", file=sys.stderr, flush=True)
-            fleet.samples.heartbeats, fleet.samples.floor = [], []
+            fleet.samples.heartbeats, fleet.samples.floor, fleet.samples.fleet_lag = [], [], []
             inside_before = heartbeat_buckets(bridge.metrics_port)
             load = (
                 asyncio.create_task(admin_load_elsewhere(fleet.port, topics, clients, seconds)) if with_admin else None
             )
             await asyncio.sleep(seconds)
-            heartbeats, floor = fleet.samples.heartbeats, fleet.samples.floor
-            fleet.samples.heartbeats = fleet.samples.floor = None
+            heartbeats, floor, lag = fleet.samples.heartbeats, fleet.samples.floor, fleet.samples.fleet_lag
+            fleet.samples.heartbeats = fleet.samples.floor = fleet.samples.fleet_lag = None
             phase: dict[str, Any] = {
                 "heartbeats": latency_summary(heartbeats),
                 "heartbeats_inside_bridge": bridge_side(inside_before, heartbeat_buckets(bridge.metrics_port)),
                 "floor_api_versions": latency_summary(floor),
+                "fleet_loop_lag": latency_summary(lag),
             }
             phase["heartbeat_p99_over_floor_p99"] = round(
                 phase["heartbeats"]["p99_ms"] / phase["floor_api_versions"]["p99_ms"], 2
@@ -453,6 +459,7 @@ def report(result: dict[str, Any]) -> str:
             f"floor (ApiVersions, same listener and load) p99 {floor['p99_ms']} ms; "
             f"ratio {phase['heartbeat_p99_over_floor_p99']}x"
         )
+        line += f"; the fleet's own loop lag p99 {phase['fleet_loop_lag']['p99_ms']} ms"
         inside = phase.get("heartbeats_inside_bridge", {})
         if inside.get("count"):
             line += (
