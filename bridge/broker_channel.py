@@ -156,6 +156,27 @@ class _Event:
     """None: a full sync."""
 
 
+def _coalesced(events: deque[_Event]) -> tuple[_Event, int]:
+    """The next event to build, taken from `events`, with how many it stands for: consecutive changes of broker
+    registrations only (a burst of registrations, unfencings or fencings without elections) become one, built
+    against the latest view, as Kafka's MetadataLoader publishes one delta for the batches it caught up on.
+    Each would otherwise send every member the whole broker list again."""
+    event, taken = events.popleft(), 1
+    while event.delta is not None and _brokers_only(event.delta) and events:
+        later = events[0]
+        if later.ctx is not event.ctx or later.delta is None or not _brokers_only(later.delta):
+            break
+        events.popleft()
+        brokers = event.delta.changed_brokers | later.delta.changed_brokers
+        event = _Event(later.view, later.ctx, PublishedDelta(changed_brokers=brokers))
+        taken += 1
+    return event, taken
+
+
+def _brokers_only(delta: PublishedDelta) -> bool:
+    return not (delta.changed_partitions or delta.deleted_topics or delta.removed_replicas)
+
+
 def answer_error_codes(response: Any) -> Counter[int]:
     """The error codes an answer carries: its top-level code and its partitions' (LeaderAndIsr, StopReplica),
     each with how many partitions carry it (1 for the top-level code)."""
@@ -340,7 +361,7 @@ class BrokerChannel:
             while not self._events:
                 ready.clear()
                 await ready.wait()
-            event = self._events.popleft()
+            event, taken = _coalesced(self._events)
             what = "full sync" if event.delta is None else "incremental requests"
             try:
                 members, unreachable, outgoing = await loop.run_in_executor(self._executor, self._build, event)
@@ -348,7 +369,7 @@ class BrokerChannel:
                 self._build_failed(what)
                 continue
             finally:
-                self._pending = max(self._pending - 1, 0)
+                self._pending = max(self._pending - taken, 0)
             if event.ctx is not self._ctx:
                 continue  # stopped, or another leadership began meanwhile
             self.set_members(members)

@@ -778,8 +778,12 @@ def test_a_change_whose_requests_cannot_be_built_is_counted_and_the_next_one_goe
         image = MetadataImage()
         try:
             channel.full_sync(image, CTX)
-            for marker in (2, 3, 4):
-                channel.publish([(marker, 1)], image, image, image)
+            # One at a time: changes waiting together would be built as one.
+            channel.publish([(2, 1)], image, image, image)
+            await eventually(lambda: (6, 2) in broker.received)
+            channel.publish([(3, 1)], image, image, image)
+            await eventually(lambda: channel.snapshot().build_failures == 1)
+            channel.publish([(4, 1)], image, image, image)
             await eventually(lambda: (6, 4) in broker.received)
             assert broker.received == [(6, 100), (4, 101), (6, 2), (6, 4)]
             assert channel.snapshot().build_failures == 1
@@ -818,3 +822,40 @@ def test_a_full_sync_is_built_without_a_collector_pass_and_leaves_no_young_objec
     assert sorted(members) == sorted(outgoing) == [1, 2, 3]
     assert passes == []
     assert young < 100
+
+
+def test_a_burst_of_registration_changes_is_built_once_but_a_change_of_partitions_is_not_merged() -> None:
+    """Broker-only changes waiting together are built as one against the latest view (each would send every
+    member the broker list again); a change of partitions between them keeps its place and its own requests."""
+
+    async def scenario() -> None:
+        broker = StandIn(1)
+        await broker.start()
+        fake = FakePropagation({1: broker.address})
+        partitions_of = {99: {uuid.UUID(int=1): {0}}}
+        builders = fake.builders()
+        builders = dataclasses.replace(
+            builders,
+            delta_of=lambda records, before, after: dataclasses.replace(
+                fake.delta_of(records, before, after),
+                changed_partitions=partitions_of.get(next(iter(records))[0], {}),
+            ),
+        )
+        channel = BrokerChannel(settings(), builders=builders)
+        image = MetadataImage()
+        try:
+            channel.full_sync(image, CTX)
+            await eventually(lambda: len(broker.received) == 2)
+            builds = len([t for t in fake.threads if t.startswith("build:")])
+            for marker in (2, 3, 4, 99, 5, 6):  # published in one step: all wait together
+                channel.publish([(marker, 1)], image, image, image)
+            await eventually(lambda: len(broker.received) == 8)
+            await eventually(lambda: broker_status(channel, 1).queue_depth == 0)
+            # 2-4 as one, 99 alone, 5-6 as one: in publish order, every change sent.
+            assert [t for t in fake.threads if t.startswith("build:")][builds:] == [fake.threads[-1]] * 3
+            assert broker.received[2:] == [(6, 2), (6, 3), (6, 4), (6, 99), (6, 5), (6, 6)]
+        finally:
+            await channel.close()
+            await broker.stop()
+
+    asyncio.run(scenario())
