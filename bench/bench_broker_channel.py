@@ -32,7 +32,6 @@ import asyncio
 import gc
 import json
 import platform
-import struct
 import sys
 import tempfile
 import threading
@@ -47,12 +46,12 @@ from kio.schema.errors import ErrorCode
 from bench import broker_requests
 from bench.bench_bridge import Subprocess, create_topic, latency_summary, load_average, set_topic_config
 from bench.bench_brokers import cancel_all
+from bench.broker_requests import OK_ANSWERS, REQUEST_HEADER
 from bench.generate_cluster import ClusterSpec, generate, write_data_dir
 from bridge.brokers import propagation
 from bridge.brokers.propagation import PropagationContext
 from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
-from bridge.kafka import legacy_messages as lm
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
 from bridge.kafka.protocol import encode_response, frame
 from bridge.shim.follower import MetadataFollower
@@ -71,12 +70,6 @@ REQUEST_TIMEOUT_MS = 3000
 TARGET_FLOOR_RATIO = 2.0
 TARGET_HEARTBEAT_MS = 50.0
 READY_TIMEOUT_S = 1800.0
-_HEADER = struct.Struct(">hhi")
-OK_ANSWERS = {
-    4: lm.LeaderAndIsrResponseV7(error_code=ErrorCode.none),
-    5: lm.StopReplicaResponseV4(error_code=ErrorCode.none),
-    6: lm.UpdateMetadataResponseV8(error_code=ErrorCode.none),
-}
 
 
 # ---------------------------------------------------------------- the bridge (a child process)
@@ -165,7 +158,7 @@ class StandIn:
             while True:
                 size = int.from_bytes(await reader.readexactly(4), "big")
                 payload = await reader.readexactly(size)
-                api_key, _version, correlation_id = _HEADER.unpack_from(payload)
+                api_key, _version, correlation_id = REQUEST_HEADER.unpack_from(payload)
                 self.received.append((api_key, correlation_id, time.perf_counter()))
                 if self.unresponsive:
                     continue

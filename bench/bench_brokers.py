@@ -6,7 +6,8 @@ A private embedded ZooKeeper is seeded with a small synthetic Kafka cluster (`be
 1-6), and a bridge controller runs over it in a child process WITHOUT rehearsal: it waits for the brokers,
 as Kafka's controller does. A fleet of simulated ZooKeeper-mode brokers in this process (one asyncio loop)
 each opens its own connection to the bridge's listener, registers (BrokerRegistration v4, a new
-incarnation, IsMigratingZkBroker) and heartbeats every `--interval` seconds (BrokerHeartbeat v1, Kafka's
+incarnation, IsMigratingZkBroker; its inter-broker endpoint is a child process that answers every broker's
+control requests with success, as reachable brokers do) and heartbeats every `--interval` seconds (BrokerHeartbeat v1, Kafka's
 broker.heartbeat.interval.ms of 2 s by default) with the offset the fleet's one Raft observer of
 `__cluster_metadata` has applied, asking to be unfenced once the controller says it is caught up. Every
 byte goes through kio. Once every broker is unfenced, two phases of `--seconds` each:
@@ -57,9 +58,11 @@ from bench.bench_bridge import (
     set_topic_config,
     user_topics,
 )
+from bench.broker_requests import OK_ANSWERS, REQUEST_HEADER
 from bridge.config import BridgeConfig
 from bridge.controller import BridgeController
 from bridge.kafka.client import ConnectionClosedError, KafkaConnection
+from bridge.kafka.protocol import encode_response, frame
 from bridge.shim.follower import MetadataFollower
 from migrate.errors import Zk2KraftError
 from migrate.zk.embedded import EmbeddedZooKeeper
@@ -93,6 +96,49 @@ class Bridge(Subprocess):
     def start_serving(cls, zk_connect: str, metadata_dir: Path) -> Bridge:
         return cls.start(zk_connect, metadata_dir, None, module="bench.bench_brokers")
 
+
+
+# ---------------------------------------------------------------- the brokers' listeners (a child process)
+
+
+def answer_control_requests() -> int:
+    """Child: every fleet broker's inter-broker listener, one port for all (LeaderAndIsr, UpdateMetadata and
+    StopReplica answered with success without decoding them, in order); the port on stdout; stops at stdin's
+    EOF. In a process of its own, so the bridge's full syncs do not load the fleet's event loop."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                payload = await reader.readexactly(size)
+                api_key, _version, correlation_id = REQUEST_HEADER.unpack_from(payload)
+                writer.write(frame(encode_response(correlation_id, OK_ANSWERS[api_key])))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0, backlog=4096)
+        print(json.dumps({"port": server.sockets[0].getsockname()[1]}), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        server.close()
+
+    asyncio.run(main())
+    return 0
+
+
+async def start_listeners() -> tuple[asyncio.subprocess.Process, int]:
+    """`answer_control_requests` in a child process; it and its port."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.bench_brokers", "--answer", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    line = await child.stdout.readline()
+    if not line:
+        raise Zk2KraftError(f"the brokers' listener process exited with {await child.wait()}")
+    return child, int(json.loads(line)["port"])
 
 
 # ---------------------------------------------------------------- the fleet
@@ -136,6 +182,8 @@ class Fleet:
         self.follower = MetadataFollower([("127.0.0.1", port)], cluster_id=cluster_id, poll_interval=0.05)
         self.tasks: list[asyncio.Task[None]] = []
         self.measuring = False
+        self.listener_port = 0
+        """Where every broker's inter-broker listener answers (`answer_control_requests`)."""
 
     def start(self) -> None:
         self.follower.start()
@@ -180,7 +228,7 @@ class Fleet:
 
     async def _register(self, connection: KafkaConnection, broker: FleetBroker) -> None:
         request = broker_requests.registration(
-            broker.broker_id, self.cluster_id, "localhost", 9092 + broker.broker_id % 50000, broker.incarnation
+            broker.broker_id, self.cluster_id, "127.0.0.1", self.listener_port, broker.incarnation
         )
         response = await connection.send(request)
         if response.error_code == ErrorCode.none:
@@ -329,6 +377,18 @@ async def measure(
     fleet: Fleet, bridge: Bridge, topics: list[str], clients: int, seconds: float
 ) -> dict[str, Any]:
     """Wait until every broker is unfenced, then the two phases; their figures."""
+    listeners, fleet.listener_port = await start_listeners()
+    try:
+        return await _measure(fleet, bridge, topics, clients, seconds)
+    finally:
+        assert listeners.stdin is not None
+        listeners.stdin.close()
+        await listeners.wait()
+
+
+async def _measure(
+    fleet: Fleet, bridge: Bridge, topics: list[str], clients: int, seconds: float
+) -> dict[str, Any]:
     fleet.start()
     deadline = time.monotonic() + READY_TIMEOUT_S
     started = time.monotonic()
@@ -498,10 +558,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--topics", type=int, default=20, help="topics of the seeded cluster")
     parser.add_argument("--serve", nargs=2, metavar=("ZK", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--answer", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--admin", nargs=4, metavar=("PORT", "TOPICS", "CLIENTS", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         sys.exit(serve(args.serve[0], Path(args.serve[1])))
+    if args.answer:
+        sys.exit(answer_control_requests())
     if args.admin:
         port, topic_list, clients, seconds = args.admin
         print(json.dumps(admin_process(int(port), topic_list.split(","), int(clients), float(seconds))))

@@ -1,19 +1,32 @@
 """The two requests the benchmarks' minimal brokers send: a migrating ZooKeeper broker's BrokerRegistration and
-its BrokerHeartbeat (kio's classes, the versions Kafka 3.9's brokers send)."""
+its BrokerHeartbeat (kio's classes, the versions Kafka 3.9's brokers send); and their answers to the
+controller's requests."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 
 from kio.schema.broker_heartbeat.v1 import request as heartbeat_v1
 from kio.schema.broker_registration.v4 import request as registration_v4
+from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i64, u16
 
+from bridge.kafka import legacy_messages as lm
 from migrate.kraft import metadata_version as mvs
 
 LISTENER = "PLAINTEXT"
 PLAINTEXT_ID = 0
+REQUEST_HEADER = struct.Struct(">hhi")
+"""A request header's api key, api version and correlation id."""
+OK_ANSWERS = {
+    4: lm.LeaderAndIsrResponseV7(error_code=ErrorCode.none),
+    5: lm.StopReplicaResponseV4(error_code=ErrorCode.none),
+    6: lm.UpdateMetadataResponseV8(error_code=ErrorCode.none),
+}
+"""A reachable ZooKeeper-mode broker's answer to each control request (LeaderAndIsr, StopReplica,
+UpdateMetadata), regardless of what it asked."""
 
 
 def log_dir(broker_id: int) -> uuid.UUID:
