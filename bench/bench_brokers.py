@@ -17,8 +17,9 @@ byte goes through kio. Once every broker is unfenced, two phases of `--seconds` 
 - brokers and `--clients` admin clients, each on its own connection, sending config changes
   (IncrementalAlterConfigs) back to back from a process of their own, with the floor probe still running.
 
-Each phase also reads the bridge's own BrokerHeartbeat latency histogram (from a request's arrival on the
-bridge's loop to its response): how much of the latency the fleet sees is inside the bridge.
+Each phase also reads the bridge's own BrokerHeartbeat latency histogram (over the phase and the second before
+it; from a request's arrival on the bridge's loop to its response): how much of the latency the fleet sees is
+inside the bridge.
 
 Reported: heartbeat p50/p99 in each phase, the floor's p99 in the same phase and the ratio; the brokers
 wrongly fenced (a broker that kept its schedule but was answered fenced, or an error, after its unfence;
@@ -69,6 +70,8 @@ from migrate.zk.embedded import EmbeddedZooKeeper
 
 TARGET_P99_MS = 50.0
 PROBE_EVERY_S = 0.02
+SETTLE_S = 1.0
+"""Between reading the bridge's /metrics and a phase's start: what waited meanwhile is not timed."""
 READY_TIMEOUT_S = 600.0
 
 
@@ -415,22 +418,27 @@ async def _measure(
     # One full interval more, so every broker has heartbeated since its unfence before measuring.
     await asyncio.sleep(fleet.interval)
     probe = asyncio.create_task(probe_floor(fleet.port, fleet.samples))
+    loop = asyncio.get_running_loop()
     fleet.measuring = True
     try:
         phases: dict[str, Any] = {}
         for name, with_admin in (("brokers_only", False), ("with_admin_load", True)):
             print(f"... phase {name}: {seconds:g} s", file=sys.stderr, flush=True)
+            # The bridge's /metrics is read off this loop and outside the phase (parsing it takes a while),
+            # so the fleet's timings do not carry it.
+            inside_before = await loop.run_in_executor(None, heartbeat_buckets, bridge.metrics_port)
+            await asyncio.sleep(SETTLE_S)
             fleet.samples.heartbeats, fleet.samples.floor, fleet.samples.fleet_lag = [], [], []
-            inside_before = heartbeat_buckets(bridge.metrics_port)
             load = (
                 asyncio.create_task(admin_load_elsewhere(fleet.port, topics, clients, seconds)) if with_admin else None
             )
             await asyncio.sleep(seconds)
             heartbeats, floor, lag = fleet.samples.heartbeats, fleet.samples.floor, fleet.samples.fleet_lag
             fleet.samples.heartbeats = fleet.samples.floor = fleet.samples.fleet_lag = None
+            inside_after = await loop.run_in_executor(None, heartbeat_buckets, bridge.metrics_port)
             phase: dict[str, Any] = {
                 "heartbeats": latency_summary(heartbeats),
-                "heartbeats_inside_bridge": bridge_side(inside_before, heartbeat_buckets(bridge.metrics_port)),
+                "heartbeats_inside_bridge": bridge_side(inside_before, inside_after),
                 "floor_api_versions": latency_summary(floor),
                 "fleet_loop_lag": latency_summary(lag),
             }
