@@ -285,6 +285,7 @@ class BridgeMetrics:
             "Records fetched from the leader (Kafka's fetch-records-rate is its rate)",
             registry=r,
         )
+        self._request_series: dict[tuple[int | str, int], tuple[Any, Any]] = {}
         self.requests = Counter(
             f"{PREFIX}_requests",
             "Controller requests answered, by api and Kafka error code (and its name)",
@@ -442,9 +443,18 @@ class BridgeMetrics:
 
     def observe_request(self, api: int | str, error_code: int, seconds: float) -> None:
         """One answered request: `api` is the api key or Kafka's api name; `error_code` the top-level code."""
-        name = api_name(api) if isinstance(api, int) else api
-        self.requests.labels(api=name, error_code=str(error_code), error=error_name(error_code)).inc()
-        self.request_latency.labels(api=name).observe(max(seconds, 0.0))
+        series = self._request_series.get((api, error_code))
+        if series is None:
+            # Looked up once per api and code: labels() costs more than the count itself, on every request.
+            name = api_name(api) if isinstance(api, int) else api
+            series = (
+                self.requests.labels(api=name, error_code=str(error_code), error=error_name(error_code)),
+                self.request_latency.labels(api=name),
+            )
+            self._request_series[(api, error_code)] = series
+        count, latency = series
+        count.inc()
+        latency.observe(max(seconds, 0.0))
 
     def observe_zk_write(self, kind: str, seconds: float, op_counts: Mapping[str, int] | None = None) -> None:
         """A finished ZooKeeper write: `kind` "snapshot" (full reconciliation) or "delta" (one change)."""
