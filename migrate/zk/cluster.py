@@ -68,6 +68,7 @@ from migrate.zk.znodes.topics import (
     decode_topic,
     encode_partition_state,
     encode_topic,
+    fast_partition_state,
 )
 
 T = TypeVar("T")
@@ -413,13 +414,19 @@ class _TreeReader:
         topic = self.model.topics.get(name)
         other = self.model.other_znodes
         prefix = paths.partitions_path(name)
-        decode = decode_partition_state
+        decode, fast = decode_partition_state, fast_partition_state
+        canonical_int = paths.canonical_int
         for p_name, node in self.state_nodes.get(name, {}).items():
-            path = f"{prefix}/{p_name}/state"
-            p = paths.canonical_int(p_name)
+            p = canonical_int(p_name)
             if topic is None or p is None:
-                other[path] = node.data
+                other[f"{prefix}/{p_name}/state"] = node.data
                 continue
+            # The path is only needed to explain a state znode the fast decoder does not accept.
+            state = fast(node.data, node.stat.version)
+            if state is not None:
+                topic.states[p] = state
+                continue
+            path = f"{prefix}/{p_name}/state"
             try:
                 topic.states[p] = decode(path, node.data, zk_version=node.stat.version)
             except ZnodeFormatError as e:

@@ -10,6 +10,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from orjson import JSONDecodeError
+from orjson import loads as _loads
+
 from migrate.errors import ZnodeFormatError
 from migrate.jvm import (
     java_string_hash,
@@ -34,6 +37,8 @@ from migrate.zk.znodes.jackson import (
     utf8,
     version_field,
 )
+
+_INT_ONLY = {int}
 
 
 def _parse_uuid(path: str, text: str) -> uuid.UUID:
@@ -62,9 +67,21 @@ def _replica_map(path: str, obj: dict[str, Any], key: str) -> dict[int, list[int
         bad(path, key, "an object", raw)
     out: dict[int, list[int]] = {}
     for p, replicas in raw.items():
-        out[java_int_text(path, f"partition key {p!r} in {key!r}", p)] = int_array(
-            path, f"{key}.{p}", replicas
-        )
+        # The usual key (up to 9 ASCII digits) is an int32 as it stands; others take Java's full rules.
+        if len(p) <= 9 and p.isdigit() and p.isascii():
+            partition = int(p)
+        else:
+            partition = java_int_text(path, f"partition key {p!r} in {key!r}", p)
+        if (
+            type(replicas) is list
+            and replicas
+            and {*map(type, replicas)} == _INT_ONLY
+            and min(replicas) >= INT32_MIN
+            and max(replicas) <= INT32_MAX
+        ):
+            out[partition] = replicas
+        else:
+            out[partition] = int_array(path, f"{key}.{p}", replicas)
     return out
 
 
@@ -114,6 +131,44 @@ _STATE_ORDER_RECOVERY = scala_map_order((*_STATE_KEYS, "leader_recovery_state"))
 
 
 def decode_partition_state(path: str, data: bytes | None, *, zk_version: int = 0) -> PartitionState:
+    state = fast_partition_state(data, zk_version)
+    return state if state is not None else _checked_partition_state(path, data, zk_version)
+
+
+
+def fast_partition_state(data: bytes | None, zk_version: int = 0) -> PartitionState | None:
+    """The state of a well-formed state znode, else None (then `decode_partition_state` says what is wrong).
+
+    orjson is several times faster than the standard scanner on a million small znodes; anything it refuses
+    or reads differently (e.g. integers beyond 64 bits become floats) fails a check here and takes the
+    checked path, so results and errors stay those of `_checked_partition_state`.
+    """
+    try:
+        obj = _loads(data)  # type: ignore[arg-type]
+        version, leader, leader_epoch = obj["version"], obj["leader"], obj["leader_epoch"]
+        controller_epoch, isr = obj["controller_epoch"], obj["isr"]
+        recovery = obj.get("leader_recovery_state", 0)
+    except (JSONDecodeError, TypeError, KeyError, AttributeError):
+        return None
+    if (
+        version == 1
+        and type(version) is int
+        and type(leader) is int
+        and type(leader_epoch) is int
+        and type(controller_epoch) is int
+        and (recovery == 0 or recovery == 1)
+        and type(recovery) is int
+        and INT32_MIN <= leader <= INT32_MAX
+        and INT32_MIN <= leader_epoch <= INT32_MAX
+        and INT32_MIN <= controller_epoch <= INT32_MAX
+        and type(isr) is list
+        and (not isr or ({*map(type, isr)} == _INT_ONLY and min(isr) >= INT32_MIN and max(isr) <= INT32_MAX))
+    ):
+        return PartitionState(leader, leader_epoch, isr, controller_epoch, recovery, zk_version)
+    return None
+
+
+def _checked_partition_state(path: str, data: bytes | None, zk_version: int) -> PartitionState:
     obj = parse_object(path, data)
     try:
         version, leader, leader_epoch = obj["version"], obj["leader"], obj["leader_epoch"]
