@@ -83,6 +83,12 @@ def io_floor(snapshot: Path, out_bytes: int, scratch: Path) -> float:
 # ------------------------------------------------------------------ the phases (run in a child process)
 
 
+def _rss_mb() -> int:
+    """This process's resident set now, in MB (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+
 def phases(data_dir: Path, out: Path) -> dict[str, float]:
     """The migration's steps one by one, as `migrate_to_metadata_dir` runs them; seconds per step."""
     import uuid
@@ -95,6 +101,7 @@ def phases(data_dir: Path, out: Path) -> dict[str, float]:
 
     times: dict[str, float] = {}
     cpu: dict[str, float] = {}
+    rss: dict[str, int] = {}  # resident MB after each step: where the peak builds up
 
     @contextmanager
     def step(name: str) -> Iterator[None]:
@@ -103,6 +110,7 @@ def phases(data_dir: Path, out: Path) -> dict[str, float]:
         times[name] = round(time.perf_counter() - start, 2)
         # CPU seconds of this process: steadier than wall time on a machine others are loading too.
         cpu[name] = round(time.process_time() - start_cpu, 2)
+        rss[name] = _rss_mb()
 
     with step("read_snapshot"):
         full, _report = load_data_dir(data_dir)
@@ -134,7 +142,7 @@ def phases(data_dir: Path, out: Path) -> dict[str, float]:
         )
     times["total"] = round(sum(times.values()), 2)
     cpu["total"] = round(sum(cpu.values()), 2)
-    return {**times, "cpu": cpu}  # type: ignore[dict-item]
+    return {**times, "cpu": cpu, "rss_mb_after": rss}  # type: ignore[dict-item]
 
 
 def phases_main(data_dir: Path, out: Path, profile: int) -> None:

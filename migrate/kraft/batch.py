@@ -742,10 +742,16 @@ def encode_kraft_batch(
     append = parts.append
     varint = _varint_bytes
     for i, (key, value) in enumerate(records):
-        # attributes 0, timestampDelta 0, offsetDelta i, key, value, no headers
-        body = b"".join((b"\x00\x00", varint(i), _nullable_bytes(key), _nullable_bytes(value), b"\x00"))
-        append(varint(len(body)))
-        append(body)
+        # attributes 0, timestampDelta 0, offsetDelta i, key, value, no headers: the value is copied once,
+        # into the join (a key is rare: KRaft's data records have none).
+        head = b"\x00\x00" + varint(i) + (_MINUS_ONE if key is None else _nullable_bytes(key))
+        size = len(value)
+        length = varint(size)
+        append(varint(len(head) + len(length) + size + 1))
+        append(head)
+        append(length)
+        append(value)
+        append(b"\x00")
     after_crc = _AFTER_CRC.pack(
         ATTR_CONTROL if control else 0,
         len(records) - 1,

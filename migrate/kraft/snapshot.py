@@ -190,7 +190,7 @@ def write_snapshot(
 ) -> WrittenSnapshot:
     """Write `<end_offset>-<epoch>.checkpoint` into `path_dir` (a `__cluster_metadata-0` directory).
 
-    From an image, records come from `image.records(metadata_version)` (default: the image's version)
+    From an image, records come from `image.stream_records(metadata_version)` (default: the image's version)
     and `end_offset`/`epoch`/`last_contained_timestamp_ms` default to the image's provenance (last
     offset + 1). From (record, version) pairs they are required. `timestamp_ms` sets the batch
     timestamps (a number, or a clock called once per batch; default: the current time). `voters` is a
@@ -199,7 +199,7 @@ def write_snapshot(
     if isinstance(image_or_records, MetadataImage):
         image = image_or_records
         target_mv = image.metadata_version if metadata_version is None else mvs.coerce(metadata_version)
-        records: Iterable[tuple[Any, int]] = image.records(target_mv)
+        records: Iterable[tuple[Any, int]] = image.stream_records(target_mv)
         provenance = image.provenance
         if end_offset is None:
             end_offset = provenance.last_contained_offset + 1
