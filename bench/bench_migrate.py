@@ -118,11 +118,13 @@ def phases(data_dir: Path, out: Path) -> dict[str, float]:
         tree = full.with_chroot(CHROOT, consume=True)  # as `read_source` does
     del full
     with step("build_model"):
-        model = from_tree(tree)
+        model = from_tree(tree, consume=True)  # as the CLI does
     del tree
     mv = mvs.LATEST_PRODUCTION
+    cluster_id = migration.model_cluster_id(model)
     with step("translate"):
         translation = translate(model, metadata_version=mv)
+    del model  # as migrate_to_metadata_dir does
     with step("encode_log"):
         log = migration.encode_log(
             migration.plan_writes(translation), controller_id=migration.DEFAULT_CONTROLLER_ID
@@ -136,7 +138,7 @@ def phases(data_dir: Path, out: Path) -> dict[str, float]:
             log,
             image,
             mv=mv,
-            cluster_id=migration.model_cluster_id(model),
+            cluster_id=cluster_id,
             controller_id=migration.DEFAULT_CONTROLLER_ID,
             directory_id=uuid.uuid4(),
         )

@@ -111,12 +111,16 @@ def migrate_cmd(
         origin_name = origin.origin
         source_warnings, source_notes, older = origin.warnings, origin.notes, origin.older_state_accepted
         bar.update("building the cluster model")
-        # Keep only the model: the raw tree of a large cluster is gigabytes nobody needs from here on.
-        model = from_tree(origin.tree)
+        # Keep only the model: the raw tree of a large cluster is gigabytes nobody needs from here on, so
+        # it is emptied as the model is built. The model itself is handed over without a reference kept
+        # here, so migrate_to_metadata_dir frees it once translated.
+        tree = origin.tree
         del origin
+        models = [from_tree(tree, consume=True)]
+        del tree
         bar.update("translating and writing the metadata directory")
         result = migrate_to_metadata_dir(
-            model,
+            models.pop(),
             out_dir,
             metadata_version=metadata_version,
             controller_id=controller_id,

@@ -420,6 +420,7 @@ def migrate_to_metadata_dir(
     _check_out_dir(target, force)
     started = clock_ns()
     model = _as_model(source)
+    del source
     resolved_cluster_id = cluster_id or model_cluster_id(model)
     _check_controller_id(controller_id, model_broker_ids(model))
 
@@ -427,6 +428,8 @@ def migrate_to_metadata_dir(
         model, metadata_version=mv, on_missing_state=on_missing_state, acl_id_factory=acl_id_factory
     )
     warnings = [f"ZooKeeper data: {w}" for w in model.warnings] + translation.warnings
+    # The records hold copies of what they need: a caller that handed the model over frees it here.
+    del model
     writes = plan_writes(translation, min_batch_size=min_batch_size)
     log = encode_log(writes, controller_id=controller_id, timestamp_ms=timestamp_ms, clock_ns=clock_ns)
     image = replay_log(log)

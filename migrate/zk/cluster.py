@@ -73,7 +73,9 @@ from migrate.zk.znodes.topics import (
 
 T = TypeVar("T")
 
-def from_tree(tree: ZTree, *, strict: bool = True, reuse: Mapping[str, Topic] | None = None) -> ZkClusterModel:
+def from_tree(
+    tree: ZTree, *, strict: bool = True, reuse: Mapping[str, Topic] | None = None, consume: bool = False
+) -> ZkClusterModel:
     """The model of a chroot-relative tree (`/brokers/...`); see `from_tree_at` for a tree with a chroot.
 
     Malformed data raises `ZnodeFormatError`, except where Kafka itself ignores bad data (notifications,
@@ -81,9 +83,11 @@ def from_tree(tree: ZTree, *, strict: bool = True, reuse: Mapping[str, Topic] | 
     every malformed znode is handled that way, and the ones a strict read refuses (or Kafka's migration
     cannot read) are listed in `malformed`. `reuse` (see `reusable_topics`) holds topics decoded before from
     znodes that have not changed since: the topics of `tree` named there are taken from it, not decoded.
+    With `consume` the tree is emptied and each topic's znodes are dropped once decoded, so a caller that
+    drops the tree anyway never holds a million znodes and their model at once.
     """
     with gc_paused():
-        return _read(tree, strict, reuse or {})
+        return _read(tree, strict, reuse or {}, consume)
 
 
 def reusable_topics(model: ZkClusterModel, changed: Collection[str]) -> dict[str, Topic]:
@@ -98,8 +102,9 @@ _REUSED = ZNode("", None)
 """Stands for a topic znode whose topic is taken from `reuse`."""
 
 
-def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic]) -> ZkClusterModel:
+def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic], consume: bool = False) -> ZkClusterModel:
     reader = _TreeReader(strict, reuse)
+    reader.consume = consume
     visit, states, dirs = reader.visit, reader.state_nodes, reader.partition_dirs
     prefix, skip = paths.TOPICS + "/", len(paths.TOPICS) + 1
     for path, node in tree.nodes.items():
@@ -124,6 +129,9 @@ def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic]) -> ZkClusterMod
                 topic_dirs[parts[2]] = node.data
                 continue
         visit(path, node)
+    if consume:
+        tree.nodes = {}
+        tree._children = None
     return reader.finish()
 
 
@@ -144,6 +152,7 @@ class _TreeReader:
         self.partition_containers: dict[str, bytes | None] = {}
         self.partition_dirs: dict[str, dict[str, bytes | None]] = {}
         self.state_nodes: dict[str, dict[str, ZNode]] = {}
+        self.consume = False  # drop each topic's state znodes once decoded
         self.handlers: dict[str, Callable[[str, list[str], ZNode], bool]] = {
             "brokers": self._brokers,
             "config": self._config,
@@ -416,7 +425,8 @@ class _TreeReader:
         prefix = paths.partitions_path(name)
         decode, fast = decode_partition_state, fast_partition_state
         canonical_int = paths.canonical_int
-        for p_name, node in self.state_nodes.get(name, {}).items():
+        topic_states = self.state_nodes.pop(name, {}) if self.consume else self.state_nodes.get(name, {})
+        for p_name, node in topic_states.items():
             p = canonical_int(p_name)
             if topic is None or p is None:
                 other[f"{prefix}/{p_name}/state"] = node.data

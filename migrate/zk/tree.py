@@ -100,6 +100,22 @@ class ZTree:
         prefix = chroot + "/"
         cut = len(chroot)
         nodes = out.nodes
+        if consume:
+            # Each old path is released as its node moves: two sets of a million paths never coexist.
+            take = self.nodes.pop
+            for path in list(self.nodes):
+                if path == chroot:
+                    rel = "/"
+                elif path.startswith(prefix):
+                    rel = path[cut:]
+                else:
+                    continue
+                node = take(path)
+                node.path = rel
+                nodes[rel] = node
+            self.nodes = {}
+            self._children = None
+            return out
         for path, node in self.nodes.items():
             if path == chroot:
                 rel = "/"
@@ -107,12 +123,5 @@ class ZTree:
                 rel = path[cut:]
             else:
                 continue
-            if consume:
-                node.path = rel
-                nodes[rel] = node
-            else:
-                nodes[rel] = ZNode(rel, node.data, node.stat, node.acl)
-        if consume:
-            self.nodes = {}
-            self._children = None
+            nodes[rel] = ZNode(rel, node.data, node.stat, node.acl)
         return out
