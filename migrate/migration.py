@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -280,7 +281,7 @@ def encode_log(
     appender = _RaftAppender(epoch, stamp, max_batch_bytes)
     appender.leader_change(controller_id)
     migration_first_offset = -1
-    with gc_paused():
+    with gc_paused(promote=True):
         for write in writes:
             if write.kind != "bootstrap" and migration_first_offset < 0:
                 migration_first_offset = appender.next_offset
@@ -301,7 +302,7 @@ def encode_log(
 def replay_log(log: EncodedLog) -> MetadataImage:
     """The image a controller has after replaying the log (C's replayer, Kafka's semantics)."""
     replayer = MetadataReplayer(source="migrated metadata log")
-    with gc_paused():
+    with gc_paused(promote=True):
         for entry in log.entries:
             if not entry.is_control:
                 replayer.replay(
@@ -362,10 +363,8 @@ def model_broker_ids(model: ZkClusterModel) -> set[int]:
     """Registered broker ids plus every broker id in a topic assignment."""
     ids = set(model.brokers)
     for topic in model.topics.values():
-        for replicas in topic.partitions.values():
-            ids.update(replicas)
-        for replicas in topic.adding_replicas.values():
-            ids.update(replicas)
+        ids.update(chain.from_iterable(topic.partitions.values()))
+        ids.update(chain.from_iterable(topic.adding_replicas.values()))
     return ids
 
 

@@ -20,6 +20,7 @@ from itertools import chain
 from typing import Any, Literal
 
 from migrate.errors import InvalidRequestError, ZnodeFormatError
+from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.metadata_version import MetadataVersion
@@ -145,7 +146,8 @@ def translate(
             f"metadata.version {mv.name} does not support ZooKeeper migration (needs {mvs.IBP_3_4_IV0.name} or later)"
         )
     t = _Translator(model, mv, on_missing_state == "repair", acl_id_factory, topic_id_factory)
-    t.run()
+    with gc_paused(promote=True):  # millions of acyclic records: collections would only walk them again
+        t.run()
     return t.result
 
 

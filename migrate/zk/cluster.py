@@ -86,7 +86,7 @@ def from_tree(
     With `consume` the tree is emptied and each topic's znodes are dropped once decoded, so a caller that
     drops the tree anyway never holds a million znodes and their model at once.
     """
-    with gc_paused():
+    with gc_paused(promote=True):
         return _read(tree, strict, reuse or {}, consume)
 
 

@@ -137,7 +137,8 @@ def read_source(
         raise Zk2KraftError(
             f"{source.describe()}: the chroot {chroot} does not exist in that tree" + tree_chroot_hint(full, chroot)
         )
-    if require_kafka and not looks_like_kafka(full.children(chroot)):
+    # The whole tree is dropped once its chroot is taken: no child index of every znode for this one look.
+    if require_kafka and not looks_like_kafka(full.children_once(chroot)):
         raise Zk2KraftError(_no_kafka(source, chroot) + tree_chroot_hint(full, chroot))
     notes = list(report.notes)
     if source.accept_older_state and not report.older_state_accepted:

@@ -69,6 +69,14 @@ class ZTree:
         assert self._children is not None
         return self._children.get(path, [])
 
+    def children_once(self, path: str) -> list[str]:
+        """`children(path)` without indexing the whole tree: one look at a huge tree about to be dropped."""
+        if self._children is not None and len(self.nodes) == self._indexed_len:
+            return self._children.get(path, [])
+        prefix = "/" if path == "/" else path + "/"
+        cut = len(prefix)
+        return sorted(p[cut:] for p in self.nodes if p.startswith(prefix) and len(p) > cut and p.find("/", cut) < 0)
+
     def _build_child_index(self) -> None:
         index: dict[str, list[str]] = {}
         for p in self.nodes:

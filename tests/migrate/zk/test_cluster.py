@@ -482,3 +482,12 @@ def test_a_model_built_by_consuming_the_tree_is_the_same(model: ZkClusterModel) 
     assert consumed == kept
     assert consumed.warnings == kept.warnings
     assert len(moved) == 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=cluster_models())
+def test_children_without_the_index_are_the_indexed_children(model: ZkClusterModel) -> None:
+    tree = to_tree(model)
+    fresh = ZTree(source="t", nodes=dict(tree.nodes))
+    for path in ["/", *list(tree.nodes)[:30], "/absent"]:
+        assert fresh.children_once(path) == tree.children(path)
