@@ -132,7 +132,11 @@ def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic], consume: bool =
     if consume:
         tree.nodes = {}
         tree._children = None
-    return reader.finish()
+    model = reader.finish()
+    # Its handlers are bound methods, a reference cycle: without them the reader and all it collected are
+    # freed now rather than at a collection the caller may have paused.
+    reader.handlers.clear()
+    return model
 
 
 def from_tree_at(tree: ZTree, chroot: str, *, strict: bool = True) -> ZkClusterModel:
