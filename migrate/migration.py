@@ -32,7 +32,12 @@ from migrate.kraft.activation import (
     encode_leader_change_batch,
     leader_change_message,
 )
-from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch, kraft_data_record_size
+from migrate.kraft.batch import (
+    HEADER_SIZE,
+    MAX_DATA_RECORD_OVERHEAD,
+    encode_kraft_batch,
+    kraft_data_record_size,
+)
 from migrate.kraft.framing import encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
@@ -221,7 +226,8 @@ class _RaftAppender:
         self.entries: list[LogEntry] = []
         self._pending: list[tuple[None, bytes]] = []
         self._pending_entries: list[LogEntry] = []
-        self._used = HEADER_SIZE
+        self._used = HEADER_SIZE  # exact bytes of the pending batch; -1 when only the bound below is kept
+        self._used_bound = HEADER_SIZE  # at least the bytes of the pending batch
 
     def leader_change(self, leader_id: int) -> None:
         self.flush()
@@ -240,6 +246,17 @@ class _RaftAppender:
 
     def _append(self, records: Sequence[RecordAndVersion]) -> None:
         values = [encode_metadata_record(r, v) for r, v in records]
+        bound = sum(map(len, values)) + MAX_DATA_RECORD_OVERHEAD * len(values)
+        if self._used_bound + bound <= self.max_batch_bytes:
+            # Surely fits: the exact size, needed only near the limit, is worked out if it ever is.
+            self._add_pending(records, values)
+            self._used_bound += bound
+            self._used = -1
+            return
+        if self._used < 0:
+            self._used = HEADER_SIZE + sum(
+                kraft_data_record_size(i, len(v)) for i, (_, v) in enumerate(self._pending)
+            )
         needed = sum(kraft_data_record_size(len(self._pending) + i, len(v)) for i, v in enumerate(values))
         if self._pending and self._used + needed > self.max_batch_bytes:
             self.flush()
@@ -249,11 +266,16 @@ class _RaftAppender:
                 f"{len(values)} migrated records need a {HEADER_SIZE + needed}-byte batch, more than KRaft's "
                 f"maximum of {self.max_batch_bytes} bytes; Kafka's controller would fail this write too"
             )
-        base = self.next_offset + len(self._pending)
-        for i, ((record, version), value) in enumerate(zip(records, values, strict=True)):
-            self._pending.append((None, value))
-            self._pending_entries.append(LogEntry(base + i, record, version, False))
+        self._add_pending(records, values)
         self._used += needed
+        self._used_bound = self._used
+
+    def _add_pending(self, records: Sequence[RecordAndVersion], values: list[bytes]) -> None:
+        base = self.next_offset + len(self._pending)
+        pending, entries = self._pending, self._pending_entries
+        for i, ((record, version), value) in enumerate(zip(records, values, strict=True)):
+            pending.append((None, value))
+            entries.append(LogEntry(base + i, record, version, False))
 
     def flush(self) -> None:
         if not self._pending:
@@ -264,6 +286,7 @@ class _RaftAppender:
         self.entries.extend(self._pending_entries)
         self.next_offset += len(self._pending)
         self._pending, self._pending_entries, self._used = [], [], HEADER_SIZE
+        self._used_bound = HEADER_SIZE
 
 
 def encode_log(
