@@ -109,20 +109,22 @@ class ZTree:
         cut = len(chroot)
         nodes = out.nodes
         if consume:
-            # Each old path is released as its node moves: two sets of a million paths never coexist.
-            take = self.nodes.pop
-            for path in list(self.nodes):
+            # The old table is dropped first and each old path as its node moves: two tables or two sets
+            # of a million paths never coexist.
+            old_paths, old_nodes = list(self.nodes), list(self.nodes.values())
+            self.nodes = {}
+            self._children = None
+            for i, node in enumerate(old_nodes):
+                path = old_paths[i]
+                old_paths[i] = ""
                 if path == chroot:
                     rel = "/"
                 elif path.startswith(prefix):
                     rel = path[cut:]
                 else:
                     continue
-                node = take(path)
                 node.path = rel
                 nodes[rel] = node
-            self.nodes = {}
-            self._children = None
             return out
         for path, node in self.nodes.items():
             if path == chroot:

@@ -283,9 +283,10 @@ class _StatBuilder:
 
     def __init__(self, tail: tuple[int, ...], data_length: int) -> None:
         (
-            self.num_children, self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
-            self.aversion, self.ephemeral_owner, self.pzxid,
+            self.num_children, czxid, mzxid, ctime, mtime, self.version, self.cversion,
+            self.aversion, self.ephemeral_owner, pzxid,
         ) = tail  # fmt: skip
+        _share_equal_times(self, czxid, mzxid, ctime, mtime, pzxid)
         self.data_length = data_length
 
 
@@ -296,11 +297,22 @@ class _ClientStatBuilder(_StatBuilder):
 
     def __init__(self, tail: tuple[int, ...], data_length: int) -> None:
         (
-            self.num_children, self.czxid, self.mzxid, self.ctime, self.mtime, self.version, cversion,
-            self.aversion, self.ephemeral_owner, self.pzxid,
+            self.num_children, czxid, mzxid, ctime, mtime, self.version, cversion,
+            self.aversion, self.ephemeral_owner, pzxid,
         ) = tail  # fmt: skip
+        _share_equal_times(self, czxid, mzxid, ctime, mtime, pzxid)
         self.cversion = cversion + cversion
         self.data_length = data_length
+
+
+def _share_equal_times(stat: _StatBuilder, czxid: int, mzxid: int, ctime: int, mtime: int, pzxid: int) -> None:
+    """Set the zxids and times, equal values as one int object: most znodes were never changed after their
+    create, and two million znodes' separate copies of the same big ints would cost hundreds of MB."""
+    stat.czxid = czxid
+    stat.mzxid = czxid if mzxid == czxid else mzxid
+    stat.pzxid = czxid if pzxid == czxid else pzxid
+    stat.ctime = ctime
+    stat.mtime = ctime if mtime == ctime else mtime
 
 
 _SET_CLASS = object.__dict__["__class__"].__set__
@@ -508,6 +520,8 @@ class _NodeDecoder:
         if self.client_view:
             client = map(operator.sub, map(_stat_cversion, parent_stats), counts.values())
             _consume(map(_STAT_CVERSION.__set__, parent_stats, client))
+        # Both were only needed for these checks: a million parents' counts need not outlive the decoding.
+        self.child_counts, self.keys = Counter(), []
 
 
 _CHECKSUM_WINDOW = 1 << 24  # bytes of a mapped snapshot checksummed before their pages are handed back
