@@ -4,11 +4,14 @@
 
 Generates the cluster's ZooKeeper data dir (bench/generate_cluster.py, chroot /kafka) unless `--data-dir`
 names one already generated, then runs `zk2kraft migrate --zk-data-dir DIR --chroot /kafka --out META` as
-a child process: wall time, and peak memory from the child's own rusage (`os.wait4`). A second child
-times the phases separately (read the snapshot, apply the chroot, build the model, translate, encode the
-log, replay it into an image, write the directory). The baseline, measured in the same run, is the I/O
-floor: reading the snapshot's bytes and writing as many bytes as the metadata dir holds, with fsync.
-`--profile N` also runs the phases under cProfile and prints the top N functions by own time.
+a child process: wall time, CPU time and peak memory from the child's own rusage (`os.wait4`). CPU time
+is the steadier figure on a loaded machine. `--baseline-root DIR` runs the same command first from
+another checkout (e.g. `git worktree add DIR main`): the same-run ratio of this tree against it. A
+second child times the phases separately (read the snapshot, build the model under the chroot, translate,
+encode the log, replay it into an image, write the directory), in wall and CPU seconds, with the resident
+memory after each. The I/O floor, measured in the same run, is reading the snapshot's bytes and writing
+as many bytes as the metadata dir holds, with fsync. `--profile N` also runs the phases under cProfile
+and prints the top N functions by own time.
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ def phases(data_dir: Path, out: Path) -> dict[str, float]:
     from migrate import migration
     from migrate.kraft import metadata_version as mvs
     from migrate.translate import translate
-    from migrate.zk.cluster import from_tree
+    from migrate.zk.cluster import from_tree_at
     from migrate.zk.restore import load_data_dir
 
     times: dict[str, float] = {}
@@ -114,12 +117,10 @@ def phases(data_dir: Path, out: Path) -> dict[str, float]:
 
     with step("read_snapshot"):
         full, _report = load_data_dir(data_dir)
-    with step("chroot"):
-        tree = full.with_chroot(CHROOT, consume=True)  # as `read_source` does
-    del full
     with step("build_model"):
-        model = from_tree(tree, consume=True)  # as the CLI does
-    del tree
+        # As the CLI does: the model is read under the chroot in place, no relative copy of the tree.
+        model = from_tree_at(full, CHROOT, consume=True)
+    del full
     mv = mvs.LATEST_PRODUCTION
     cluster_id = migration.model_cluster_id(model)
     with step("translate"):

@@ -102,11 +102,17 @@ _REUSED = ZNode("", None)
 """Stands for a topic znode whose topic is taken from `reuse`."""
 
 
-def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic], consume: bool = False) -> ZkClusterModel:
+def _read(
+    tree: ZTree, strict: bool, reuse: Mapping[str, Topic], consume: bool = False, chroot: str = "/"
+) -> ZkClusterModel:
     reader = _TreeReader(strict, reuse)
     reader.consume = consume
     visit, states, dirs = reader.visit, reader.state_nodes, reader.partition_dirs
-    prefix, skip = paths.TOPICS + "/", len(paths.TOPICS) + 1
+    # Paths are read relative to `chroot` where they are looked at: the tree's own paths are left alone.
+    root = "/" + chroot.strip("/") if chroot.strip("/") else ""
+    below_root, cut = root + "/", len(root)
+    prefix = root + paths.TOPICS + "/"
+    skip = len(prefix)
     for path, node in tree.nodes.items():
         # Fast path for the bulk of a big cluster: partition directories and states.
         if path.startswith(prefix):
@@ -128,6 +134,13 @@ def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic], consume: bool =
                     topic_dirs = dirs[parts[0]] = {}
                 topic_dirs[parts[2]] = node.data
                 continue
+        if root:
+            if path.startswith(below_root):
+                path = path[cut:]
+            elif path == root:
+                path = "/"
+            else:
+                continue  # outside the chroot
         visit(path, node)
     if consume:
         tree.nodes = {}
@@ -139,9 +152,11 @@ def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic], consume: bool =
     return model
 
 
-def from_tree_at(tree: ZTree, chroot: str, *, strict: bool = True) -> ZkClusterModel:
-    """The model of the Kafka cluster stored under `chroot` of a whole-ensemble tree."""
-    return from_tree(tree.with_chroot(chroot), strict=strict)
+def from_tree_at(tree: ZTree, chroot: str, *, strict: bool = True, consume: bool = False) -> ZkClusterModel:
+    """The model of the Kafka cluster stored under `chroot` of a whole-ensemble tree (`consume` as in
+    `from_tree`), read in place: no chroot-relative copy of the tree is made."""
+    with gc_paused(promote=True):
+        return _read(tree, strict, {}, consume, chroot)
 
 
 class _TreeReader:

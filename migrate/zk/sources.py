@@ -94,12 +94,15 @@ def read_source(
     progress: Callable[[int], None] | None = None,
     acls: bool = False,
     require_kafka: bool = True,
+    in_place: bool = False,
 ) -> ZTreeWithOrigin:
     """Read the tree Kafka uses (already made relative to the chroot: `/brokers`, `/config`, ...).
 
     Live reads fetch ACLs only when `acls` is set: ZooKeeper answers getACL one znode at a time, which
     would cost more than reading all data and children, and translation and audit never look at ACLs.
     With `require_kafka`, a chroot that holds no Kafka tree is an error suggesting the chroots that do.
+    With `in_place`, a data dir's whole tree is returned as read and `tree_chroot` says where Kafka's tree
+    is in it (for `from_tree_at`): no copy of a million paths made relative.
     """
     source.validate()
     chroot = full_tree_chroot(source)
@@ -144,9 +147,10 @@ def read_source(
     if source.accept_older_state and not report.older_state_accepted:
         notes.append("--accept-older-zk-state was not needed: no older state was used")
     return ZTreeWithOrigin(
-        full.with_chroot(chroot, consume=True),
+        full if in_place else full.with_chroot(chroot, consume=True),
         source.describe(),
         chroot,
+        tree_chroot=chroot if in_place else "/",
         warnings=list(report.warnings),
         notes=notes,
         older_state_accepted=report.older_state_accepted,
@@ -174,4 +178,6 @@ class ZTreeWithOrigin:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     older_state_accepted: bool = False
+    tree_chroot: str = "/"
+    """Where Kafka's tree is inside `tree`: "/" (already relative) unless read with `in_place`."""
 

@@ -478,10 +478,14 @@ def test_a_model_built_by_consuming_the_tree_is_the_same(model: ZkClusterModel) 
     assert {p: (n.path, n.data) for p, n in moved.nodes.items()} == {
         p: (n.path, n.data) for p, n in copied.nodes.items()
     }
+    in_place = from_tree_at(ZTree(source="t", nodes=dict(under_chroot.nodes)), "/kafka")
     consumed = from_tree(moved, consume=True)
-    assert consumed == kept
-    assert consumed.warnings == kept.warnings
-    assert len(moved) == 0
+    whole = ZTree(source="t", nodes=dict(under_chroot.nodes))
+    consumed_in_place = from_tree_at(whole, "/kafka/", consume=True)
+    for other in (in_place, consumed, consumed_in_place):
+        assert other == kept
+        assert other.warnings == kept.warnings
+    assert len(moved) == 0 and len(whole) == 0
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
