@@ -369,16 +369,16 @@ class _ImageWriter:
             for partition_id in sorted(partitions):
                 p = partitions[partition_id]
                 record = partition_record(
-                    partition_id=partition_id,
-                    topic_id=topic_id,
-                    replicas=p.replicas,
-                    isr=p.isr,
-                    removing_replicas=p.removing_replicas,
-                    adding_replicas=p.adding_replicas,
-                    leader=p.leader,
-                    leader_recovery_state=p.leader_recovery_state,
-                    leader_epoch=p.leader_epoch,
-                    partition_epoch=p.partition_epoch,
+                    partition_id,
+                    topic_id,
+                    p.replicas,
+                    p.isr,
+                    p.removing_replicas,
+                    p.adding_replicas,
+                    p.leader,
+                    p.leader_recovery_state,
+                    p.leader_epoch,
+                    p.partition_epoch,
                 )
                 if with_elr:
                     if p.elr:
