@@ -8,6 +8,7 @@ import functools
 import re
 import uuid
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 from orjson import JSONDecodeError
@@ -39,6 +40,7 @@ from migrate.zk.znodes.jackson import (
 )
 
 _INT_ONLY = {int}
+_LIST_ONLY = {list}
 
 
 def _parse_uuid(path: str, text: str) -> uuid.UUID:
@@ -65,6 +67,8 @@ def _replica_map(path: str, obj: dict[str, Any], key: str) -> dict[int, list[int
         return {}
     if type(raw) is not dict:
         bad(path, key, "an object", raw)
+    if raw and _usual_replica_map(raw):
+        return dict(zip(map(int, raw), raw.values(), strict=True))
     out: dict[int, list[int]] = {}
     for p, replicas in raw.items():
         # The usual key (up to 9 ASCII digits) is an int32 as it stands; others take Java's full rules.
@@ -83,6 +87,19 @@ def _replica_map(path: str, obj: dict[str, Any], key: str) -> dict[int, list[int
         else:
             out[partition] = int_array(path, f"{key}.{p}", replicas)
     return out
+
+
+def _usual_replica_map(raw: dict[str, Any]) -> bool:
+    """Whether every key is 1 to 9 ASCII digits and every value a list of int32s, checked a whole topic at
+    once (a topic of many partitions would otherwise cost a dozen calls per partition)."""
+    keys = "".join(raw)
+    if not (keys.isascii() and keys.isdigit() and min(map(len, raw)) >= 1 and max(map(len, raw)) <= 9):
+        return False
+    values = raw.values()
+    if {*map(type, values)} != _LIST_ONLY:
+        return False
+    flat = list(chain.from_iterable(values))
+    return not flat or ({*map(type, flat)} == _INT_ONLY and min(flat) >= INT32_MIN and max(flat) <= INT32_MAX)
 
 
 def decode_topic(path: str, data: bytes | None) -> Topic:

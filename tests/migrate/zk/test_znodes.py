@@ -1549,3 +1549,37 @@ def _outcome(decode: Callable[..., Any], data: bytes) -> Any:
         return decode("/brokers/topics/t/partitions/0/state", data, zk_version=4)
     except ZnodeFormatError as e:
         return str(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    partitions=st.dictionaries(
+        st.one_of(st.sampled_from(["0", "7", "007", "+1", "-1", "", "2147483647", "123456789", "\u0663"]),
+                  st.text(alphabet="0123456789+-", max_size=11)),
+        st.one_of(
+            st.lists(st.integers(min_value=-(2**32), max_value=2**32), max_size=4),
+            st.lists(st.one_of(st.integers(0, 5), st.booleans(), st.floats(0, 5)), max_size=3),
+            st.integers(),
+            st.none(),
+        ),
+        max_size=6,
+    )
+)
+def test_topic_assignments_read_a_whole_topic_at_once_as_partition_by_partition(
+    partitions: dict[str, Any],
+) -> None:
+    from migrate.zk.znodes import topics as topic_codec
+
+    data = json.dumps({"version": 3, "partitions": partitions}).encode()
+
+    def outcome() -> Any:
+        try:
+            return decode_topic("/brokers/topics/t", data).partitions
+        except ZnodeFormatError as e:
+            return str(e)
+
+    at_once = outcome()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(topic_codec, "_usual_replica_map", lambda raw: False)
+        one_by_one = outcome()
+    assert at_once == one_by_one
