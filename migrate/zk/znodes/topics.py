@@ -9,10 +9,9 @@ import re
 import uuid
 from collections.abc import Iterable, Sequence
 from itertools import chain
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from orjson import JSONDecodeError
-from orjson import loads as _loads
+import msgspec
 
 from migrate.errors import ZnodeFormatError
 from migrate.jvm import (
@@ -40,6 +39,7 @@ from migrate.zk.znodes.jackson import (
 )
 
 _INT_ONLY = {int}
+_Int32 = Annotated[int, msgspec.Meta(ge=INT32_MIN, le=INT32_MAX)]
 _LIST_ONLY = {list}
 
 
@@ -153,36 +153,34 @@ def decode_partition_state(path: str, data: bytes | None, *, zk_version: int = 0
 
 
 
+class _StateZnode(msgspec.Struct):
+    """The fields of a state znode Kafka reads, with their types and ranges (other keys are ignored)."""
+
+    version: Literal[1]
+    leader: _Int32
+    leader_epoch: _Int32
+    controller_epoch: _Int32
+    isr: list[_Int32]
+    leader_recovery_state: Literal[0, 1] = 0
+
+
+_STATE_DECODER = msgspec.json.Decoder(_StateZnode)
+
+
 def fast_partition_state(data: bytes | None, zk_version: int = 0) -> PartitionState | None:
     """The state of a well-formed state znode, else None (then `decode_partition_state` says what is wrong).
 
-    orjson is several times faster than the standard scanner on a million small znodes; anything it refuses
-    or reads differently (e.g. integers beyond 64 bits become floats) fails a check here and takes the
-    checked path, so results and errors stay those of `_checked_partition_state`.
+    msgspec decodes and checks the fields in one C pass, several times faster than the standard scanner
+    and the checks in Python on a million small znodes. Whatever it refuses takes the checked path, so
+    results and errors stay those of `_checked_partition_state`.
     """
     try:
-        obj = _loads(data)  # type: ignore[arg-type]
-        version, leader, leader_epoch = obj["version"], obj["leader"], obj["leader_epoch"]
-        controller_epoch, isr = obj["controller_epoch"], obj["isr"]
-        recovery = obj.get("leader_recovery_state", 0)
-    except (JSONDecodeError, TypeError, KeyError, AttributeError):
+        state = _STATE_DECODER.decode(data)  # type: ignore[arg-type]
+    except (msgspec.DecodeError, TypeError):
         return None
-    if (
-        version == 1
-        and type(version) is int
-        and type(leader) is int
-        and type(leader_epoch) is int
-        and type(controller_epoch) is int
-        and (recovery == 0 or recovery == 1)
-        and type(recovery) is int
-        and INT32_MIN <= leader <= INT32_MAX
-        and INT32_MIN <= leader_epoch <= INT32_MAX
-        and INT32_MIN <= controller_epoch <= INT32_MAX
-        and type(isr) is list
-        and (not isr or ({*map(type, isr)} == _INT_ONLY and min(isr) >= INT32_MIN and max(isr) <= INT32_MAX))
-    ):
-        return PartitionState(leader, leader_epoch, isr, controller_epoch, recovery, zk_version)
-    return None
+    return PartitionState(
+        state.leader, state.leader_epoch, state.isr, state.controller_epoch, state.leader_recovery_state, zk_version
+    )
 
 
 def _checked_partition_state(path: str, data: bytes | None, zk_version: int) -> PartitionState:

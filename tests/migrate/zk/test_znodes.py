@@ -1520,7 +1520,7 @@ def test_partition_state_fast_path_reads_and_refuses_what_the_checked_decoder_do
         b'\xff',
     ],
 )
-def test_partition_state_znodes_orjson_reads_differently_get_the_standard_answer(data: bytes) -> None:
+def test_partition_state_znodes_json_readers_disagree_on_get_the_standard_answer(data: bytes) -> None:
     assert _outcome(decode_partition_state, data) == _outcome(_checked_partition_state, data)
 
 
