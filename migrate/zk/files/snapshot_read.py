@@ -286,7 +286,13 @@ class _StatBuilder:
             self.num_children, czxid, mzxid, ctime, mtime, self.version, self.cversion,
             self.aversion, self.ephemeral_owner, pzxid,
         ) = tail  # fmt: skip
-        _share_equal_times(self, czxid, mzxid, ctime, mtime, pzxid)
+        # Equal zxids and times as one int object: most znodes never changed after their create, and two
+        # million znodes' separate copies of the same big ints would cost hundreds of MB.
+        self.czxid = czxid
+        self.mzxid = czxid if mzxid == czxid else mzxid
+        self.pzxid = czxid if pzxid == czxid else pzxid
+        self.ctime = ctime
+        self.mtime = ctime if mtime == ctime else mtime
         self.data_length = data_length
 
 
@@ -300,19 +306,16 @@ class _ClientStatBuilder(_StatBuilder):
             self.num_children, czxid, mzxid, ctime, mtime, self.version, cversion,
             self.aversion, self.ephemeral_owner, pzxid,
         ) = tail  # fmt: skip
-        _share_equal_times(self, czxid, mzxid, ctime, mtime, pzxid)
+        # Equal zxids and times as one int object: most znodes never changed after their create, and two
+        # million znodes' separate copies of the same big ints would cost hundreds of MB.
+        self.czxid = czxid
+        self.mzxid = czxid if mzxid == czxid else mzxid
+        self.pzxid = czxid if pzxid == czxid else pzxid
+        self.ctime = ctime
+        self.mtime = ctime if mtime == ctime else mtime
         self.cversion = cversion + cversion
         self.data_length = data_length
 
-
-def _share_equal_times(stat: _StatBuilder, czxid: int, mzxid: int, ctime: int, mtime: int, pzxid: int) -> None:
-    """Set the zxids and times, equal values as one int object: most znodes were never changed after their
-    create, and two million znodes' separate copies of the same big ints would cost hundreds of MB."""
-    stat.czxid = czxid
-    stat.mzxid = czxid if mzxid == czxid else mzxid
-    stat.pzxid = czxid if pzxid == czxid else pzxid
-    stat.ctime = ctime
-    stat.mtime = ctime if mtime == ctime else mtime
 
 
 _SET_CLASS = object.__dict__["__class__"].__set__
