@@ -15,7 +15,7 @@ from migrate.kraft import metadata_version as mvs
 from migrate.kraft.metadata_version import MetadataVersion
 from migrate.manifest import ManifestModel, MigrationReportModel
 from migrate.migration import DEFAULT_CONTROLLER_ID, MigrationResult, migrate_to_metadata_dir
-from migrate.zk.cluster import from_tree
+from migrate.zk.cluster import from_tree_at
 from migrate.zk.sources import read_source
 
 _MIN = mvs.IBP_3_4_IV0
@@ -107,16 +107,20 @@ def migrate_cmd(
     """
     source = zk_source_from(kwargs)
     with progress(f"reading {source.describe()}") as bar:
-        origin = read_source(source, progress=lambda n: bar.update(completed=n))
+        origin = read_source(source, progress=lambda n: bar.update(completed=n), in_place=True)
         origin_name = origin.origin
         source_warnings, source_notes, older = origin.warnings, origin.notes, origin.older_state_accepted
         bar.update("building the cluster model")
-        # Keep only the model: the raw tree of a large cluster is gigabytes nobody needs from here on.
-        model = from_tree(origin.tree)
+        # Keep only the model: the raw tree of a large cluster is gigabytes nobody needs from here on, so
+        # it is emptied as the model is built. The model itself is handed over without a reference kept
+        # here, so migrate_to_metadata_dir frees it once translated.
+        tree, tree_chroot = origin.tree, origin.tree_chroot
         del origin
+        models = [from_tree_at(tree, tree_chroot, consume=True)]
+        del tree
         bar.update("translating and writing the metadata directory")
         result = migrate_to_metadata_dir(
-            model,
+            models.pop(),
             out_dir,
             metadata_version=metadata_version,
             controller_id=controller_id,

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -31,7 +32,12 @@ from migrate.kraft.activation import (
     encode_leader_change_batch,
     leader_change_message,
 )
-from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch, kraft_data_record_size
+from migrate.kraft.batch import (
+    HEADER_SIZE,
+    MAX_DATA_RECORD_OVERHEAD,
+    encode_kraft_batch,
+    kraft_data_record_size,
+)
 from migrate.kraft.framing import encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import (
@@ -220,7 +226,8 @@ class _RaftAppender:
         self.entries: list[LogEntry] = []
         self._pending: list[tuple[None, bytes]] = []
         self._pending_entries: list[LogEntry] = []
-        self._used = HEADER_SIZE
+        self._used = HEADER_SIZE  # exact bytes of the pending batch; -1 when only the bound below is kept
+        self._used_bound = HEADER_SIZE  # at least the bytes of the pending batch
 
     def leader_change(self, leader_id: int) -> None:
         self.flush()
@@ -239,6 +246,17 @@ class _RaftAppender:
 
     def _append(self, records: Sequence[RecordAndVersion]) -> None:
         values = [encode_metadata_record(r, v) for r, v in records]
+        bound = sum(map(len, values)) + MAX_DATA_RECORD_OVERHEAD * len(values)
+        if self._used_bound + bound <= self.max_batch_bytes:
+            # Surely fits: the exact size, needed only near the limit, is worked out if it ever is.
+            self._add_pending(records, values)
+            self._used_bound += bound
+            self._used = -1
+            return
+        if self._used < 0:
+            self._used = HEADER_SIZE + sum(
+                kraft_data_record_size(i, len(v)) for i, (_, v) in enumerate(self._pending)
+            )
         needed = sum(kraft_data_record_size(len(self._pending) + i, len(v)) for i, v in enumerate(values))
         if self._pending and self._used + needed > self.max_batch_bytes:
             self.flush()
@@ -248,11 +266,16 @@ class _RaftAppender:
                 f"{len(values)} migrated records need a {HEADER_SIZE + needed}-byte batch, more than KRaft's "
                 f"maximum of {self.max_batch_bytes} bytes; Kafka's controller would fail this write too"
             )
-        base = self.next_offset + len(self._pending)
-        for i, ((record, version), value) in enumerate(zip(records, values, strict=True)):
-            self._pending.append((None, value))
-            self._pending_entries.append(LogEntry(base + i, record, version, False))
+        self._add_pending(records, values)
         self._used += needed
+        self._used_bound = self._used
+
+    def _add_pending(self, records: Sequence[RecordAndVersion], values: list[bytes]) -> None:
+        base = self.next_offset + len(self._pending)
+        pending, entries = self._pending, self._pending_entries
+        for i, ((record, version), value) in enumerate(zip(records, values, strict=True)):
+            pending.append((None, value))
+            entries.append(LogEntry(base + i, record, version, False))
 
     def flush(self) -> None:
         if not self._pending:
@@ -263,6 +286,7 @@ class _RaftAppender:
         self.entries.extend(self._pending_entries)
         self.next_offset += len(self._pending)
         self._pending, self._pending_entries, self._used = [], [], HEADER_SIZE
+        self._used_bound = HEADER_SIZE
 
 
 def encode_log(
@@ -280,7 +304,7 @@ def encode_log(
     appender = _RaftAppender(epoch, stamp, max_batch_bytes)
     appender.leader_change(controller_id)
     migration_first_offset = -1
-    with gc_paused():
+    with gc_paused(promote=True):
         for write in writes:
             if write.kind != "bootstrap" and migration_first_offset < 0:
                 migration_first_offset = appender.next_offset
@@ -301,7 +325,7 @@ def encode_log(
 def replay_log(log: EncodedLog) -> MetadataImage:
     """The image a controller has after replaying the log (C's replayer, Kafka's semantics)."""
     replayer = MetadataReplayer(source="migrated metadata log")
-    with gc_paused():
+    with gc_paused(promote=True):
         for entry in log.entries:
             if not entry.is_control:
                 replayer.replay(
@@ -362,10 +386,8 @@ def model_broker_ids(model: ZkClusterModel) -> set[int]:
     """Registered broker ids plus every broker id in a topic assignment."""
     ids = set(model.brokers)
     for topic in model.topics.values():
-        for replicas in topic.partitions.values():
-            ids.update(replicas)
-        for replicas in topic.adding_replicas.values():
-            ids.update(replicas)
+        ids.update(chain.from_iterable(topic.partitions.values()))
+        ids.update(chain.from_iterable(topic.adding_replicas.values()))
     return ids
 
 
@@ -420,6 +442,7 @@ def migrate_to_metadata_dir(
     _check_out_dir(target, force)
     started = clock_ns()
     model = _as_model(source)
+    del source
     resolved_cluster_id = cluster_id or model_cluster_id(model)
     _check_controller_id(controller_id, model_broker_ids(model))
 
@@ -427,6 +450,8 @@ def migrate_to_metadata_dir(
         model, metadata_version=mv, on_missing_state=on_missing_state, acl_id_factory=acl_id_factory
     )
     warnings = [f"ZooKeeper data: {w}" for w in model.warnings] + translation.warnings
+    # The records hold copies of what they need: a caller that handed the model over frees it here.
+    del model
     writes = plan_writes(translation, min_batch_size=min_batch_size)
     log = encode_log(writes, controller_id=controller_id, timestamp_ms=timestamp_ms, clock_ns=clock_ns)
     image = replay_log(log)

@@ -16,9 +16,11 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Literal
 
 from migrate.errors import InvalidRequestError, ZnodeFormatError
+from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
 from migrate.kraft.metadata_version import MetadataVersion
@@ -144,7 +146,8 @@ def translate(
             f"metadata.version {mv.name} does not support ZooKeeper migration (needs {mvs.IBP_3_4_IV0.name} or later)"
         )
     t = _Translator(model, mv, on_missing_state == "repair", acl_id_factory, topic_id_factory)
-    t.run()
+    with gc_paused(promote=True):  # millions of acyclic records: collections would only walk them again
+        t.run()
     return t.result
 
 
@@ -221,32 +224,44 @@ class _Translator:
                         0,
                     )
                 )
-        broker_ids = self.result.broker_ids
-        for partition_id in sorted(topic.partitions):
-            replicas = list(topic.partitions[partition_id])
-            adding = list(topic.adding_replicas.get(partition_id, []))
-            removing = list(topic.removing_replicas.get(partition_id, []))
-            state = topic.states.get(partition_id)
-            record = rec.PartitionRecord(
-                partition_id=partition_id,
-                topic_id=topic_id,
-                replicas=replicas,
-                removing_replicas=removing,
-                adding_replicas=adding,
-            )
+        partitions, adding_map, removing_map = topic.partitions, topic.adding_replicas, topic.removing_replicas
+        states = topic.states
+        partition_record = rec.PartitionRecord
+        append = out.append
+        for partition_id in sorted(partitions):
+            replicas = list(partitions[partition_id])
+            adding = list(adding_map[partition_id]) if partition_id in adding_map else []
+            removing = list(removing_map[partition_id]) if partition_id in removing_map else []
+            state = states.get(partition_id)
             if state is not None:
-                record.isr = list(state.isr)
-                record.leader = state.leader
-                record.leader_epoch = state.leader_epoch
-                record.partition_epoch = state.zk_version
-                record.leader_recovery_state = state.leader_recovery_state
+                record = partition_record(
+                    partition_id,
+                    topic_id,
+                    replicas,
+                    list(state.isr),
+                    removing,
+                    adding,
+                    state.leader,
+                    state.leader_recovery_state,
+                    state.leader_epoch,
+                    state.zk_version,
+                )
             else:
+                record = partition_record(
+                    partition_id=partition_id,
+                    topic_id=topic_id,
+                    replicas=replicas,
+                    removing_replicas=removing,
+                    adding_replicas=adding,
+                )
                 self.missing_state(topic.name, partition_id, record)
-            broker_ids.update(replicas)
-            broker_ids.update(adding)
             # Kafka writes PartitionRecord v0 during the migration whatever the metadata.version
             # (ZkMigrationClient.migrateTopics); snapshots later use the MV's version.
-            out.append((record, 0))
+            append((record, 0))
+        # One update per topic, not two per partition.
+        broker_ids = self.result.broker_ids
+        broker_ids.update(chain.from_iterable(partitions.values()))
+        broker_ids.update(chain.from_iterable(adding_map[p] for p in partitions if p in adding_map))
         return out
 
     def missing_topic_id(self, topic: Topic) -> uuid.UUID:

@@ -741,11 +741,21 @@ def encode_kraft_batch(
     parts: list[bytes] = []
     append = parts.append
     varint = _varint_bytes
+    heads = _NULL_KEY_HEADS
     for i, (key, value) in enumerate(records):
-        # attributes 0, timestampDelta 0, offsetDelta i, key, value, no headers
-        body = b"".join((b"\x00\x00", varint(i), _nullable_bytes(key), _nullable_bytes(value), b"\x00"))
-        append(varint(len(body)))
-        append(body)
+        # attributes 0, timestampDelta 0, offsetDelta i, key, value, no headers: the value is copied once,
+        # into the join (a key is rare: KRaft's data records have none).
+        if key is None and i < _ZZ_CACHE_SIZE:
+            head = heads[i]
+        else:
+            head = b"\x00\x00" + varint(i) + (_MINUS_ONE if key is None else _nullable_bytes(key))
+        size = len(value)
+        length = varint(size)
+        append(varint(len(head) + len(length) + size + 1))
+        append(head)
+        append(length)
+        append(value)
+        append(b"\x00")
     after_crc = _AFTER_CRC.pack(
         ATTR_CONTROL if control else 0,
         len(records) - 1,
@@ -757,6 +767,14 @@ def encode_kraft_batch(
         len(records),
     )
     return _frame_batch(base_offset, leader_epoch, after_crc, b"".join(parts))
+
+
+_NULL_KEY_HEADS = tuple(b"\x00\x00" + _ZZ_CACHE[i] + _MINUS_ONE for i in range(_ZZ_CACHE_SIZE))
+"""attributes, timestampDelta, offsetDelta i and a null key: how every KRaft data record starts."""
+MAX_DATA_RECORD_OVERHEAD = 19
+"""Most bytes a KRaft data record (null key, no headers) adds to its value: the attributes byte, three
+one-byte varints (timestampDelta 0, key length -1, header count 0) and three of at most 5 bytes (record
+length, offsetDelta, value length)."""
 
 
 def _zigzag_size(n: int) -> int:

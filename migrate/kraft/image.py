@@ -7,7 +7,7 @@ replay (migrate.kraft.replay) replaces objects instead of mutating them, so imag
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,6 +212,11 @@ class MetadataImage:
         with gc_paused():
             return _ImageWriter(self, target).write()
 
+    def stream_records(self, metadata_version: MetadataVersion | int | str | None = None) -> Iterator[tuple[Any, int]]:
+        """`records()` one topic at a time: a snapshot writer never holds a million records at once."""
+        target = self.metadata_version if metadata_version is None else mvs.coerce(metadata_version)
+        return _ImageWriter(self, target).stream()
+
 
 # ---------------------------------------------------------------------------------------------- writing
 
@@ -231,7 +236,25 @@ class _ImageWriter:
         )
 
     def write(self) -> list[tuple[Any, int]]:
-        steps: list[Callable[[], None]] = [
+        for step in self._steps():
+            step()
+        return self.out
+
+    def stream(self) -> Iterator[tuple[Any, int]]:
+        """The records of `write`, handed over a topic at a time instead of all in one list."""
+        out = self.out
+        for step in self._steps():
+            if step == self.topics:
+                for _topic in self._topic_steps():
+                    yield from out
+                    out.clear()
+            else:
+                step()
+                yield from out
+                out.clear()
+
+    def _steps(self) -> list[Callable[[], None]]:
+        return [
             self.features,
             self.cluster,
             self.topics,
@@ -242,9 +265,6 @@ class _ImageWriter:
             self.scram,
             self.delegation_tokens,
         ]
-        for step in steps:
-            step()
-        return self.out
 
     def features(self) -> None:
         features = self.image.features
@@ -331,6 +351,11 @@ class _ImageWriter:
         return record, self.mv.register_controller_record_version()
 
     def topics(self) -> None:
+        for _topic in self._topic_steps():
+            pass
+
+    def _topic_steps(self) -> Iterator[None]:
+        """Append each topic's records in turn, pausing after each topic."""
         version = self.mv.partition_record_version()
         with_dirs = self.mv.is_directory_assignment_supported()
         with_elr = self.mv.is_elr_supported()
@@ -344,16 +369,16 @@ class _ImageWriter:
             for partition_id in sorted(partitions):
                 p = partitions[partition_id]
                 record = partition_record(
-                    partition_id=partition_id,
-                    topic_id=topic_id,
-                    replicas=p.replicas,
-                    isr=p.isr,
-                    removing_replicas=p.removing_replicas,
-                    adding_replicas=p.adding_replicas,
-                    leader=p.leader,
-                    leader_recovery_state=p.leader_recovery_state,
-                    leader_epoch=p.leader_epoch,
-                    partition_epoch=p.partition_epoch,
+                    partition_id,
+                    topic_id,
+                    p.replicas,
+                    p.isr,
+                    p.removing_replicas,
+                    p.adding_replicas,
+                    p.leader,
+                    p.leader_recovery_state,
+                    p.leader_epoch,
+                    p.partition_epoch,
                 )
                 if with_elr:
                     if p.elr:
@@ -365,6 +390,7 @@ class _ImageWriter:
                 elif p.directories.count(MIGRATING_DIRECTORY) != len(p.directories):
                     self.loss("the directory assignment state of one or more replicas")
                 out.append((record, version))
+            yield
 
     def configs(self) -> None:
         # Kafka iterates HashMaps (resources, then keys); we sort both for a stable snapshot.

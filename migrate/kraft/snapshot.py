@@ -25,7 +25,12 @@ from migrate.errors import InvalidRequestError, Zk2KraftError
 from migrate.gcpause import gc_paused
 from migrate.kraft import metadata_version as mvs
 from migrate.kraft import records as rec
-from migrate.kraft.batch import HEADER_SIZE, encode_kraft_batch, kraft_data_record_size
+from migrate.kraft.batch import (
+    HEADER_SIZE,
+    MAX_DATA_RECORD_OVERHEAD,
+    encode_kraft_batch,
+    kraft_data_record_size,
+)
 from migrate.kraft.framing import encode_control_record, encode_metadata_record
 from migrate.kraft.image import MetadataImage
 from migrate.kraft.logdir import BOOTSTRAP_CHECKPOINT, SnapshotId, snapshot_file_name
@@ -78,11 +83,23 @@ class _BatchStream:
         self.records = 0
         self.data_batches = 0
         self._values: list[tuple[None, bytes]] = []
-        self._used = HEADER_SIZE
+        self._used = HEADER_SIZE  # exact bytes of the current batch; -1 when only the bound below is kept
+        self._used_bound = HEADER_SIZE  # at least the bytes of the current batch
         self._batch_time = 0
 
     def append(self, values: Sequence[bytes]) -> None:
         """One accumulator append: all `values` go into one batch (the current one if they fit)."""
+        bound = sum(map(len, values)) + MAX_DATA_RECORD_OVERHEAD * len(values)
+        if self._used_bound + bound <= self.max_batch_bytes:
+            # Surely fits: the exact size, needed only near the limit, is worked out if it ever is.
+            if not self._values:
+                self._batch_time = self.clock()
+            self._values.extend((None, v) for v in values)
+            self._used_bound += bound
+            self._used = -1
+            return
+        if self._used < 0:
+            self._used = HEADER_SIZE + self._bytes_needed([v for _, v in self._values], 0)
         needed = self._bytes_needed(values, len(self._values))
         if self._values and self._used + needed > self.max_batch_bytes:
             self._complete()
@@ -96,6 +113,7 @@ class _BatchStream:
             self._batch_time = self.clock()
         self._values.extend((None, v) for v in values)
         self._used += needed
+        self._used_bound = self._used
 
     def control(self, records: Sequence[Any]) -> None:
         """A control batch of its own (completing the current data batch first)."""
@@ -116,7 +134,7 @@ class _BatchStream:
         self.records += len(values)
         self.data_batches += 1
         self._values = []
-        self._used = HEADER_SIZE
+        self._used = self._used_bound = HEADER_SIZE
 
     def _write(self, data: bytes, count: int) -> None:
         self.out.write(data)
@@ -126,13 +144,17 @@ class _BatchStream:
 
 def _encode_values(records: Iterable[tuple[Any, int]], per_append: int) -> Iterable[list[bytes]]:
     chunk: list[bytes] = []
+    allowed: set[type] = set()  # record types already checked
     for record, version in records:
-        if isinstance(record, _TRANSACTION_RECORDS):
-            raise InvalidRequestError(
-                f"{type(record).__name__} cannot be written to a snapshot: snapshots never contain transaction records"
-            )
-        if getattr(type(record), "API_KEY", None) is None:
-            raise InvalidRequestError(f"{type(record).__name__} is not a metadata record")
+        kind = type(record)
+        if kind not in allowed:
+            if isinstance(record, _TRANSACTION_RECORDS):
+                raise InvalidRequestError(
+                    f"{kind.__name__} cannot be written to a snapshot: snapshots never contain transaction records"
+                )
+            if getattr(kind, "API_KEY", None) is None:
+                raise InvalidRequestError(f"{kind.__name__} is not a metadata record")
+            allowed.add(kind)
         chunk.append(encode_metadata_record(record, version))
         if len(chunk) >= per_append:
             yield chunk
@@ -190,7 +212,7 @@ def write_snapshot(
 ) -> WrittenSnapshot:
     """Write `<end_offset>-<epoch>.checkpoint` into `path_dir` (a `__cluster_metadata-0` directory).
 
-    From an image, records come from `image.records(metadata_version)` (default: the image's version)
+    From an image, records come from `image.stream_records(metadata_version)` (default: the image's version)
     and `end_offset`/`epoch`/`last_contained_timestamp_ms` default to the image's provenance (last
     offset + 1). From (record, version) pairs they are required. `timestamp_ms` sets the batch
     timestamps (a number, or a clock called once per batch; default: the current time). `voters` is a
@@ -199,7 +221,7 @@ def write_snapshot(
     if isinstance(image_or_records, MetadataImage):
         image = image_or_records
         target_mv = image.metadata_version if metadata_version is None else mvs.coerce(metadata_version)
-        records: Iterable[tuple[Any, int]] = image.records(target_mv)
+        records: Iterable[tuple[Any, int]] = image.stream_records(target_mv)
         provenance = image.provenance
         if end_offset is None:
             end_offset = provenance.last_contained_offset + 1

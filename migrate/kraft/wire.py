@@ -375,7 +375,11 @@ def write_uuid_array(a: list[uuid.UUID] | None) -> bytes:
     if a is None:
         return b"\x00"
     n = len(a)
-    return (UVARINT_1[n + 1] if n < 0x7F else write_uvarint(n + 1)) + b"".join([u.bytes for u in a])
+    head = UVARINT_1[n + 1] if n < 0x7F else write_uvarint(n + 1)
+    if n > 1 and a[-1] is a[0] and a.count(a[0]) == n:
+        # One uuid repeated (a replica list's directories while migrating): its bytes are made once.
+        return head + a[0].bytes * n
+    return head + b"".join([u.bytes for u in a])
 
 
 def uuid_to_text(u: uuid.UUID) -> str:

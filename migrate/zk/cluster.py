@@ -68,11 +68,14 @@ from migrate.zk.znodes.topics import (
     decode_topic,
     encode_partition_state,
     encode_topic,
+    fast_partition_state,
 )
 
 T = TypeVar("T")
 
-def from_tree(tree: ZTree, *, strict: bool = True, reuse: Mapping[str, Topic] | None = None) -> ZkClusterModel:
+def from_tree(
+    tree: ZTree, *, strict: bool = True, reuse: Mapping[str, Topic] | None = None, consume: bool = False
+) -> ZkClusterModel:
     """The model of a chroot-relative tree (`/brokers/...`); see `from_tree_at` for a tree with a chroot.
 
     Malformed data raises `ZnodeFormatError`, except where Kafka itself ignores bad data (notifications,
@@ -80,9 +83,11 @@ def from_tree(tree: ZTree, *, strict: bool = True, reuse: Mapping[str, Topic] | 
     every malformed znode is handled that way, and the ones a strict read refuses (or Kafka's migration
     cannot read) are listed in `malformed`. `reuse` (see `reusable_topics`) holds topics decoded before from
     znodes that have not changed since: the topics of `tree` named there are taken from it, not decoded.
+    With `consume` the tree is emptied and each topic's znodes are dropped once decoded, so a caller that
+    drops the tree anyway never holds a million znodes and their model at once.
     """
-    with gc_paused():
-        return _read(tree, strict, reuse or {})
+    with gc_paused(promote=True):
+        return _read(tree, strict, reuse or {}, consume)
 
 
 def reusable_topics(model: ZkClusterModel, changed: Collection[str]) -> dict[str, Topic]:
@@ -97,10 +102,17 @@ _REUSED = ZNode("", None)
 """Stands for a topic znode whose topic is taken from `reuse`."""
 
 
-def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic]) -> ZkClusterModel:
+def _read(
+    tree: ZTree, strict: bool, reuse: Mapping[str, Topic], consume: bool = False, chroot: str = "/"
+) -> ZkClusterModel:
     reader = _TreeReader(strict, reuse)
+    reader.consume = consume
     visit, states, dirs = reader.visit, reader.state_nodes, reader.partition_dirs
-    prefix, skip = paths.TOPICS + "/", len(paths.TOPICS) + 1
+    # Paths are read relative to `chroot` where they are looked at: the tree's own paths are left alone.
+    root = "/" + chroot.strip("/") if chroot.strip("/") else ""
+    below_root, cut = root + "/", len(root)
+    prefix = root + paths.TOPICS + "/"
+    skip = len(prefix)
     for path, node in tree.nodes.items():
         # Fast path for the bulk of a big cluster: partition directories and states.
         if path.startswith(prefix):
@@ -122,13 +134,29 @@ def _read(tree: ZTree, strict: bool, reuse: Mapping[str, Topic]) -> ZkClusterMod
                     topic_dirs = dirs[parts[0]] = {}
                 topic_dirs[parts[2]] = node.data
                 continue
+        if root:
+            if path.startswith(below_root):
+                path = path[cut:]
+            elif path == root:
+                path = "/"
+            else:
+                continue  # outside the chroot
         visit(path, node)
-    return reader.finish()
+    if consume:
+        tree.nodes = {}
+        tree._children = None
+    model = reader.finish()
+    # Its handlers are bound methods, a reference cycle: without them the reader and all it collected are
+    # freed now rather than at a collection the caller may have paused.
+    reader.handlers.clear()
+    return model
 
 
-def from_tree_at(tree: ZTree, chroot: str, *, strict: bool = True) -> ZkClusterModel:
-    """The model of the Kafka cluster stored under `chroot` of a whole-ensemble tree."""
-    return from_tree(tree.with_chroot(chroot), strict=strict)
+def from_tree_at(tree: ZTree, chroot: str, *, strict: bool = True, consume: bool = False) -> ZkClusterModel:
+    """The model of the Kafka cluster stored under `chroot` of a whole-ensemble tree (`consume` as in
+    `from_tree`), read in place: no chroot-relative copy of the tree is made."""
+    with gc_paused(promote=True):
+        return _read(tree, strict, {}, consume, chroot)
 
 
 class _TreeReader:
@@ -143,6 +171,7 @@ class _TreeReader:
         self.partition_containers: dict[str, bytes | None] = {}
         self.partition_dirs: dict[str, dict[str, bytes | None]] = {}
         self.state_nodes: dict[str, dict[str, ZNode]] = {}
+        self.consume = False  # drop each topic's state znodes once decoded
         self.handlers: dict[str, Callable[[str, list[str], ZNode], bool]] = {
             "brokers": self._brokers,
             "config": self._config,
@@ -413,13 +442,20 @@ class _TreeReader:
         topic = self.model.topics.get(name)
         other = self.model.other_znodes
         prefix = paths.partitions_path(name)
-        decode = decode_partition_state
-        for p_name, node in self.state_nodes.get(name, {}).items():
-            path = f"{prefix}/{p_name}/state"
-            p = paths.canonical_int(p_name)
+        decode, fast = decode_partition_state, fast_partition_state
+        canonical_int = paths.canonical_int
+        topic_states = self.state_nodes.pop(name, {}) if self.consume else self.state_nodes.get(name, {})
+        for p_name, node in topic_states.items():
+            p = canonical_int(p_name)
             if topic is None or p is None:
-                other[path] = node.data
+                other[f"{prefix}/{p_name}/state"] = node.data
                 continue
+            # The path is only needed to explain a state znode the fast decoder does not accept.
+            state = fast(node.data, node.stat.version)
+            if state is not None:
+                topic.states[p] = state
+                continue
+            path = f"{prefix}/{p_name}/state"
             try:
                 topic.states[p] = decode(path, node.data, zk_version=node.stat.version)
             except ZnodeFormatError as e:

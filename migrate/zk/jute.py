@@ -5,6 +5,7 @@ Every read is bounds-checked; bad input raises `CorruptDataError` naming the sou
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass, field
 
@@ -69,7 +70,9 @@ class JuteReader:
 
     __slots__ = ("buf", "end", "pos", "source")
 
-    def __init__(self, buf: bytes | memoryview, source: str, pos: int = 0, end: int | None = None) -> None:
+    def __init__(
+        self, buf: bytes | memoryview | mmap.mmap, source: str, pos: int = 0, end: int | None = None
+    ) -> None:
         self.buf = buf
         self.source = source
         self.pos = pos

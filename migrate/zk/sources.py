@@ -94,12 +94,15 @@ def read_source(
     progress: Callable[[int], None] | None = None,
     acls: bool = False,
     require_kafka: bool = True,
+    in_place: bool = False,
 ) -> ZTreeWithOrigin:
     """Read the tree Kafka uses (already made relative to the chroot: `/brokers`, `/config`, ...).
 
     Live reads fetch ACLs only when `acls` is set: ZooKeeper answers getACL one znode at a time, which
     would cost more than reading all data and children, and translation and audit never look at ACLs.
     With `require_kafka`, a chroot that holds no Kafka tree is an error suggesting the chroots that do.
+    With `in_place`, a data dir's whole tree is returned as read and `tree_chroot` says where Kafka's tree
+    is in it (for `from_tree_at`): no copy of a million paths made relative.
     """
     source.validate()
     chroot = full_tree_chroot(source)
@@ -137,15 +140,17 @@ def read_source(
         raise Zk2KraftError(
             f"{source.describe()}: the chroot {chroot} does not exist in that tree" + tree_chroot_hint(full, chroot)
         )
-    if require_kafka and not looks_like_kafka(full.children(chroot)):
+    # The whole tree is dropped once its chroot is taken: no child index of every znode for this one look.
+    if require_kafka and not looks_like_kafka(full.children_once(chroot)):
         raise Zk2KraftError(_no_kafka(source, chroot) + tree_chroot_hint(full, chroot))
     notes = list(report.notes)
     if source.accept_older_state and not report.older_state_accepted:
         notes.append("--accept-older-zk-state was not needed: no older state was used")
     return ZTreeWithOrigin(
-        full.with_chroot(chroot, consume=True),
+        full if in_place else full.with_chroot(chroot, consume=True),
         source.describe(),
         chroot,
+        tree_chroot=chroot if in_place else "/",
         warnings=list(report.warnings),
         notes=notes,
         older_state_accepted=report.older_state_accepted,
@@ -173,4 +178,6 @@ class ZTreeWithOrigin:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     older_state_accepted: bool = False
+    tree_chroot: str = "/"
+    """Where Kafka's tree is inside `tree`: "/" (already relative) unless read with `in_place`."""
 

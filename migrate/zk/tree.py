@@ -69,6 +69,14 @@ class ZTree:
         assert self._children is not None
         return self._children.get(path, [])
 
+    def children_once(self, path: str) -> list[str]:
+        """`children(path)` without indexing the whole tree: one look at a huge tree about to be dropped."""
+        if self._children is not None and len(self.nodes) == self._indexed_len:
+            return self._children.get(path, [])
+        prefix = "/" if path == "/" else path + "/"
+        cut = len(prefix)
+        return sorted(p[cut:] for p in self.nodes if p.startswith(prefix) and len(p) > cut and p.find("/", cut) < 0)
+
     def _build_child_index(self) -> None:
         index: dict[str, list[str]] = {}
         for p in self.nodes:
@@ -100,6 +108,24 @@ class ZTree:
         prefix = chroot + "/"
         cut = len(chroot)
         nodes = out.nodes
+        if consume:
+            # The old table is dropped first and each old path as its node moves: two tables or two sets
+            # of a million paths never coexist.
+            old_paths, old_nodes = list(self.nodes), list(self.nodes.values())
+            self.nodes = {}
+            self._children = None
+            for i, node in enumerate(old_nodes):
+                path = old_paths[i]
+                old_paths[i] = ""
+                if path == chroot:
+                    rel = "/"
+                elif path.startswith(prefix):
+                    rel = path[cut:]
+                else:
+                    continue
+                node.path = rel
+                nodes[rel] = node
+            return out
         for path, node in self.nodes.items():
             if path == chroot:
                 rel = "/"
@@ -107,12 +133,5 @@ class ZTree:
                 rel = path[cut:]
             else:
                 continue
-            if consume:
-                node.path = rel
-                nodes[rel] = node
-            else:
-                nodes[rel] = ZNode(rel, node.data, node.stat, node.acl)
-        if consume:
-            self.nodes = {}
-            self._children = None
+            nodes[rel] = ZNode(rel, node.data, node.stat, node.acl)
         return out

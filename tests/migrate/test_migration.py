@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import struct
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from migrate.errors import InvalidRequestError, UnsupportedVersionError, Zk2KraftError
 from migrate.kraft import records as r
@@ -23,6 +27,7 @@ from migrate.kraft.reader import iter_snapshot, load_image, read_bootstrap_recor
 from migrate.manifest import ManifestBuilder, ManifestModel, MigrationManifest, java_format_2f
 from migrate.migration import (
     BufferingBatchConsumer,
+    ControllerWrite,
     coalesce,
     encode_log,
     migrate_to_metadata_dir,
@@ -399,3 +404,62 @@ def test_completion_message_is_kafkas_log_line(tmp_path: Path) -> None:
     assert message.startswith("Completed migration of metadata from ZooKeeper to KRaft. ")
     assert f"The current metadata offset is now {result.last_offset} with an epoch of 1." in message
     assert message.endswith("Saw 3 brokers in the migrated metadata [1, 2, 3].")
+
+
+def _kafka_batch_sizes(
+    writes: list[list[tuple[Any, int]]], max_bytes: int, per_append: int
+) -> list[int] | None:
+    """Records per batch as Kafka's BatchAccumulator cuts them, sizing every record exactly (None: one
+    append alone is too big, which fails the write)."""
+    from migrate.kraft.batch import HEADER_SIZE, kraft_data_record_size
+    from migrate.kraft.framing import encode_metadata_record
+
+    counts: list[int] = []
+    for records in writes:
+        pending: list[bytes] = []
+        used = HEADER_SIZE
+        for start in range(0, len(records), per_append):
+            values = [encode_metadata_record(rec_, v) for rec_, v in records[start : start + per_append]]
+            needed = sum(kraft_data_record_size(len(pending) + i, len(v)) for i, v in enumerate(values))
+            if pending and used + needed > max_bytes:
+                counts.append(len(pending))
+                pending, used = [], HEADER_SIZE
+                needed = sum(kraft_data_record_size(i, len(v)) for i, v in enumerate(values))
+            if not pending and HEADER_SIZE + needed > max_bytes:
+                return None
+            pending += values
+            used += needed
+        if pending:
+            counts.append(len(pending))
+    return counts
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    sizes=st.lists(st.lists(st.integers(0, 300), min_size=1, max_size=12), min_size=1, max_size=5),
+    max_bytes=st.integers(400, 1500),
+    per_append=st.integers(1, 5),
+)
+def test_batches_are_cut_where_kafka_cuts_them_near_the_size_limit(
+    sizes: list[list[int]], max_bytes: int, per_append: int
+) -> None:
+    import migrate.migration as migration_module
+
+    writes = [
+        [(r.ConfigRecord(resource_type=2, resource_name="t", name="k", value="v" * n), 0) for n in write]
+        for write in sizes
+    ]
+    expected = _kafka_batch_sizes(writes, max_bytes, per_append)
+    saved = migration_module.MAX_RECORDS_PER_APPEND
+    migration_module.MAX_RECORDS_PER_APPEND = per_append
+    try:
+        with pytest.raises(Zk2KraftError) if expected is None else contextlib.nullcontext():
+            log = encode_log(
+                [ControllerWrite("migration", w) for w in writes], controller_id=1, max_batch_bytes=max_bytes
+            )
+    finally:
+        migration_module.MAX_RECORDS_PER_APPEND = saved
+    if expected is None:
+        return
+    counts = [struct.unpack_from(">i", batch, 57)[0] for batch in log.batches[1:]]
+    assert counts == expected

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import mmap
 import operator
 import os
 import struct
@@ -114,24 +116,27 @@ def read_snapshot(
     """
     file = Path(path)
     source = str(file)
+    name_zxid = zxid_from_name(file.name, SNAPSHOT_PREFIX)
+    options = {"verify_checksums": verify_checksums, "client_view": client_view, "with_digest": with_digest}
     try:
+        if not stream_mode(file.name) and file.stat().st_size > 0:
+            # A plain snapshot is decoded straight from the page cache: no copy of the whole file in memory.
+            with open(file, "rb") as f:
+                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                return decode_snapshot(mapped, source, name_zxid if zxid is None else zxid, **options)
+            finally:
+                with contextlib.suppress(BufferError):  # a view kept by a traceback: the GC closes it
+                    mapped.close()
         raw = file.read_bytes()
     except OSError as exc:
         raise Zk2KraftError(f"cannot read snapshot {source}: {exc.strerror or exc}") from None
     data = decompress_snapshot(raw, file.name, source)
-    name_zxid = zxid_from_name(file.name, SNAPSHOT_PREFIX)
-    return decode_snapshot(
-        data,
-        source,
-        name_zxid if zxid is None else zxid,
-        verify_checksums=verify_checksums,
-        client_view=client_view,
-        with_digest=with_digest,
-    )
+    return decode_snapshot(data, source, name_zxid if zxid is None else zxid, **options)
 
 
 def decode_snapshot(
-    data: bytes,
+    data: bytes | mmap.mmap,
     source: str,
     zxid: int | None = None,
     *,
@@ -141,9 +146,10 @@ def decode_snapshot(
 ) -> Snapshot:
     """Decode an uncompressed snapshot stream; every Adler32 seal is checked unless told otherwise.
 
-    `client_view` and `with_digest` as in `read_snapshot`.
+    `client_view` and `with_digest` as in `read_snapshot`. From a read-only mmap of the file, the pages
+    already decoded are handed back to the page cache as the decoder moves on.
     """
-    if not isinstance(data, bytes):
+    if not isinstance(data, bytes | mmap.mmap):
         data = bytes(data)
     try:
         return _decode_snapshot(data, source, zxid, verify_checksums, client_view, with_digest)
@@ -157,7 +163,7 @@ def decode_snapshot(
         raise
 
 
-def _seal_matches_somewhere(data: bytes) -> bool:
+def _seal_matches_somewhere(data: bytes | mmap.mmap) -> bool:
     """True if the first seal of any trailer layout (13, 34, 46 or 67 bytes) checks out."""
     view = memoryview(data)
     for trailer in (13, 34, 46, 67):
@@ -168,7 +174,7 @@ def _seal_matches_somewhere(data: bytes) -> bool:
 
 
 def _decode_snapshot(
-    data: bytes, source: str, zxid: int | None, verify_checksums: bool, client_view: bool, with_digest: bool
+    data: bytes | mmap.mmap, source: str, zxid: int | None, verify_checksums: bool, client_view: bool, with_digest: bool
 ) -> Snapshot:
     r = JuteReader(data, source)
     magic = r.int32("file header magic")
@@ -229,7 +235,7 @@ def _decode_snapshot(
 
 
 def _decode_nodes(
-    buf: bytes,
+    buf: bytes | mmap.mmap,
     pos: int,
     source: str,
     acl_cache: dict[int, tuple[Acl, ...]],
@@ -277,9 +283,16 @@ class _StatBuilder:
 
     def __init__(self, tail: tuple[int, ...], data_length: int) -> None:
         (
-            self.num_children, self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion,
-            self.aversion, self.ephemeral_owner, self.pzxid,
+            self.num_children, czxid, mzxid, ctime, mtime, self.version, self.cversion,
+            self.aversion, self.ephemeral_owner, pzxid,
         ) = tail  # fmt: skip
+        # Equal zxids and times as one int object: most znodes never changed after their create, and two
+        # million znodes' separate copies of the same big ints would cost hundreds of MB.
+        self.czxid = czxid
+        self.mzxid = czxid if mzxid == czxid else mzxid
+        self.pzxid = czxid if pzxid == czxid else pzxid
+        self.ctime = ctime
+        self.mtime = ctime if mtime == ctime else mtime
         self.data_length = data_length
 
 
@@ -290,11 +303,19 @@ class _ClientStatBuilder(_StatBuilder):
 
     def __init__(self, tail: tuple[int, ...], data_length: int) -> None:
         (
-            self.num_children, self.czxid, self.mzxid, self.ctime, self.mtime, self.version, cversion,
-            self.aversion, self.ephemeral_owner, self.pzxid,
+            self.num_children, czxid, mzxid, ctime, mtime, self.version, cversion,
+            self.aversion, self.ephemeral_owner, pzxid,
         ) = tail  # fmt: skip
+        # Equal zxids and times as one int object: most znodes never changed after their create, and two
+        # million znodes' separate copies of the same big ints would cost hundreds of MB.
+        self.czxid = czxid
+        self.mzxid = czxid if mzxid == czxid else mzxid
+        self.pzxid = czxid if pzxid == czxid else pzxid
+        self.ctime = ctime
+        self.mtime = ctime if mtime == ctime else mtime
         self.cversion = cversion + cversion
         self.data_length = data_length
+
 
 
 _SET_CLASS = object.__dict__["__class__"].__set__
@@ -312,13 +333,14 @@ class _NodeDecoder:
 
     def __init__(
         self,
-        buf: bytes,
+        buf: bytes | mmap.mmap,
         source: str,
         acl_cache: dict[int, tuple[Acl, ...]],
         client_view: bool,
         with_digest: bool,
     ) -> None:
         self.buf = buf
+        self.mapped = buf if isinstance(buf, mmap.mmap) else None
         self.source = source
         self.acls = dict(acl_cache)
         self.acls[OPEN_ACL_INDEX] = OPEN_ACL_UNSAFE
@@ -369,6 +391,8 @@ class _NodeDecoder:
                 self._explain_bad_record(chunk_at)
             # `pos` is where the record after this chunk starts, so the chunk's last stat ends there.
             self._build_chunk(starts, path_ends, pos, nulls)
+            if self.mapped is not None:
+                release_pages(self.mapped, chunk_at, pos)
         self.end = pos + 5  # past the "/" end marker
         self._link()
 
@@ -499,9 +523,35 @@ class _NodeDecoder:
         if self.client_view:
             client = map(operator.sub, map(_stat_cversion, parent_stats), counts.values())
             _consume(map(_STAT_CVERSION.__set__, parent_stats, client))
+        # Both were only needed for these checks: a million parents' counts need not outlive the decoding.
+        self.child_counts, self.keys = Counter(), []
 
 
-def _decode_trailer(data: bytes, r: JuteReader, verify: bool) -> tuple[ZxidDigest | None, int | None, int]:
+_CHECKSUM_WINDOW = 1 << 24  # bytes of a mapped snapshot checksummed before their pages are handed back
+
+
+def release_pages(mapped: mmap.mmap, start: int, end: int) -> None:
+    """Drop the whole pages of `mapped[start:end]` from this process's memory (they stay in the page cache)."""
+    first = start // mmap.PAGESIZE * mmap.PAGESIZE  # the page shared with what came before is done with too
+    last = end // mmap.PAGESIZE * mmap.PAGESIZE
+    if last > first:
+        mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+def _adler32(data: bytes | mmap.mmap, view: memoryview, start: int, end: int, checksum: int) -> int:
+    """zlib.adler32 of data[start:end] continuing `checksum`; a mapping is read a window at a time."""
+    if not isinstance(data, mmap.mmap):
+        return zlib.adler32(view[start:end], checksum)
+    for at in range(start, end, _CHECKSUM_WINDOW):
+        stop = min(at + _CHECKSUM_WINDOW, end)
+        checksum = zlib.adler32(view[at:stop], checksum)
+        release_pages(data, at, stop)
+    return checksum
+
+
+def _decode_trailer(
+    data: bytes | mmap.mmap, r: JuteReader, verify: bool
+) -> tuple[ZxidDigest | None, int | None, int]:
     """Seal 1, then the optional digest and lastProcessedZxid sections, each followed by its seal."""
     view = memoryview(data)
     checksum = 1  # Adler32 of nothing
@@ -513,7 +563,7 @@ def _decode_trailer(data: bytes, r: JuteReader, verify: bool) -> tuple[ZxidDiges
         stored = r.int64(f"{what} checksum")
         r.ustring(f"{what} marker")
         if verify:
-            checksum = zlib.adler32(view[checked_to:at], checksum)
+            checksum = _adler32(data, view, checked_to, at, checksum)
             checked_to = at
             if stored != checksum:
                 raise r.error(

@@ -8,7 +8,10 @@ import functools
 import re
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
+from itertools import chain
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from migrate.errors import ZnodeFormatError
 from migrate.jvm import (
@@ -35,6 +38,10 @@ from migrate.zk.znodes.jackson import (
     version_field,
 )
 
+_INT_ONLY = {int}
+_Int32 = Annotated[int, msgspec.Meta(ge=INT32_MIN, le=INT32_MAX)]
+_LIST_ONLY = {list}
+
 
 def _parse_uuid(path: str, text: str) -> uuid.UUID:
     """Kafka's `Uuid.fromString`: URL-safe base64 of 16 bytes, padding optional."""
@@ -60,12 +67,39 @@ def _replica_map(path: str, obj: dict[str, Any], key: str) -> dict[int, list[int
         return {}
     if type(raw) is not dict:
         bad(path, key, "an object", raw)
+    if raw and _usual_replica_map(raw):
+        return dict(zip(map(int, raw), raw.values(), strict=True))
     out: dict[int, list[int]] = {}
     for p, replicas in raw.items():
-        out[java_int_text(path, f"partition key {p!r} in {key!r}", p)] = int_array(
-            path, f"{key}.{p}", replicas
-        )
+        # The usual key (up to 9 ASCII digits) is an int32 as it stands; others take Java's full rules.
+        if len(p) <= 9 and p.isdigit() and p.isascii():
+            partition = int(p)
+        else:
+            partition = java_int_text(path, f"partition key {p!r} in {key!r}", p)
+        if (
+            type(replicas) is list
+            and replicas
+            and {*map(type, replicas)} == _INT_ONLY
+            and min(replicas) >= INT32_MIN
+            and max(replicas) <= INT32_MAX
+        ):
+            out[partition] = replicas
+        else:
+            out[partition] = int_array(path, f"{key}.{p}", replicas)
     return out
+
+
+def _usual_replica_map(raw: dict[str, Any]) -> bool:
+    """Whether every key is 1 to 9 ASCII digits and every value a list of int32s, checked a whole topic at
+    once (a topic of many partitions would otherwise cost a dozen calls per partition)."""
+    keys = "".join(raw)
+    if not (keys.isascii() and keys.isdigit() and min(map(len, raw)) >= 1 and max(map(len, raw)) <= 9):
+        return False
+    values = raw.values()
+    if {*map(type, values)} != _LIST_ONLY:
+        return False
+    flat = list(chain.from_iterable(values))
+    return not flat or ({*map(type, flat)} == _INT_ONLY and min(flat) >= INT32_MIN and max(flat) <= INT32_MAX)
 
 
 def decode_topic(path: str, data: bytes | None) -> Topic:
@@ -114,6 +148,42 @@ _STATE_ORDER_RECOVERY = scala_map_order((*_STATE_KEYS, "leader_recovery_state"))
 
 
 def decode_partition_state(path: str, data: bytes | None, *, zk_version: int = 0) -> PartitionState:
+    state = fast_partition_state(data, zk_version)
+    return state if state is not None else _checked_partition_state(path, data, zk_version)
+
+
+
+class _StateZnode(msgspec.Struct):
+    """The fields of a state znode Kafka reads, with their types and ranges (other keys are ignored)."""
+
+    version: Literal[1]
+    leader: _Int32
+    leader_epoch: _Int32
+    controller_epoch: _Int32
+    isr: list[_Int32]
+    leader_recovery_state: Literal[0, 1] = 0
+
+
+_STATE_DECODER = msgspec.json.Decoder(_StateZnode)
+
+
+def fast_partition_state(data: bytes | None, zk_version: int = 0) -> PartitionState | None:
+    """The state of a well-formed state znode, else None (then `decode_partition_state` says what is wrong).
+
+    msgspec decodes and checks the fields in one C pass, several times faster than the standard scanner
+    and the checks in Python on a million small znodes. Whatever it refuses takes the checked path, so
+    results and errors stay those of `_checked_partition_state`.
+    """
+    try:
+        state = _STATE_DECODER.decode(data)  # type: ignore[arg-type]
+    except (msgspec.DecodeError, TypeError):
+        return None
+    return PartitionState(
+        state.leader, state.leader_epoch, state.isr, state.controller_epoch, state.leader_recovery_state, zk_version
+    )
+
+
+def _checked_partition_state(path: str, data: bytes | None, zk_version: int) -> PartitionState:
     obj = parse_object(path, data)
     try:
         version, leader, leader_epoch = obj["version"], obj["leader"], obj["leader_epoch"]

@@ -132,3 +132,14 @@ def test_tag_section_merges_and_checks_tags() -> None:
         wire.tag_section([], {1: b""}, "X", (1,))
     with pytest.raises(wire.InvalidValueError, match="unsigned 32-bit"):
         wire.tag_section([], {-1: b""}, "X", ())
+
+
+@settings(max_examples=200, deadline=None)
+@given(picks=st.lists(st.integers(0, 3), max_size=200), fresh=st.lists(st.booleans(), max_size=200))
+def test_uuid_arrays_of_one_repeated_uuid_encode_like_any_other(picks: list[int], fresh: list[bool]) -> None:
+    shared = [uuid.UUID(int=i * 0x0101) for i in range(4)]
+    # The same uuid object repeated, equal copies of it, and mixtures.
+    ids = [uuid.UUID(int=shared[p].int) if i < len(fresh) and fresh[i] else shared[p] for i, p in enumerate(picks)]
+    expected = wire.write_uvarint(len(ids) + 1) + b"".join(u.bytes for u in ids)
+    assert wire.write_uuid_array(ids) == expected
+    assert wire.read_uuid_list(expected, 0) == (ids, len(expected))

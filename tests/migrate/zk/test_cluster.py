@@ -460,3 +460,38 @@ def test_model_written_to_zookeeper_reads_back_identical(
     assert to_znodes(again) == znodes
     assert again.brokers[1].broker_epoch == tree.nodes["/brokers/ids/1"].stat.czxid != 0
     assert again.brokers[1].ephemeral_owner == zk_client.client_id[0]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(model=cluster_models())
+def test_a_model_built_by_consuming_the_tree_is_the_same(model: ZkClusterModel) -> None:
+    tree = to_tree(model)
+    kept = from_tree(tree)
+    under_chroot = ZTree(
+        source="t",
+        nodes={"/": ZNode("/", None), **{"/kafka" + (p if p != "/" else ""): n for p, n in tree.nodes.items()}},
+    )
+    copied = under_chroot.with_chroot("/kafka")
+    moved = ZTree(source="t", nodes=dict(under_chroot.nodes)).with_chroot("/kafka", consume=True)
+    assert {p: (n.path, n.data) for p, n in moved.nodes.items()} == {
+        p: (n.path, n.data) for p, n in copied.nodes.items()
+    }
+    in_place = from_tree_at(ZTree(source="t", nodes=dict(under_chroot.nodes)), "/kafka")
+    consumed = from_tree(moved, consume=True)
+    whole = ZTree(source="t", nodes=dict(under_chroot.nodes))
+    consumed_in_place = from_tree_at(whole, "/kafka/", consume=True)
+    for other in (in_place, consumed, consumed_in_place):
+        assert other == kept
+        assert other.warnings == kept.warnings
+    assert len(moved) == 0 and len(whole) == 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=cluster_models())
+def test_children_without_the_index_are_the_indexed_children(model: ZkClusterModel) -> None:
+    tree = to_tree(model)
+    fresh = ZTree(source="t", nodes=dict(tree.nodes))
+    for path in ["/", *list(tree.nodes)[:30], "/absent"]:
+        assert fresh.children_once(path) == tree.children(path)

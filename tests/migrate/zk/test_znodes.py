@@ -9,6 +9,7 @@ import hmac
 import json
 import math
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -105,6 +106,7 @@ from migrate.zk.znodes.tokens import (
     encode_token_change,
 )
 from migrate.zk.znodes.topics import (
+    _checked_partition_state,
     decode_partition_state,
     decode_topic,
     encode_partition_state,
@@ -1477,3 +1479,107 @@ def test_uuid_text_round_trip() -> None:
     assert (
         decode_topic("/brokers/topics/t", f'{{"version":3,"topic_id":"{padded}"}}'.encode()).topic_id == u
     )
+
+
+_STATE_KEYS = ["version", "leader", "leader_epoch", "controller_epoch", "isr", "leader_recovery_state", "other"]
+_STATE_VALUES = st.one_of(
+    st.sampled_from([0, 1, 2, -1, 2**31 - 1, -(2**31), 2**31, 2**63, 2**64, 10**23]),
+    st.integers(),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.lists(st.one_of(st.integers(min_value=-(2**65), max_value=2**65), st.booleans(), st.floats()), max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    obj=st.dictionaries(st.sampled_from(_STATE_KEYS), _STATE_VALUES),
+    usual=st.booleans(),
+)
+def test_partition_state_fast_path_reads_and_refuses_what_the_checked_decoder_does(
+    obj: dict[str, Any], usual: bool
+) -> None:
+    if usual:  # most examples close to a real state znode, one field off
+        obj = {"version": 1, "leader": 1, "leader_epoch": 2, "controller_epoch": 3, "isr": [1, 2]} | obj
+    data = json.dumps(obj).encode()
+    assert _outcome(decode_partition_state, data) == _outcome(_checked_partition_state, data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"version":1,"leader":99999999999999999999999,"leader_epoch":0,"controller_epoch":0,"isr":[]}',
+        b'{"version":1,"leader":1,"leader_epoch":0,"controller_epoch":0,"isr":[1],"x":"\\ud800"}',
+        b'{"version":1,"leader":NaN,"leader_epoch":0,"controller_epoch":0,"isr":[]}',
+        b'{"version":1.0,"leader":1,"leader_epoch":0,"controller_epoch":0,"isr":[]}',
+        b'\xef\xbb\xbf{"version":1,"leader":1,"leader_epoch":0,"controller_epoch":0,"isr":[]}',
+        b'{"version":1,"leader":1,"leader":2,"leader_epoch":0,"controller_epoch":0,"isr":[2]}',
+        b'[1]',
+        b'\xff',
+    ],
+)
+def test_partition_state_znodes_json_readers_disagree_on_get_the_standard_answer(data: bytes) -> None:
+    assert _outcome(decode_partition_state, data) == _outcome(_checked_partition_state, data)
+
+
+@pytest.mark.parametrize(
+    ("partitions", "expected"),
+    [
+        (b'{"007":[1],"+8":[2],"9":[]}', {7: [1], 8: [2], 9: []}),
+        (b'{"2147483648":[1]}', "partition key '2147483648' in 'partitions' must be a decimal int"),
+        (b'{"\xd9\xa3":[1]}', "partition key"),  # an Arabic-Indic digit: Java's parseInt takes ASCII only
+        (b'{"1":[1.0]}', "field 'partitions.1' must be an array of 32-bit integers, got [1.0]"),
+        (b'{"1":[true]}', "field 'partitions.1' must be an array of 32-bit integers, got [true]"),
+        (b'{"1":[2147483648]}', "must be an array of 32-bit integers"),
+    ],
+)
+def test_topic_partition_keys_and_replicas_follow_javas_rules(partitions: bytes, expected: Any) -> None:
+    data = b'{"version":3,"partitions":' + partitions + b',"adding_replicas":{},"removing_replicas":{}}'
+    if isinstance(expected, dict):
+        assert decode_topic("/brokers/topics/t", data).partitions == expected
+    else:
+        with pytest.raises(ZnodeFormatError, match=re.escape(expected)):
+            decode_topic("/brokers/topics/t", data)
+
+
+def _outcome(decode: Callable[..., Any], data: bytes) -> Any:
+    try:
+        return decode("/brokers/topics/t/partitions/0/state", data, zk_version=4)
+    except ZnodeFormatError as e:
+        return str(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    partitions=st.dictionaries(
+        st.one_of(st.sampled_from(["0", "7", "007", "+1", "-1", "", "2147483647", "123456789", "\u0663"]),
+                  st.text(alphabet="0123456789+-", max_size=11)),
+        st.one_of(
+            st.lists(st.integers(min_value=-(2**32), max_value=2**32), max_size=4),
+            st.lists(st.one_of(st.integers(0, 5), st.booleans(), st.floats(0, 5)), max_size=3),
+            st.integers(),
+            st.none(),
+        ),
+        max_size=6,
+    )
+)
+def test_topic_assignments_read_a_whole_topic_at_once_as_partition_by_partition(
+    partitions: dict[str, Any],
+) -> None:
+    from migrate.zk.znodes import topics as topic_codec
+
+    data = json.dumps({"version": 3, "partitions": partitions}).encode()
+
+    def outcome() -> Any:
+        try:
+            return decode_topic("/brokers/topics/t", data).partitions
+        except ZnodeFormatError as e:
+            return str(e)
+
+    at_once = outcome()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(topic_codec, "_usual_replica_map", lambda raw: False)
+        one_by_one = outcome()
+    assert at_once == one_by_one

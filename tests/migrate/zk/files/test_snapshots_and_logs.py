@@ -643,3 +643,25 @@ def test_jute_writer_and_reader_round_trip(
     assert [r.buffer() for _ in buffers] == buffers
     assert [r.acl_list() for _ in acl_lists] == acl_lists
     r.expect_end("record")
+
+
+@pytest.mark.parametrize("name", ["snapshot.800000000", "snapshot.9f00000037"])
+def test_a_plain_snapshot_file_reads_as_its_bytes_decode_in_small_chunks_and_windows(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from migrate.zk.files import snapshot_read
+
+    # Chunks and checksum windows far smaller than the file: pages are handed back many times.
+    monkeypatch.setattr(snapshot_read, "_CHUNK", 7)
+    monkeypatch.setattr(snapshot_read, "_CHECKSUM_WINDOW", 4096)
+    data = (KAFKA_DIR / name).read_bytes()
+    from_file = read_snapshot(KAFKA_DIR / name, with_digest=True)
+    from_bytes = decode_snapshot(data, str(KAFKA_DIR / name), from_file.zxid, with_digest=True)
+    assert from_file == from_bytes
+    torn = tmp_path / name
+    torn.write_bytes(data[:-9000] + data[-8999:])  # one byte gone from the node records
+    with pytest.raises(CorruptDataError) as from_file_error:
+        read_snapshot(torn)
+    with pytest.raises(CorruptDataError) as from_bytes_error:
+        decode_snapshot(torn.read_bytes(), str(torn), from_file.zxid)
+    assert str(from_file_error.value) == str(from_bytes_error.value)
