@@ -27,6 +27,7 @@ from bridge.driver import MetadataLogLike
 from bridge.kafka.client import send_request_sync
 from bridge.raft.metadata_log import MetadataLog
 from bridge.zk.migration_client import ZkMigrationClient
+from bridge.zk.planner import describe, plan_reconciliation
 from cli.main import cli
 from migrate.errors import EXIT_FENCED, EXIT_OK
 from migrate.kraft import records as rec
@@ -44,7 +45,6 @@ from tests.support.zk_broker import SimulatedZkBroker
 pytestmark = pytest.mark.zookeeper
 
 NODE_ID = 3000
-
 
 
 @pytest.fixture
@@ -150,8 +150,29 @@ def test_restart_does_not_migrate_again_and_finds_nothing_to_reconcile(
     assert migration_znode(seeded)["kraft_controller_epoch"] == first_epoch + 1
 
 
+def test_the_reconciliation_after_a_fresh_migration_plans_from_the_load_without_reading_again(
+    seeded: KazooClient,
+    zk_connect: str,
+    tmp_path: Path,
+    bridges: list[BridgeController],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="bridge.driver")
+    bridge = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+    line = next(r.getMessage() for r in caplog.records if "event=reconciliation" in r.getMessage())
+    assert "zookeeper=load read_s=0.00" in line, line
+    # The same writes as against a fresh read of ZooKeeper.
+    fresh = plan_reconciliation(mlog(bridge).image, from_tree(read_tree(zk_connect, acls=False)))
+    assert describe(bridge.driver.reconciliation_ops) == describe(fresh)  # type: ignore[union-attr]
+    assert bridge.driver.loaded_copy is None  # type: ignore[union-attr]
+
+
 def test_the_reconciliation_log_line_names_what_it_rewrites(
-    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController],
+    seeded: KazooClient,
+    zk_connect: str,
+    tmp_path: Path,
+    bridges: list[BridgeController],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     first = start(bridges, config(zk_connect, tmp_path / "meta"))
@@ -341,12 +362,17 @@ def test_a_restart_after_dual_write_topic_changes_reconciles_nothing(
         ) as bridge:  # fmt: skip
             bridge.start().wait_for_status()
             brokers += [
-                SimulatedZkBroker(b, ("127.0.0.1", bridge.listen_port), cluster_id, zk_connect=zk_connect).start()
+                SimulatedZkBroker(
+                    b, ("127.0.0.1", bridge.listen_port), cluster_id, zk_connect=zk_connect
+                ).start()
                 for b in (1, 2, 3)
             ]
             bridge.wait_for_state("DUAL_WRITE")
             eventually(lambda: (bridge.status() or {}).get("brokers", {}).get("fenced") == 0, timeout=30)
-            requests = [create_topic("t_new", partitions=2, replication_factor=2), create_partitions("t_new", 3)]
+            requests = [
+                create_topic("t_new", partitions=2, replication_factor=2),
+                create_partitions("t_new", 3),
+            ]
             for request in requests:
                 response = send_request_sync("127.0.0.1", bridge.listen_port, request)
                 items = getattr(response, "topics", None) or response.results
