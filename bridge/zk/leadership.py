@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar, overload
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -280,6 +280,29 @@ class WriteOutcome:
 
     def codes_by_path(self) -> dict[str, int]:
         return {r.path: r.code for r in self.results}
+
+
+class _BuiltOnUse(Sequence[list[Any]]):
+    """`build(i)` for each index, called when item `i` is first asked for and kept for later asks."""
+
+    def __init__(self, count: int, build: Callable[[int], list[Any]]) -> None:
+        self._items: list[list[Any] | None] = [None] * count
+        self._build = build
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, i: int) -> list[Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[list[Any]]: ...
+    def __getitem__(self, i: int | slice) -> list[Any] | Sequence[list[Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        item = self._items[i]
+        if item is None:
+            item = self._items[i] = self._build(i)
+        return item
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,9 +575,7 @@ class ZkLeadershipClient:
             found = self.get(paths.MIGRATION)
             if found is not None:
                 data, stat = found
-                znode = decode_migration(
-                    paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime
-                )
+                znode = decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
                 return MigrationLeadershipState.from_znode(znode)
             encoded = encode_migration(initial.to_znode())
             result = self.request(CreateRequest(paths.MIGRATION, encoded))
@@ -668,7 +689,9 @@ class ZkLeadershipClient:
         labels = [f"SetData {paths.CONTROLLER_EPOCH}", f"Create {paths.CONTROLLER}"]
         if controller is not None:
             labels.insert(1, f"Delete {paths.CONTROLLER}")
-        raise_for_codes(what, [(label, _code(r)) for label, r in zip(labels, results, strict=True)], where=self.where)
+        raise_for_codes(
+            what, [(label, _code(r)) for label, r in zip(labels, results, strict=True)], where=self.where
+        )
 
     def release_controller_leadership(self, state: MigrationLeadershipState) -> MigrationLeadershipState:
         """Delete `/controller` if `/controller_epoch` is still ours (Kafka has it; its 3.9 driver never calls it)."""
@@ -680,7 +703,9 @@ class ZkLeadershipClient:
             results = self._multi([ops], f"releasing {paths.CONTROLLER}")[0]
             code = _multi_code(results)
             if code not in (OK, NONODE, BADVERSION):  # BADVERSION: the controller moved, nothing to release
-                raise_for_codes(f"releasing {paths.CONTROLLER}", [(f"Delete {paths.CONTROLLER}", code)], where=self.where)
+                raise_for_codes(
+                    f"releasing {paths.CONTROLLER}", [(f"Delete {paths.CONTROLLER}", code)], where=self.where
+                )
         return state.with_unknown_zk_controller()
 
     def live_broker_sessions(self) -> dict[int, int]:
@@ -769,7 +794,8 @@ class ZkLeadershipClient:
         ZooKeeper applies one session's requests in order and a failed multi aborts only itself, so each
         reply stands alone; nothing is raised for failed guards (see `raise_if_fenced`).
         """
-        batches = [self.guarded_ops(multi, epoch_version) for multi in multis]
+        # Each multi's ops are built as it goes out: ZooKeeper works on the first while the rest are built.
+        batches = _BuiltOnUse(len(multis), lambda i: self.guarded_ops(multis[i], epoch_version))
         resent: set[int] = set(range(len(multis))) if sent_before else set()
         replies = self._multi(batches, what, resent=resent)
         parsed = [parse_reply(multi, raw) for multi, raw in zip(multis, replies, strict=True)]

@@ -362,20 +362,17 @@ class ZkMigrationClient(ZkLeadershipClient):
                 self.raise_if_fenced(reply, epoch_version, _name(ops[unit[0]]))
             if replies[-1].migration_stat is not None:
                 current = final.with_migration_zk_version(replies[-1].migration_stat.version)
+            failed: list[tuple[int, MultiReply]] = []
+            landed: list[int] = []
             for unit, reply in zip(units, replies, strict=True):
-                for i in unit:
-                    if reply.landed:
+                if reply.landed:  # a walk over the multi's results: once per multi
+                    landed += unit
+                    for i in unit:
                         self.notifier.learn_stores(plans[i].notes)
-                if not reply.landed:
+                else:
                     self.notifier.forget_stores(reply.results)
-            # Each operation of a multi that failed (none of it landed) is redone the Kafka way, in order.
-            failed = [
-                (i, reply)
-                for unit, reply in zip(units, replies, strict=True)
-                if not reply.landed
-                for i in unit
-            ]
-            landed = [i for unit, reply in zip(units, replies, strict=True) if reply.landed for i in unit]
+                    # Each operation of a multi that failed (none of it landed) is redone the Kafka way, in order.
+                    failed += [(i, reply) for i in unit]
             for position, (i, reply) in enumerate(failed):
                 clash = _clash(plans[i], [plans[j] for j in landed if j > i])
                 unwritten = [*(f for f, _ in failed[position:]), *range(end, n)]
