@@ -575,7 +575,9 @@ class ZkLeadershipClient:
             found = self.get(paths.MIGRATION)
             if found is not None:
                 data, stat = found
-                znode = decode_migration(paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime)
+                znode = decode_migration(
+                    paths.MIGRATION, data, zk_version=stat.version, mtime=stat.mtime
+                )
                 return MigrationLeadershipState.from_znode(znode)
             encoded = encode_migration(initial.to_znode())
             result = self.request(CreateRequest(paths.MIGRATION, encoded))
@@ -689,9 +691,7 @@ class ZkLeadershipClient:
         labels = [f"SetData {paths.CONTROLLER_EPOCH}", f"Create {paths.CONTROLLER}"]
         if controller is not None:
             labels.insert(1, f"Delete {paths.CONTROLLER}")
-        raise_for_codes(
-            what, [(label, _code(r)) for label, r in zip(labels, results, strict=True)], where=self.where
-        )
+        raise_for_codes(what, [(label, _code(r)) for label, r in zip(labels, results, strict=True)], where=self.where)
 
     def release_controller_leadership(self, state: MigrationLeadershipState) -> MigrationLeadershipState:
         """Delete `/controller` if `/controller_epoch` is still ours (Kafka has it; its 3.9 driver never calls it)."""
@@ -703,9 +703,7 @@ class ZkLeadershipClient:
             results = self._multi([ops], f"releasing {paths.CONTROLLER}")[0]
             code = _multi_code(results)
             if code not in (OK, NONODE, BADVERSION):  # BADVERSION: the controller moved, nothing to release
-                raise_for_codes(
-                    f"releasing {paths.CONTROLLER}", [(f"Delete {paths.CONTROLLER}", code)], where=self.where
-                )
+                raise_for_codes(f"releasing {paths.CONTROLLER}", [(f"Delete {paths.CONTROLLER}", code)], where=self.where)
         return state.with_unknown_zk_controller()
 
     def live_broker_sessions(self) -> dict[int, int]:

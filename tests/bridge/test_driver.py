@@ -47,6 +47,7 @@ pytestmark = pytest.mark.zookeeper
 NODE_ID = 3000
 
 
+
 @pytest.fixture
 def seeded(zk_client: KazooClient, real_tree: ZTree) -> KazooClient:
     """The test's chroot holds the real Kafka 3.5 cluster's znodes."""
@@ -169,10 +170,7 @@ def test_the_reconciliation_after_a_fresh_migration_plans_from_the_load_without_
 
 
 def test_the_reconciliation_log_line_names_what_it_rewrites(
-    seeded: KazooClient,
-    zk_connect: str,
-    tmp_path: Path,
-    bridges: list[BridgeController],
+    seeded: KazooClient, zk_connect: str, tmp_path: Path, bridges: list[BridgeController],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     first = start(bridges, config(zk_connect, tmp_path / "meta"))
@@ -362,17 +360,12 @@ def test_a_restart_after_dual_write_topic_changes_reconciles_nothing(
         ) as bridge:  # fmt: skip
             bridge.start().wait_for_status()
             brokers += [
-                SimulatedZkBroker(
-                    b, ("127.0.0.1", bridge.listen_port), cluster_id, zk_connect=zk_connect
-                ).start()
+                SimulatedZkBroker(b, ("127.0.0.1", bridge.listen_port), cluster_id, zk_connect=zk_connect).start()
                 for b in (1, 2, 3)
             ]
             bridge.wait_for_state("DUAL_WRITE")
             eventually(lambda: (bridge.status() or {}).get("brokers", {}).get("fenced") == 0, timeout=30)
-            requests = [
-                create_topic("t_new", partitions=2, replication_factor=2),
-                create_partitions("t_new", 3),
-            ]
+            requests = [create_topic("t_new", partitions=2, replication_factor=2), create_partitions("t_new", 3)]
             for request in requests:
                 response = send_request_sync("127.0.0.1", bridge.listen_port, request)
                 items = getattr(response, "topics", None) or response.results
