@@ -17,6 +17,15 @@ from the fence decision (the session-expiry timer's `maybe_fence_one_stale_broke
 - until the bridge's dual write of them has been answered by ZooKeeper (every new partition state written);
   afterwards every changed partition state znode is read back and compared with the log's image.
 
+The initial load (`start_to_dual_write_s`, from the brokers' ZooKeeper sessions and `BridgeController.start`
+to DUAL_WRITE) is given by phase
+(`load_phases_s`, from the driver's state transitions): the start-up checks (one strict read of ZooKeeper),
+WAIT_FOR_BROKERS (the minimal brokers register and are unfenced: Kafka's wait, not the bridge's copy),
+ZK_MIGRATION (ZooKeeper read again after the claim, translated, appended, fsynced), SYNC_KRAFT_TO_ZK, and
+the rest; `start_to_dual_write_without_broker_wait_s` leaves that wait out. Its same-run baseline
+(`read_baseline_s`) is one plain read of every znode (`read_tree`, as the bridge reads) and its decode
+(`from_tree`), before the bridge starts.
+
 FLOOR: the same partition state znodes written directly with kazoo, `--multi-ops` setData ops a multi, up to
 16 multis sent and unanswered at a time (pipelined), on the same ZooKeeper, once before the bridge
 starts (the old states) and once after the fence (the new states); the target (ZooKeeper fully updated
@@ -28,7 +37,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import itertools
 import json
+import logging
 import os
 import platform
 import sys
@@ -52,8 +63,9 @@ from bridge.kafka.client import ConnectionClosedError, KafkaConnection
 from migrate.errors import Zk2KraftError
 from migrate.plan.status import BrokersStatus
 from migrate.zk import paths as zk_paths
+from migrate.zk.cluster import from_tree
 from migrate.zk.embedded import EmbeddedZooKeeper
-from migrate.zk.live import ZkConnectOptions
+from migrate.zk.live import ZkConnectOptions, read_tree
 
 CHROOT = "/kafka"
 NODE_ID = 3000
@@ -228,6 +240,42 @@ def windowed(send: Callable[[str], Any], paths: list[str], window: int = 2000) -
     return replies
 
 
+# ---------------------------------------------------------------- the initial load's phases
+
+
+class TransitionTimes(logging.Handler):
+    """When the driver entered each state (its `event=state_transition` lines); warnings still go to stderr."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.entered: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        state = getattr(record, "to_state", None)
+        if isinstance(state, str):
+            self.entered.setdefault(state, time.perf_counter())
+        if record.levelno >= logging.WARNING:
+            print(f"# {record.getMessage()}", file=sys.stderr, flush=True)
+
+
+def load_phases(started: float, entered: dict[str, float]) -> dict[str, float]:
+    """Seconds from `started` to the first transition, then in each state until the next (in order entered)."""
+    marks = sorted(entered.items(), key=lambda item: item[1])
+    phases = {"start_up_checks": round(marks[0][1] - started, 2)} if marks else {}
+    for (state, at), (_next, until) in itertools.pairwise(marks):
+        phases[state] = round(until - at, 2)
+    return phases
+
+
+def read_baseline(zk_connect: str) -> dict[str, float]:
+    """One plain read of every znode and its decode: what one copy of ZooKeeper costs, same run."""
+    started = time.perf_counter()
+    tree = read_tree(ZkConnectOptions(connect=zk_connect), acls=False)
+    read = time.perf_counter()
+    from_tree(tree)
+    return {"read_s": round(read - started, 2), "decode_s": round(time.perf_counter() - read, 2)}
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -260,6 +308,7 @@ def run(
         with EmbeddedZooKeeper(tmp / "zk", startup_timeout=120, jvm_options=(ZK_HEAP,)) as zookeeper:
             zk_connect = zookeeper.connect_string + CHROOT
             floor_before = floor_write(zk_connect, paths, multi_ops)
+            baseline = read_baseline(zk_connect)
             registrations = {
                 b: cluster.tree.nodes[CHROOT + zk_paths.broker_path(b)].data or b"" for b in BROKERS
             }
@@ -278,6 +327,7 @@ def run(
         "multi_ops": multi_ops,
         "floor_before": floor_before,
         "floor_after": floor_after,
+        "read_baseline_s": baseline,
         **measured,
         "zk_mismatches": mismatches,
         "ratios": {
@@ -299,6 +349,11 @@ def _fence_through_bridge(
     )  # fmt: skip
     sessions: list[KazooClient] = []
     brokers: list[Broker] = []
+    transitions = TransitionTimes()
+    driver_log = logging.getLogger("bridge.driver")
+    driver_log.addHandler(transitions)
+    level = driver_log.level
+    driver_log.setLevel(logging.INFO)
     started = time.perf_counter()
     controller: BridgeController | None = None
     try:
@@ -311,6 +366,7 @@ def _fence_through_bridge(
         brokers = [Broker(b, controller.listen_port, cluster_id, applied).start() for b in BROKERS]
         _wait_for_dual_write(controller, brokers)
         migrated_s = time.perf_counter() - started
+        phases = load_phases(started, transitions.entered)
         deadline = time.monotonic() + 120
         while any(b.fenced for b in brokers) or controller.status().brokers.fenced:
             if time.monotonic() > deadline:
@@ -378,6 +434,8 @@ def _fence_through_bridge(
             for pid, p in topic.partitions.items()
         }
     finally:
+        driver_log.removeHandler(transitions)
+        driver_log.setLevel(level)
         for broker in brokers:
             broker.stop()
         if controller is not None:
@@ -387,6 +445,10 @@ def _fence_through_bridge(
             session.close()
     return {
         "start_to_dual_write_s": round(migrated_s, 1),
+        "start_to_dual_write_without_broker_wait_s": round(
+            migrated_s - phases.get(DriverState.WAIT_FOR_BROKERS.name, 0.0), 1
+        ),
+        "load_phases_s": phases,
         "fence_records": fence_records[0],
         "victim_fenced_in_image": fenced,
         "fence_to_durable_s": round(marks["durable"] - marks["decision"], 4),
@@ -443,8 +505,14 @@ def report(result: dict[str, Any]) -> str:
     floor = min(result["floor_before"]["seconds"], result["floor_after"]["seconds"])
     ratio = result["ratios"]["zookeeper_over_floor"]
     cluster = result["cluster"]
+    baseline = result["read_baseline_s"]
+    copy_s = baseline["read_s"] + baseline["decode_s"]
+    load_s = result["start_to_dual_write_without_broker_wait_s"]
     return "\n".join(
         [
+            f"initial load to DUAL_WRITE: {result['start_to_dual_write_s']} s, {load_s} s without "
+            f"WAIT_FOR_BROKERS (target < 10 s); one plain read + decode of ZooKeeper {copy_s:.2f} s -> "
+            f"{load_s / max(copy_s, 1e-3):.2f}x; phases {result['load_phases_s']}",
             f"broker {VICTIM} fenced: {cluster['partitions_changed']:,} of {cluster['partitions']:,} partitions "
             f"changed ({cluster['victim_leads']:,} led by it), {result['fence_records']:,} records",
             f"fence -> durable in the log: {result['fence_to_durable_s']} s",

@@ -49,7 +49,7 @@ from migrate.migration import (
 )
 from migrate.translate import RecordAndVersion, translate
 from migrate.zk import paths
-from migrate.zk.cluster import from_tree
+from migrate.zk.cluster import from_tree, reusable_topics
 from migrate.zk.live import ZkConnectOptions, read_tree
 from migrate.zk.mirror import MirroredTree
 from migrate.zk.model import ZkClusterModel
@@ -241,7 +241,15 @@ def mismatch_refusal(problem: str, holder: ControllerHolder, node_id: int) -> st
 
 def read_zookeeper_for_migration(options: ZkConnectOptions) -> ZkClusterModel:
     """The model the initial load copies, read strictly: a malformed znode raises ZnodeFormatError naming it."""
-    return from_tree(read_tree(options, acls=False))
+    return read_copy_for_migration(options)[1]
+
+
+def read_copy_for_migration(options: ZkConnectOptions) -> tuple[MirroredTree, ZkClusterModel]:
+    """`read_zookeeper_for_migration`'s model, and the tree it was read from with every topic decoded (so a
+    reconciliation against that same tree decodes only the few znodes outside topics)."""
+    tree = read_tree(options, acls=False)
+    model = from_tree(tree)
+    return MirroredTree(tree, reusable_topics(model, ())), model
 
 
 class AbandonedError(Zk2KraftError):
@@ -303,6 +311,8 @@ class MigrationDriver:
         self.zk_sync_failed: str | None = None
         """Why SYNC_KRAFT_TO_ZK's writes failed: ZooKeeper misses changes no later dual write may paper over."""
         self.migration_before: bytes | None = None
+        self.loaded_copy: MirroredTree | None = None
+        """ZooKeeper as the initial load read it after the claim, for the reconciliation right after (then None)."""
         """`/migration` as it was before this driver read (or created) it; None: absent."""
         # Awaited right before DUAL_WRITE (the controller arms its foreign-write watches there).
         self.before_dual_write = before_dual_write
@@ -541,8 +551,8 @@ class MigrationDriver:
     async def migrate(self) -> MigrationOutcome:
         """Copy ZooKeeper into the log in one metadata transaction, then record its end in `/migration`."""
         started = time.monotonic_ns()
-        model = await asyncio.get_running_loop().run_in_executor(
-            None, read_zookeeper_for_migration, self.zk_options
+        copy, model = await asyncio.get_running_loop().run_in_executor(
+            None, read_copy_for_migration, self.zk_options
         )
         mv = self.log.image.metadata_version
         # Off the event loop, and the appends below yield between batches: a quorum's Raft layer shares the
@@ -591,6 +601,7 @@ class MigrationDriver:
             self.leadership.with_kraft_metadata_offset_and_epoch(outcome.last_offset, outcome.last_epoch),
         )
         self.migration = outcome
+        self.loaded_copy = copy
         log.info(outcome.completion_message(), extra={"event": "migration_complete"})
         return outcome
 
@@ -601,6 +612,11 @@ class MigrationDriver:
         started = time.perf_counter()
         copy = await loop.run_in_executor(None, self.warm_tree) if self.warm_tree is not None else None
         source = "read" if copy is None else "mirror"
+        loaded, self.loaded_copy = self.loaded_copy, None
+        if copy is None and loaded is not None:
+            # Right after the initial load: ZooKeeper as it read it after the claim, its topics decoded.
+            # Since then only this controller wrote (/migration), unless someone edits ZooKeeper by hand.
+            copy, source = loaded, "load"
         if copy is None:
             options = self.zk_options
             tree = await loop.run_in_executor(None, lambda: read_tree(options, acls=False))

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar, overload
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -280,6 +280,29 @@ class WriteOutcome:
 
     def codes_by_path(self) -> dict[str, int]:
         return {r.path: r.code for r in self.results}
+
+
+class _BuiltOnUse(Sequence[list[Any]]):
+    """`build(i)` for each index, called when item `i` is first asked for and kept for later asks."""
+
+    def __init__(self, count: int, build: Callable[[int], list[Any]]) -> None:
+        self._items: list[list[Any] | None] = [None] * count
+        self._build = build
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, i: int) -> list[Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[list[Any]]: ...
+    def __getitem__(self, i: int | slice) -> list[Any] | Sequence[list[Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        item = self._items[i]
+        if item is None:
+            item = self._items[i] = self._build(i)
+        return item
 
 
 @dataclass(frozen=True, slots=True)
@@ -769,7 +792,8 @@ class ZkLeadershipClient:
         ZooKeeper applies one session's requests in order and a failed multi aborts only itself, so each
         reply stands alone; nothing is raised for failed guards (see `raise_if_fenced`).
         """
-        batches = [self.guarded_ops(multi, epoch_version) for multi in multis]
+        # Each multi's ops are built as it goes out: ZooKeeper works on the first while the rest are built.
+        batches = _BuiltOnUse(len(multis), lambda i: self.guarded_ops(multis[i], epoch_version))
         resent: set[int] = set(range(len(multis))) if sent_before else set()
         replies = self._multi(batches, what, resent=resent)
         parsed = [parse_reply(multi, raw) for multi, raw in zip(multis, replies, strict=True)]

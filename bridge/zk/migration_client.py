@@ -325,48 +325,63 @@ class ZkMigrationClient(ZkLeadershipClient):
                 continue
             epoch_version, version = current.zk_controller_epoch_zk_version, current.migration_zk_version
             final_data = encode_migration(final.to_znode()) if end == n else None
-            if len(segment) > 1 and sum(plans[i].size for i in segment) <= planning.MAX_FUSED_BYTES:
+            fits_one = sum(plans[i].size for i in segment) <= planning.MAX_FUSED_BYTES
+            if len(segment) > 1 and fits_one:
                 together = self._run_together(
                     plans, ops, segment, current, final, final_data, batch, n, state
                 )
                 if together is not None:
                     current = together
                     continue
+            # Many operations too big for one multi together go as a stream of multis, each as full as one
+            # multi may be (ZooKeeper's per-multi cost paid once per group, not once per operation).
+            # After a failed multi of them all, one multi each (the failing ones are then redone alone).
+            units = [[i] for i in segment] if fits_one else _groups(plans, segment)
             multis = [
-                GuardedMulti(plans[i].requests or (), version, final_data if i == segment[-1] else None)
-                for i in segment
+                GuardedMulti(
+                    tuple(r for i in unit for r in plans[i].requests or ()),
+                    version,
+                    final_data if unit is units[-1] else None,
+                )
+                for unit in units
             ]
             try:
                 self.require_fence(current, _name(ops[segment[0]]))
                 replies = self.send_guarded(
-                    multis, epoch_version, f"fenced write of {len(multis)} operation(s)"
+                    multis,
+                    epoch_version,
+                    f"fenced write of {len(segment)} operation(s)",
                 )
             except Zk2KraftError as exc:  # no reply: each of them may or may not have landed
                 if not batch:
                     raise
                 unknown = [*segment, *range(end, n)]
                 self._abandon(exc, batch, unknown, n, ops, self._state_after_failure(current), state, final)
-            for i, reply in zip(segment, replies, strict=True):
-                self.raise_if_fenced(reply, epoch_version, _name(ops[i]))  # the multis behind failed as well
+            for unit, reply in zip(units, replies, strict=True):
+                # A lost fence: every multi behind this one failed as well.
+                self.raise_if_fenced(reply, epoch_version, _name(ops[unit[0]]))
             if replies[-1].migration_stat is not None:
                 current = final.with_migration_zk_version(replies[-1].migration_stat.version)
-            failed = [(i, r) for i, r in zip(segment, replies, strict=True) if not r.landed]
-            for i, reply in zip(segment, replies, strict=True):
-                if reply.landed:
-                    self.notifier.learn_stores(plans[i].notes)
+            failed: list[tuple[int, MultiReply]] = []
+            landed: list[int] = []
+            for unit, reply in zip(units, replies, strict=True):
+                if reply.landed:  # a walk over the multi's results: once per multi
+                    landed += unit
+                    for i in unit:
+                        self.notifier.learn_stores(plans[i].notes)
                 else:
                     self.notifier.forget_stores(reply.results)
-            for position, (i, _) in enumerate(failed):
-                landed_behind = [j for j, r in zip(segment, replies, strict=True) if j > i and r.landed]
-                clash = _clash(plans[i], [plans[j] for j in landed_behind])
+                    # Each operation of a multi that failed (none of it landed) is redone the Kafka way, in order.
+                    failed += [(i, reply) for i in unit]
+            for position, (i, reply) in enumerate(failed):
+                clash = _clash(plans[i], [plans[j] for j in landed if j > i])
+                unwritten = [*(f for f, _ in failed[position:]), *range(end, n)]
                 if clash is not None:
                     error = MigrationClientError(
-                        f"{_name(ops[i])} failed ({replies[segment.index(i)].first_failure()}) and cannot be "
-                        f"redone in order: {clash} was written by an operation behind it"
+                        f"{_name(ops[i])} failed ({reply.first_failure()}) and cannot be redone in order: "
+                        f"{clash} was written by an operation behind it"
                     )
-                    unwritten = [*(f for f, _ in failed[position:]), *range(end, n)]
                     self._abandon(error, batch, unwritten, n, ops, current, state, final)
-                unwritten = [*(f for f, _ in failed[position:]), *range(end, n)]
                 current = self._take_kafka_path(plans, ops, i, current, state, final, batch, unwritten)
         if current.to_znode() != final.to_znode():
             try:
@@ -517,6 +532,19 @@ def _state_after(one: OneMulti, reply: MultiReply) -> MigrationLeadershipState |
     if not reply.landed or reply.migration_stat is None:
         return None
     return one.final.with_migration_zk_version(reply.migration_stat.version)
+
+
+def _groups(plans: Sequence[Plan], segment: Sequence[int]) -> list[list[int]]:
+    """`segment`'s operations cut into consecutive groups of at most MAX_FUSED_BYTES each (one multi each)."""
+    groups: list[list[int]] = []
+    size = planning.MAX_FUSED_BYTES + 1
+    for i in segment:
+        if size + plans[i].size > planning.MAX_FUSED_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(i)
+        size += plans[i].size
+    return groups
 
 
 def _name(op: ZkOperation) -> str:

@@ -27,6 +27,7 @@ from bridge.driver import MetadataLogLike
 from bridge.kafka.client import send_request_sync
 from bridge.raft.metadata_log import MetadataLog
 from bridge.zk.migration_client import ZkMigrationClient
+from bridge.zk.planner import describe, plan_reconciliation
 from cli.main import cli
 from migrate.errors import EXIT_FENCED, EXIT_OK
 from migrate.kraft import records as rec
@@ -149,6 +150,24 @@ def test_restart_does_not_migrate_again_and_finds_nothing_to_reconcile(
     records = log_records(tmp_path / "meta")
     assert sum(isinstance(r, rec.BeginTransactionRecord) and r.name == "ZK Migration" for r in records) == 1
     assert migration_znode(seeded)["kraft_controller_epoch"] == first_epoch + 1
+
+
+def test_the_reconciliation_after_a_fresh_migration_plans_from_the_load_without_reading_again(
+    seeded: KazooClient,
+    zk_connect: str,
+    tmp_path: Path,
+    bridges: list[BridgeController],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="bridge.driver")
+    bridge = start(bridges, config(zk_connect, tmp_path / "meta"))
+    assert bridge.wait_for_state(DriverState.DUAL_WRITE), bridge.error
+    line = next(r.getMessage() for r in caplog.records if "event=reconciliation" in r.getMessage())
+    assert "zookeeper=load read_s=0.00" in line, line
+    # The same writes as against a fresh read of ZooKeeper.
+    fresh = plan_reconciliation(mlog(bridge).image, from_tree(read_tree(zk_connect, acls=False)))
+    assert describe(bridge.driver.reconciliation_ops) == describe(fresh)  # type: ignore[union-attr]
+    assert bridge.driver.loaded_copy is None  # type: ignore[union-attr]
 
 
 def test_the_reconciliation_log_line_names_what_it_rewrites(

@@ -321,6 +321,64 @@ def test_a_batch_of_a_hundred_operations_equals_them_one_by_one_in_one_round(con
     assert len(many.get_children("/kafka-acl-changes")) == 20
 
 
+def test_a_batch_too_big_for_one_multi_goes_as_a_few_full_multis(
+    connect: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, many = connect("one"), connect("many")
+    for session in (one, many):
+        kafka_cluster(session)
+        for t in range(30):
+            session.create(f"/brokers/topics/t{t}/partitions/0/state", b"{}", makepath=True)
+    ops: list[ZkOperation] = [
+        UpdateTopicPartitions("UpdatePartition", "", partitions={f"t{t}": {0: partition([1, 2], 5)}})
+        for t in range(30)
+    ]
+    single, state = leader(one)
+    sizes = [zk_client_module.PLANNERS[UpdateTopicPartitions](single, op, state).size for op in ops]
+    monkeypatch.setattr(planning, "MAX_FUSED_BYTES", 10 * max(sizes))  # ten operations a multi
+    for op in ops:
+        state = single.apply(op, state)
+    single.set_migration_state(state.with_kraft_metadata_offset_and_epoch(OFFSET + 30, 1))
+    batch, b_state = leader(many)
+    done = batch.apply_all(
+        ops, b_state, final_state=b_state.with_kraft_metadata_offset_and_epoch(OFFSET + 30, 1)
+    )
+    # Three ZooKeeper transactions (one a multi), not one per operation; the znodes those one by one leave.
+    states = [f"/brokers/topics/t{t}/partitions/0/state" for t in range(30)]
+    assert len({many.exists(path).mzxid for path in states}) == 3
+    assert without_migration_version(tree(many)) == without_migration_version(tree(one))
+    assert migration_offset(many) == (OFFSET + 30, 1, done.migration_zk_version)
+
+
+def test_a_failed_multi_of_a_stream_is_redone_the_kafka_way_in_order(
+    connect: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(planning, "MAX_FUSED_BYTES", 400)
+    one, many = connect("one"), connect("many")
+    ops: list[ZkOperation] = [config(TOPIC_RESOURCE, f"t{t}", {"a": str(t)}) for t in range(6)]
+    ops[3] = quotas((("user", "new"),), {"producer_byte_rate": 1.0})  # SetData NONODE: its multi fails
+    for session in (one, many):
+        kafka_cluster(session)
+        for t in range(6):
+            session.create(f"/config/topics/t{t}", b'{"version":1,"config":{}}')
+    single, state = leader(one)
+    for op in ops:
+        state = single.apply(op, state)
+    single.set_migration_state(state.with_kraft_metadata_offset_and_epoch(OFFSET + 6, 0))
+    batch, b_state = leader(many)
+    done = batch.apply_all(
+        ops, b_state, final_state=b_state.with_kraft_metadata_offset_and_epoch(OFFSET + 6, 0)
+    )
+    assert many.get("/config/users/new")[0] == b'{"version":1,"config":{"producer_byte_rate":"1"}}'
+    assert migration_offset(many) == (OFFSET + 6, 0, done.migration_zk_version)
+    changes = f"{paths.CONFIG_CHANGES}/"
+    left, right = without_migration_version(tree(many)), without_migration_version(tree(one))
+    assert {p: v for p, v in left.items() if not p.startswith(changes)} == {
+        p: v for p, v in right.items() if not p.startswith(changes)
+    }
+    assert sorted(config_changes(many).values()) == sorted(config_changes(one).values())
+
+
 def test_an_operation_too_big_for_one_multi_takes_the_kafka_path_in_a_batch(
     connect: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
