@@ -15,6 +15,7 @@ class and the reason for it, and the KRaft offset of the last record that touche
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -88,11 +89,11 @@ def _generic(spec: TableSpec, source: str, extra: str) -> str:
     return f"SELECT '{spec.name}' AS tbl, {jkey} AS jkey, {key} AS key, {vals} AS vals, {doc} AS doc, {extra} FROM {source}"
 
 
-def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
+def outcome_sql(zk_views: Mapping[str, str], kraft_views: Mapping[str, str], options: CompareOptions) -> str:
     """The statement whose rows are, per joined row, its discrepancies (`d`, one row each, null when
     none: posexplode_outer keeps the row so the same pass counts rows) and presence flags."""
     zk_only_types = ", ".join(sql_string(t) for t in ZK_CONFIG_RESOURCE_TYPES)
-    ctes = [*zk_ctes(zk_view), *kraft_ctes(kraft_view, options.kraft_cluster_id)]
+    ctes = [*zk_ctes(zk_views), *kraft_ctes(kraft_views, options.kraft_cluster_id)]
     zg = " UNION ALL ".join(_generic(spec, f"z_{name}", "_note AS note") for name, spec in TABLES.items())
     kg_parts = []
     for name, spec in TABLES.items():
@@ -189,9 +190,12 @@ def _error_reason(migration_offset: int | None) -> str:
     return f"concat({what}, {why})"
 
 
-def compare_all(spark: SparkSession, zk_view: str, kraft_view: str, options: CompareOptions) -> DataFrame:
-    """The outcome of the comparison (see `outcome_sql`); cache it, `discrepancies` and `tally` read it."""
-    return spark.sql(outcome_sql(zk_view, kraft_view, options))
+def compare_all(
+    spark: SparkSession, zk_views: Mapping[str, str], kraft_views: Mapping[str, str], options: CompareOptions
+) -> DataFrame:
+    """The outcome of the comparison (see `outcome_sql`) over each side's views (row kind -> view); cache
+    it, `discrepancies` and `tally` read it."""
+    return spark.sql(outcome_sql(zk_views, kraft_views, options))
 
 
 def discrepancies(spark: SparkSession, outcome_view: str, options: CompareOptions) -> DataFrame:

@@ -253,7 +253,7 @@ WIDE_SCHEMA = StructType(
         *(StructField(kind, schema, True) for kind, schema in KINDS.items()),
     ]
 )
-_KIND_INDEX = {kind: len(WIDE_PREFIX) + i for i, kind in enumerate(KINDS)}
+KIND_INDEX = {kind: len(WIDE_PREFIX) + i for i, kind in enumerate(KINDS)}
 _WIDTH = len(WIDE_PREFIX) + len(KINDS)
 ERROR_KIND = "_error"
 
@@ -262,7 +262,7 @@ def wide(kind: str, row: Row, offset: int | None = None, deleted: bool = False) 
     """One wide row carrying `row` in the column of `kind`."""
     out: list[Any] = [None] * _WIDTH
     out[0], out[1], out[2] = kind, offset, deleted
-    out[_KIND_INDEX[kind]] = row
+    out[KIND_INDEX[kind]] = row
     return tuple(out)
 
 
