@@ -7,13 +7,16 @@ For each size, a setup child (not timed) generates the cluster with bench/genera
 `migrate_to_metadata_dir` (a KRaft metadata dir whose newest snapshot holds everything). Then, in the same
 run, two measured children:
 
-- baseline: the same Spark session settings, parsing both inputs into their cached row sets (the ZooKeeper
-  dump's znodes → rows, the KRaft snapshot's byte ranges → folded rows) and nothing else;
+- baseline: the same Spark session settings, parsing both inputs into their row sets (the ZooKeeper dump's
+  znodes → rows, the KRaft snapshot's byte ranges → folded rows, each written by the tasks as Parquet files
+  per row kind) and nothing else;
 - audit: `zk2kraft audit --zk-dump DUMP --kraft META --out OUT --master local[2]`, the whole command.
 
 Wall time, peak RSS of the driver (the Python process), of the JVM (driver and executors, one process in
 local mode) and of the Python workers (sum at the peak), and partitions per second. Inputs are kept in
-`--work` (default: a temporary directory) so a second run skips the setup.
+`--work` (default: a temporary directory) so a second run skips the setup. `--before DIR` (another checkout,
+e.g. `git archive` of an earlier commit) runs that code's baseline and audit first in the same run and says
+whether both audits wrote the same outputs.
 """
 
 from __future__ import annotations

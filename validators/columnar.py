@@ -14,7 +14,6 @@ import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -194,8 +193,3 @@ def fresh_directory(path: Path) -> Path:
 
 def task_part(index: int) -> str:
     return f"part-{index:05d}"
-
-
-def drain(items: Iterator[Any]) -> None:
-    for _ in items:
-        pass

@@ -185,8 +185,8 @@ _HANDLERS: dict[str, _Handler] = {
 
 
 def _loads(line: str | bytes) -> Any:
-    """JSON with orjson, falling back to the standard library for what orjson refuses but it reads (integers
-    past 64 bits, lone surrogates), so every line means what it meant before."""
+    """JSON with orjson, falling back to the standard library for what orjson refuses but it reads (lone
+    surrogates), so every line means what it meant before."""
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -221,7 +221,12 @@ def dump_line_rows(line: str | bytes, chroot: str, source: str) -> list[Row]:
     try:
         data = _data(obj, path, source)
         stat = obj.get("stat") or {}
-        return znode_rows(path, data, int(stat.get("version", 0)), int(stat.get("czxid", 0)))
+        version, czxid = stat.get("version", 0), stat.get("czxid", 0)
+        if type(version) is float or type(czxid) is float:
+            # orjson reads integers past 64 bits as floats; the standard library keeps them exact.
+            stat = json.loads(line).get("stat") or {}
+            version, czxid = stat.get("version", 0), stat.get("czxid", 0)
+        return znode_rows(path, data, int(version), int(czxid))
     except ZnodeFormatError as exc:
         return [wide_error(f"{source}: {exc}")]
     except Zk2KraftError as exc:
