@@ -7,13 +7,16 @@ For each size, a setup child (not timed) generates the cluster with bench/genera
 `migrate_to_metadata_dir` (a KRaft metadata dir whose newest snapshot holds everything). Then, in the same
 run, two measured children:
 
-- baseline: the same Spark session settings, parsing both inputs into their cached row sets (the ZooKeeper
-  dump's znodes → rows, the KRaft snapshot's byte ranges → folded rows) and nothing else;
+- baseline: the same Spark session settings, parsing both inputs into their row sets (the ZooKeeper dump's
+  znodes → rows, the KRaft snapshot's byte ranges → folded rows, each written by the tasks as Parquet files
+  per row kind) and nothing else;
 - audit: `zk2kraft audit --zk-dump DUMP --kraft META --out OUT --master local[2]`, the whole command.
 
 Wall time, peak RSS of the driver (the Python process), of the JVM (driver and executors, one process in
 local mode) and of the Python workers (sum at the peak), and partitions per second. Inputs are kept in
-`--work` (default: a temporary directory) so a second run skips the setup.
+`--work` (default: a temporary directory) so a second run skips the setup. `--before DIR` (another checkout,
+e.g. `git archive` of an earlier commit) runs that code's baseline and audit first in the same run and says
+whether both audits wrote the same outputs.
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ class TreeSampler:
         self.driver_kb = 0
         self.jvm_kb = 0
         self.workers_kb = 0
+        self.cpu_ticks: dict[int, int] = {}
+        """CPU time (user + system, clock ticks) last seen per process of the tree: load from other processes
+        on the machine changes it far less than the wall time."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -87,14 +93,24 @@ class TreeSampler:
         self._stop.set()
         self._thread.join()
 
+    def _cpu(self, pid: int) -> None:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return
+        self.cpu_ticks[pid] = max(self.cpu_ticks.get(pid, 0), int(fields[11]) + int(fields[12]))
+
     def _run(self) -> None:
         while not self._stop.is_set():
             _rss, hwm, _name = _rss_kb(self.pid)
             self.driver_kb = max(self.driver_kb, hwm)
             jvm = workers = 0
+            self._cpu(self.pid)
             pending = _children(self.pid)
             while pending:
                 pid = pending.pop()
+                self._cpu(pid)
                 rss, hwm, name = _rss_kb(pid)
                 if name == "java":
                     jvm += hwm
@@ -106,11 +122,11 @@ class TreeSampler:
             self._stop.wait(self.interval)
 
 
-def run_measured(args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run a child from the repository root; wall time, peak memories, stdout."""
+def run_measured(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> dict[str, Any]:
+    """Run a child from a checkout's root (this one by default); wall time, peak memories, stdout."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        child = subprocess.Popen(args, stdout=out, stderr=err, cwd=ROOT, env=env)
+        child = subprocess.Popen(args, stdout=out, stderr=err, cwd=cwd, env=env)
         sampler = TreeSampler(child.pid)
         sampler.start()
         code = child.wait()
@@ -122,6 +138,7 @@ def run_measured(args: list[str], env: dict[str, str] | None = None) -> dict[str
     return {
         "exit_code": code,
         "wall_s": round(wall, 2),
+        "cpu_s": round(sum(sampler.cpu_ticks.values()) / os.sysconf("SC_CLK_TCK"), 1),
         "driver_peak_rss_mb": round(sampler.driver_kb / 1024),
         "jvm_peak_rss_mb": round(sampler.jvm_kb / 1024),
         "python_workers_peak_rss_mb": round(sampler.workers_kb / 1024),
@@ -157,45 +174,39 @@ def prepare_child(partitions: int, work: Path) -> None:
 
 
 def parse_child(work: Path, master: str, driver_memory: str) -> None:
-    """The baseline: both inputs parsed into their cached row sets, nothing compared."""
+    """The baseline: both inputs parsed into their row sets (Parquet files per row kind, written by the
+    tasks: the same work as the audit's two parse phases), nothing compared."""
     from migrate.zk.sources import ZkSource
-    from validators.kraft_tasks import kraft_wide, plan_kraft
+    from validators.kraft_tasks import kraft_side, plan_kraft
     from validators.spark import build_session
-    from validators.zk_tasks import prepare_zk_input, zk_wide
+    from validators.zk_tasks import prepare_zk_input, zk_side
 
     spark = build_session(master, driver_memory=driver_memory)
     start = time.perf_counter()
     zk = prepare_zk_input(spark, ZkSource(dump=work / "zk.jsonl"), work / "tmp")
     parallelism = spark.sparkContext.defaultParallelism
-    zk_df = zk_wide(spark, zk, min_partitions=max(2, parallelism))
-    zk_rows = zk_df.count()
+    zk_rows = sum(zk_side(spark, zk, work / "tmp" / "zk", min_partitions=max(2, parallelism)).counts.values())
     t_zk = time.perf_counter() - start
     plan = plan_kraft(work / "meta")
-    kraft_df = kraft_wide(spark, plan, shuffle_partitions=8)
-    kraft_rows = kraft_df.count()
+    kraft_rows = sum(kraft_side(spark, plan, work / "tmp" / "kraft", shuffle_partitions=8).counts.values())
     total = time.perf_counter() - start
     spark.stop()
+    shutil.rmtree(work / "tmp", ignore_errors=True)
     print(json.dumps({"zk_rows": zk_rows, "kraft_rows": kraft_rows, "zk_s": round(t_zk, 2), "total_s": round(total, 2)}))
 
 
 # ------------------------------------------------------------------ the benchmark
 
 
-def measure(partitions: int, work: Path, master: str, driver_memory: str) -> dict[str, Any]:
-    subprocess.run(
-        [sys.executable, "-m", "bench.bench_audit", "--prepare-child", str(partitions), str(work)], cwd=ROOT, check=True
-    )
-    info = json.loads((work / "ready.json").read_text())
-    dump_bytes = (work / "zk.jsonl").stat().st_size
-    meta_bytes = sum(p.stat().st_size for p in (work / "meta").rglob("*") if p.is_file())
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    load_before = os.getloadavg()
+def _baseline_and_audit(work: Path, master: str, driver_memory: str, code: Path) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """The parse-only baseline and the whole audit, both run with the code of checkout `code`."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(code)}
     baseline = run_measured(
-        [sys.executable, "-m", "bench.bench_audit", "--parse-child", str(work), master, driver_memory], env
+        [sys.executable, "-m", "bench.bench_audit", "--parse-child", str(work), master, driver_memory], env, code
     )
     if baseline["exit_code"] != 0:
-        raise SystemExit(f"baseline failed:\n{baseline['stderr_tail']}")
-    out = work / "audit-out"
+        raise SystemExit(f"baseline of {code} failed:\n{baseline['stderr_tail']}")
+    out = work / ("audit-out" if code == ROOT else "audit-out-before")
     shutil.rmtree(out, ignore_errors=True)
     script = Path(sys.executable).with_name("zk2kraft")
     audit = run_measured(
@@ -204,10 +215,57 @@ def measure(partitions: int, work: Path, master: str, driver_memory: str) -> dic
             "--out", str(out), "--master", master, "--driver-memory", driver_memory,
         ],
         env,
+        code,
     )  # fmt: skip
+    return baseline, audit, out
+
+
+def _same_report(a: Path, b: Path) -> bool:
+    """Two audits' outputs say the same: summary.json less its timings, and the discrepancy rows."""
+    import pyarrow.parquet as pq
+
+    def summary(out: Path) -> dict[str, Any]:
+        data = json.loads((out / "summary.json").read_text())
+        data.pop("timings_s", None)
+        data.pop("outputs", None)
+        return data
+
+    def rows(out: Path) -> list[Any]:
+        return sorted(map(repr, pq.read_table(out / "discrepancies.parquet").to_pylist()))
+
+    return summary(a) == summary(b) and rows(a) == rows(b)
+
+
+def measure(partitions: int, work: Path, master: str, driver_memory: str, before: Path | None = None) -> dict[str, Any]:
+    subprocess.run(
+        [sys.executable, "-m", "bench.bench_audit", "--prepare-child", str(partitions), str(work)], cwd=ROOT, check=True
+    )
+    info = json.loads((work / "ready.json").read_text())
+    dump_bytes = (work / "zk.jsonl").stat().st_size
+    meta_bytes = sum(p.stat().st_size for p in (work / "meta").rglob("*") if p.is_file())
+    load_before = os.getloadavg()
+    compared: dict[str, Any] = {}
+    if before is not None:
+        old_baseline, old_audit, old_out = _baseline_and_audit(work, master, driver_memory, before)
+        old_base = json.loads(old_baseline["stdout"].strip().splitlines()[-1])
+        compared = {
+            "before_code": str(before),
+            "before_load_average": [round(x, 2) for x in os.getloadavg()],
+            "before_baseline_wall_s": old_baseline["wall_s"],
+            "before_baseline_parse_s": old_base["total_s"],
+            "before_baseline_cpu_s": old_baseline["cpu_s"],
+            "before_audit_cpu_s": old_audit["cpu_s"],
+            "before_audit_wall_s": old_audit["wall_s"],
+            "before_audit_exit_code": old_audit["exit_code"],
+        }
+    baseline, audit, out = _baseline_and_audit(work, master, driver_memory, ROOT)
     load_after = os.getloadavg()
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     base = json.loads(baseline["stdout"].strip().splitlines()[-1])
+    if compared:
+        compared["audit_vs_before"] = round(audit["wall_s"] / compared["before_audit_wall_s"], 2)
+        compared["baseline_vs_before"] = round(baseline["wall_s"] / compared["before_baseline_wall_s"], 2)
+        compared["same_report_as_before"] = bool(summary) and _same_report(out, old_out)
     return {
         "partitions": info["partitions"],
         "zk_dump_bytes": dump_bytes,
@@ -218,11 +276,13 @@ def measure(partitions: int, work: Path, master: str, driver_memory: str) -> dic
         "load_average_after": [round(x, 2) for x in load_after],
         "baseline_wall_s": baseline["wall_s"],
         "baseline_parse_s": base["total_s"],
+        "baseline_cpu_s": baseline["cpu_s"],
         "baseline_driver_peak_rss_mb": baseline["driver_peak_rss_mb"],
         "baseline_jvm_peak_rss_mb": baseline["jvm_peak_rss_mb"],
         "audit_exit_code": audit["exit_code"],
         "audit_verdict": summary.get("verdict"),
         "audit_wall_s": audit["wall_s"],
+        "audit_cpu_s": audit["cpu_s"],
         "audit_timings_s": summary.get("timings_s"),
         "audit_driver_peak_rss_mb": audit["driver_peak_rss_mb"],
         "audit_jvm_peak_rss_mb": audit["jvm_peak_rss_mb"],
@@ -231,6 +291,7 @@ def measure(partitions: int, work: Path, master: str, driver_memory: str) -> dic
         "audit_vs_baseline": round(audit["wall_s"] / baseline["wall_s"], 2),
         "meets_target": bool(summary) and audit["wall_s"] < TARGET_S and audit["driver_peak_rss_mb"] < TARGET_DRIVER_MB,
         "audit_stderr_tail": "" if summary else audit["stderr_tail"],
+        **compared,
     }
 
 
@@ -240,6 +301,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, help="where to keep generated inputs (reused across runs)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="1g")
+    parser.add_argument(
+        "--before", type=Path, help="another checkout (e.g. `git archive` of the previous commit): its baseline and "
+        "audit run first in the same run, and the report says whether both audits wrote the same outputs",
+    )
     parser.add_argument("--prepare-child", nargs=2, metavar=("PARTITIONS", "DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--parse-child", nargs=3, metavar=("DIR", "MASTER", "MEMORY"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -255,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     try:
         for n in sizes:
-            result = measure(n, work / f"p{n}", args.master, args.driver_memory)
+            result = measure(n, work / f"p{n}", args.master, args.driver_memory, args.before)
             results.append(result)
             print(json.dumps(result, indent=2), flush=True)
     finally:

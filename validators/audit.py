@@ -17,11 +17,19 @@ from migrate.errors import Zk2KraftError
 from migrate.zk.model import MigrationState
 from migrate.zk.sources import ZkSource
 from validators import report
+from validators.columnar import ColumnarSide
 from validators.compare import CompareOptions, compare_all, discrepancies, tally
-from validators.kraft_tasks import DamagedSnapshotError, KraftPlan, kraft_cluster_id, kraft_wide, plan_kraft
+from validators.kraft_tasks import (
+    KRAFT_KINDS,
+    DamagedSnapshotError,
+    KraftPlan,
+    kraft_cluster_id,
+    kraft_side,
+    plan_kraft,
+)
 from validators.report import AuditFile, AuditInputs, AuditOffsets, AuditSummary, MigrationCheck
 from validators.spark import DEFAULT_SHUFFLE_PARTITIONS
-from validators.zk_tasks import prepare_zk_input, read_migration_state, remove_temporary, zk_wide
+from validators.zk_tasks import ZK_KINDS, prepare_zk_input, read_migration_state, remove_temporary, zk_side
 
 
 @dataclass(slots=True)
@@ -73,6 +81,10 @@ class _Views:
         self.spark = spark
         self.names: list[str] = []
         self.audit = next(self._counter)
+
+    def add_side(self, side: str, frames: dict[str, DataFrame]) -> dict[str, str]:
+        """A view per row kind of one side: kind -> view name."""
+        return {kind: self.add(f"{side}_{kind}", df) for kind, df in frames.items()}
 
     def add(self, name: str, df: DataFrame) -> str:
         view = f"zk2kraft_audit{self.audit}_{name}"
@@ -198,13 +210,14 @@ def _load_kraft(
     limit: int | None,
     warnings: list[str],
     say: Callable[[str], None],
-) -> tuple[KraftPlan, DataFrame]:
+    directory: Path,
+) -> tuple[KraftPlan, ColumnarSide]:
     """Plan and parse the KRaft side; a damaged snapshot is skipped for an older one or the log, loudly."""
     damaged: dict[Path, str] = {}
     while True:
         plan = plan_kraft(options.kraft, stop_offset=stop, snapshot_limit=limit, damaged=damaged)
         try:
-            return plan, kraft_wide(spark, plan, shuffle_partitions=options.shuffle_partitions)
+            return plan, kraft_side(spark, plan, directory, shuffle_partitions=options.shuffle_partitions)
         except DamagedSnapshotError as exc:
             snapshot = Path(exc.path)
             if options.kraft.is_file() or snapshot in damaged:
@@ -244,9 +257,8 @@ def _audit_into(spark: SparkSession, options: AuditOptions, out: Path, say: Call
         t0 = time.monotonic()
         say("parsing znodes")
         small_zk = zk_input.dump.stat().st_size < SMALL_INPUT_BYTES
-        zk_df = zk_wide(spark, zk_input, min_partitions=1 if small_zk else max(2, parallelism))
-        cached.append(zk_df)
-        migration = read_migration_state(spark, zk_df)
+        zk = zk_side(spark, zk_input, work / "zk", min_partitions=1 if small_zk else max(2, parallelism))
+        migration = read_migration_state(zk)
         migration_offset = None if migration is None else migration.kraft_metadata_offset
         timings["zk_parse"] = time.monotonic() - t0
 
@@ -270,8 +282,7 @@ def _audit_into(spark: SparkSession, options: AuditOptions, out: Path, say: Call
                 )
                 migration_offset = None
                 stop, limit, alignment = _alignment(options.kraft_offset, None)
-        plan, kraft_df = _load_kraft(spark, options, stop, limit, warnings, say)
-        cached.append(kraft_df)
+        plan, kraft = _load_kraft(spark, options, stop, limit, warnings, say, work / "kraft")
         timings["kraft_parse"] = time.monotonic() - t0
         if plan.snapshot is not None and migration_offset is not None and plan.snapshot_last_offset > migration_offset:
             warnings.append(
@@ -290,7 +301,9 @@ def _audit_into(spark: SparkSession, options: AuditOptions, out: Path, say: Call
         compare_options = CompareOptions(
             migration_offset=migration_offset, dedupe=bool(plan.log_ranges), kraft_cluster_id=kraft_cluster_id(options.kraft)
         )
-        outcome = compare_all(spark, views.add("zk", zk_df), views.add("kraft", kraft_df), compare_options).cache()
+        zk_views = views.add_side("zk", zk.frames(spark, ZK_KINDS))
+        kraft_views = views.add_side("kraft", kraft.frames(spark, KRAFT_KINDS))
+        outcome = compare_all(spark, zk_views, kraft_views, compare_options).cache()
         cached.append(outcome)
         outcome_view = views.add("outcome", outcome)
         counts, zk_rows, kraft_rows = tally(spark, outcome_view, compare_options)

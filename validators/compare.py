@@ -15,6 +15,7 @@ class and the reason for it, and the KRaft offset of the last record that touche
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -88,14 +89,91 @@ def _generic(spec: TableSpec, source: str, extra: str) -> str:
     return f"SELECT '{spec.name}' AS tbl, {jkey} AS jkey, {key} AS key, {vals} AS vals, {doc} AS doc, {extra} FROM {source}"
 
 
-def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
+TYPED_TABLES = ("partitions",)
+"""Tables joined on their own typed key columns instead of the generic JSON key: they hold nearly all rows,
+so only their typed columns are shuffled, and text and JSON forms are made only for rows that differ."""
+
+
+def _entry(kind: str, field: str, zk: str, kraft: str) -> str:
+    return f"named_struct('kind', '{kind}', 'field', {field}, 'zk_value', {zk}, 'kraft_value', {kraft})"
+
+
+_NULL = "CAST(NULL AS STRING)"
+
+
+def _diffs(z_doc: str, k_doc: str, names: str, z_vals: str, k_vals: str) -> str:
+    """The discrepancies of one joined row: missing on one side, or one entry per field that differs."""
+    mismatches = (
+        f"filter(transform({names}, (n, i) -> CASE WHEN NOT ({z_vals}[i] <=> {k_vals}[i]) THEN "
+        + _entry(MISMATCH, "n", f"{z_vals}[i]", f"{k_vals}[i]")
+        + " END), e -> e IS NOT NULL)"
+    )
+    return (
+        f"CASE WHEN in_zk AND NOT in_kraft THEN array({_entry(MISSING_IN_KRAFT, _NULL, z_doc, _NULL)}) "
+        f"WHEN in_kraft AND NOT in_zk THEN array({_entry(MISSING_IN_ZK, _NULL, _NULL, k_doc)}) "
+        f"WHEN in_zk AND in_kraft THEN {mismatches} END"
+    )
+
+
+def _typed_join(spec: TableSpec, dedupe: bool) -> str:
+    """One table's joined rows in the shape of `outcome_sql`'s generic join (tbl, key, z_note, k_offset,
+    k_kraft_only, in_zk, in_kraft, ds), joined on its typed key columns (null-safe, as the JSON key is).
+    The text and JSON forms are the generic ones, made after the join and only where they are shown."""
+    keys, fields = spec.key_names, spec.field_names
+    cols = ", ".join([*keys, *fields])
+    ks = f"SELECT {cols}, CAST(_offset AS BIGINT) AS _offset, _deleted, true AS _present FROM k_{spec.name}"
+    if dedupe:
+        # The same pick as the generic dedupe: the live row of a key, else its last-written tombstone.
+        picked = ", ".join(f"'{c}', {c}" for c in [*fields, "_offset", "_deleted", "_present"])
+        ks = (
+            f"SELECT {', '.join(keys)}, b.* FROM (SELECT {', '.join(keys)}, max_by(named_struct({picked}), "
+            f"named_struct('live', NOT _deleted, 'koffset', _offset)) AS b FROM ({ks}) GROUP BY {', '.join(keys)})"
+        )
+    zs = f"SELECT {cols}, _note, true AS _present FROM z_{spec.name}"
+    on = " AND ".join(f"z.{k} <=> k.{k}" for k in keys)
+    key_cols = ", ".join(f"coalesce(z.{k}, k.{k}) AS {k}" for k in keys)
+    side_cols = ", ".join(f"z.{f} AS z_{f}, k.{f} AS k_{f}" for f in fields)
+    same = "named_struct(" + ", ".join(f"'{f}', z_{f}" for f in fields) + ") <=> named_struct(" + ", ".join(
+        f"'{f}', k_{f}" for f in fields
+    ) + ")"
+    joined = (
+        f"SELECT {key_cols}, {side_cols}, z._note AS z_note, k._offset AS k_offset, "
+        "z._present IS NOT NULL AS in_zk, k._present IS NOT NULL AND NOT k._deleted AS in_kraft, "
+        "CASE WHEN k._present IS NOT NULL THEN false END AS k_kraft_only "
+        f"FROM ({zs}) z FULL OUTER JOIN ({ks}) k ON {on}"
+    )
+    differ = f"in_zk AND in_kraft AND NOT ({same})"
+    texts = {
+        side: f"CASE WHEN {differ} THEN array("
+        + ", ".join(_text(f"{side}_{name}", kind) for name, kind in spec.fields)
+        + ") END"
+        for side in ("z", "k")
+    }
+    compared = f"SELECT *, {texts['z']} AS z_vals, {texts['k']} AS k_vals FROM ({joined})"
+
+    def doc(side: str) -> str:
+        pairs = ", ".join(f"'{f}', {side}_{f}" for f in fields)
+        return f"to_json(named_struct({pairs}), map('ignoreNullFields', 'false'))"
+
+    key = "concat_ws(' ', " + ", ".join(f"concat('{k}=', coalesce(CAST({k} AS STRING), 'null'))" for k in keys) + ")"
+    names = "array(" + ", ".join(f"'{f}'" for f in fields) + ")"
+    empty = "CAST(array() AS ARRAY<STRUCT<kind: STRING, field: STRING, zk_value: STRING, kraft_value: STRING>>)"
+    ds = f"CASE WHEN in_zk AND in_kraft AND z_vals IS NULL THEN {empty} ELSE {_diffs(doc('z'), doc('k'), names, 'z_vals', 'k_vals')} END"
+    return (
+        f"SELECT '{spec.name}' AS tbl, {key} AS key, z_note, k_offset, k_kraft_only, in_zk, in_kraft, {ds} AS ds "
+        f"FROM ({compared})"
+    )
+
+
+def outcome_sql(zk_views: Mapping[str, str], kraft_views: Mapping[str, str], options: CompareOptions) -> str:
     """The statement whose rows are, per joined row, its discrepancies (`d`, one row each, null when
     none: posexplode_outer keeps the row so the same pass counts rows) and presence flags."""
     zk_only_types = ", ".join(sql_string(t) for t in ZK_CONFIG_RESOURCE_TYPES)
-    ctes = [*zk_ctes(zk_view), *kraft_ctes(kraft_view, options.kraft_cluster_id)]
-    zg = " UNION ALL ".join(_generic(spec, f"z_{name}", "_note AS note") for name, spec in TABLES.items())
+    ctes = [*zk_ctes(zk_views), *kraft_ctes(kraft_views, options.kraft_cluster_id)]
+    generic = {name: spec for name, spec in TABLES.items() if name not in TYPED_TABLES}
+    zg = " UNION ALL ".join(_generic(spec, f"z_{name}", "_note AS note") for name, spec in generic.items())
     kg_parts = []
-    for name, spec in TABLES.items():
+    for name, spec in generic.items():
         kraft_only = f"NOT resource_type IN ({zk_only_types})" if name == "configs" else "false"
         kg_parts.append(
             _generic(spec, f"k_{name}", f"CAST(_offset AS BIGINT) AS koffset, _deleted AS deleted, {kraft_only} AS kraft_only")
@@ -114,7 +192,7 @@ def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
     else:
         ctes.append(("kd", "SELECT * FROM kg"))
     names = "map(" + ", ".join(
-        f"'{name}', array(" + ", ".join(f"'{f}'" for f in spec.field_names) + ")" for name, spec in TABLES.items()
+        f"'{name}', array(" + ", ".join(f"'{f}'" for f in spec.field_names) + ")" for name, spec in generic.items()
     ) + ")"
     ctes.append(
         (
@@ -127,26 +205,15 @@ def outcome_sql(zk_view: str, kraft_view: str, options: CompareOptions) -> str:
             "FROM zg z FULL OUTER JOIN kd k ON z.tbl = k.tbl AND z.jkey = k.jkey",
         )
     )
-
-    def entry(kind: str, field: str, zk: str, kraft: str) -> str:
-        return (
-            f"named_struct('kind', '{kind}', 'field', {field}, 'zk_value', {zk}, 'kraft_value', {kraft})"
-        )
-
-    null = "CAST(NULL AS STRING)"
-    mismatches = (
-        "filter(transform(names, (n, i) -> CASE WHEN NOT (z_vals[i] <=> k_vals[i]) THEN "
-        + entry(MISMATCH, "n", "z_vals[i]", "k_vals[i]")
-        + " END), e -> e IS NOT NULL)"
-    )
-    diffs = (
-        f"CASE WHEN in_zk AND NOT in_kraft THEN array({entry(MISSING_IN_KRAFT, null, 'z_doc', null)}) "
-        f"WHEN in_kraft AND NOT in_zk THEN array({entry(MISSING_IN_ZK, null, null, 'k_doc')}) "
-        f"WHEN in_zk AND in_kraft THEN {mismatches} END"
-    )
+    rows = [
+        "SELECT tbl, key, z_note, k_offset, k_kraft_only, in_zk, in_kraft, "
+        f"{_diffs('z_doc', 'k_doc', 'names', 'z_vals', 'k_vals')} AS ds FROM joined",
+        *(_typed_join(TABLES[name], options.dedupe) for name in TYPED_TABLES),
+    ]
+    ctes.append(("differences", " UNION ALL ".join(rows)))
     body = (
         "SELECT tbl, pos, d, CASE WHEN d IS NOT NULL THEN key END AS key, z_note, k_offset, k_kraft_only, in_zk, in_kraft "
-        f"FROM (SELECT tbl, key, z_note, k_offset, k_kraft_only, in_zk, in_kraft, posexplode_outer({diffs}) AS (pos, d) FROM joined)"
+        "FROM (SELECT tbl, key, z_note, k_offset, k_kraft_only, in_zk, in_kraft, posexplode_outer(ds) AS (pos, d) FROM differences)"
     )
     return "WITH " + ",\n".join(f"{name} AS ({sql})" for name, sql in ctes) + "\n" + body
 
@@ -189,9 +256,12 @@ def _error_reason(migration_offset: int | None) -> str:
     return f"concat({what}, {why})"
 
 
-def compare_all(spark: SparkSession, zk_view: str, kraft_view: str, options: CompareOptions) -> DataFrame:
-    """The outcome of the comparison (see `outcome_sql`); cache it, `discrepancies` and `tally` read it."""
-    return spark.sql(outcome_sql(zk_view, kraft_view, options))
+def compare_all(
+    spark: SparkSession, zk_views: Mapping[str, str], kraft_views: Mapping[str, str], options: CompareOptions
+) -> DataFrame:
+    """The outcome of the comparison (see `outcome_sql`) over each side's views (row kind -> view); cache
+    it, `discrepancies` and `tally` read it."""
+    return spark.sql(outcome_sql(zk_views, kraft_views, options))
 
 
 def discrepancies(spark: SparkSession, outcome_view: str, options: CompareOptions) -> DataFrame:

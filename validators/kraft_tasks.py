@@ -20,8 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from migrate.errors import CorruptDataError, Zk2KraftError
 from migrate.kraft import records as rec
@@ -37,12 +36,12 @@ from migrate.kraft.logdir import (
     read_meta_properties,
 )
 from migrate.kraft.reader import METADATA_PARTITION_DIR, partition_dir_of
+from validators.columnar import ColumnarSide, PartWriter, TaskOutput, fresh_directory, task_part, write_rows
 from validators.kraft_state import SNAPSHOT_SEQ_BASE, Event, Key, fold, merge_events, record_event, state_row
 from validators.tables import (
     CLUSTER_SCOPE,
     ERROR_KIND,
     TABLES,
-    WIDE_SCHEMA,
     Row,
     sql_string,
     wide,
@@ -560,8 +559,25 @@ def fold_rows(item: tuple[Key, list[Event]], snapshot_last_offset: int) -> Itera
 # ---------------------------------------------------------------------------------------------- Spark
 
 
-def kraft_wide(spark: SparkSession, plan: KraftPlan, *, shuffle_partitions: int) -> DataFrame:
-    """The folded KRaft state as wide rows (cached); raises the first bad-input error a task found."""
+def _fold_range(
+    index: int,
+    r: FileRange,
+    *,
+    start_offset: int,
+    stop_offset: int | None,
+    excluded: list[tuple[int, int]],
+    snapshot_last_offset: int,
+    directory: str,
+) -> TaskOutput:
+    """Inside a task: the folded rows of one range whose keys no other range touches, as Parquet files."""
+    writer = PartWriter(directory, task_part(index), with_offsets=True)
+    for item in parse_range(r, start_offset, stop_offset, excluded):
+        writer.add_all(fold_rows(item, snapshot_last_offset))
+    return writer.close()
+
+
+def kraft_side(spark: SparkSession, plan: KraftPlan, directory: Path, *, shuffle_partitions: int) -> ColumnarSide:
+    """The folded KRaft state as Parquet files per row kind; raises the first bad-input error a task found."""
     sc = spark.sparkContext
     ranges = plan.ranges
     excluded: list[tuple[int, int]] = []
@@ -576,28 +592,54 @@ def kraft_wide(spark: SparkSession, plan: KraftPlan, *, shuffle_partitions: int)
             if marker.startswith("error:"):
                 raise Zk2KraftError(marker[len("error:") :])
         excluded = excluded_intervals(markers, plan.source)
-    events = sc.parallelize(ranges, max(1, len(ranges))).flatMap(
-        partial(parse_range, start_offset=plan.start_offset, stop_offset=plan.stop_offset, excluded=excluded)
-    )
+    folder = str(fresh_directory(directory))
     if log_ranges:
-        # Keys are unique within a snapshot; only log records can rewrite a key.
-        events = events.reduceByKey(merge_events, shuffle_partitions)
-    rows = events.flatMap(partial(fold_rows, snapshot_last_offset=plan.snapshot_last_offset))
-    df = spark.createDataFrame(rows, WIDE_SCHEMA, verifySchema=False).cache()
-    errors = df.filter(F.col("kind") == ERROR_KIND).select("error").limit(64).collect()
-    if errors:
-        df.unpersist()
-        _raise_task_error([row[0] for row in errors])
-    return df
+        # Keys are unique within a snapshot; only log records can rewrite a key, so only then are a key's
+        # events gathered from every range before the fold.
+        events = sc.parallelize(ranges, max(1, len(ranges))).flatMap(
+            partial(parse_range, start_offset=plan.start_offset, stop_offset=plan.stop_offset, excluded=excluded)
+        )
+        fold = partial(fold_rows, snapshot_last_offset=plan.snapshot_last_offset)
+        outputs = (
+            events.reduceByKey(merge_events, shuffle_partitions)
+            .mapPartitionsWithIndex(
+                lambda index, items: write_rows(
+                    (row for item in items for row in fold(item)), folder, task_part(index), with_offsets=True
+                )
+            )
+            .collect()
+        )
+    else:
+        task = partial(
+            _fold_range,
+            start_offset=plan.start_offset,
+            stop_offset=plan.stop_offset,
+            excluded=excluded,
+            snapshot_last_offset=plan.snapshot_last_offset,
+            directory=folder,
+        )
+        outputs = sc.parallelize(list(enumerate(ranges)), max(1, len(ranges))).map(lambda item: task(*item)).collect()
+    side = ColumnarSide(directory, with_offsets=True).merge(outputs)
+    if side.errors:
+        side.remove()
+        _raise_task_error(side.errors)
+    return side
 
 
-def kraft_ctes(view: str, cluster_id: str | None) -> list[tuple[str, str]]:
+KRAFT_KINDS = (
+    "topics", "kraft_partitions", "configs", "kraft_acls",
+    "brokers", "client_quotas", "scram", "delegation_tokens", "producer_ids", "features",
+)  # fmt: skip
+"""The row kinds `kraft_ctes` reads."""
+
+
+def kraft_ctes(views: Mapping[str, str], cluster_id: str | None) -> list[tuple[str, str]]:
     """SQL common table expressions `k_<table>` for every compared table of the KRaft side, read from the
-    wide rows in temporary view `view` (and `cluster_id`, from meta.properties, when known). Each has the
+    temporary views `views` (row kind -> view of its rows, with `_offset` and `_deleted`) (and `cluster_id`, from meta.properties, when known). Each has the
     table's columns, `_offset` (the last record that touched the row) and `_deleted`; a key can have
     several rows (a topic deleted and created again)."""
     def kind(name: str) -> str:
-        return f"SELECT {name}.*, `offset` AS _offset, deleted AS _deleted FROM {view} WHERE kind = '{name}'"
+        return f"SELECT * FROM {views[name]}"
 
     fields = ", ".join("p." + f for f in TABLES["partitions"].field_names)
     acl_keys = ", ".join(TABLES["acls"].key_names)

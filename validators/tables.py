@@ -6,9 +6,9 @@ can be built inside Spark tasks); KRaft rows come from the state folded out of m
 (`validators.kraft_state`). Values are normalized so equal state compares equal: topic ids in Kafka's text
 form, enums by name, SCRAM secrets and sensitive config values replaced by short digests.
 
-On their way through Spark all row kinds travel in one "wide" row (`WIDE_SCHEMA`): the kind, the KRaft
-offset of the last record that touched the row, a deleted flag, an error message, and one struct column per
-kind, of which exactly one is set. One Python pass fills it; the JVM then splits it by kind.
+Inside the Spark tasks all row kinds travel in one "wide" row (`wide`): the kind, the KRaft offset of the
+last record that touched the row, a deleted flag, an error message, and one slot per kind, of which exactly
+one is set. The tasks write each kind's rows to Parquet files of their own (`validators.columnar`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import Any
 
 from pyspark.sql.types import (
     ArrayType,
-    BooleanType,
     DataType,
     DoubleType,
     IntegerType,
@@ -244,16 +243,7 @@ INTERNAL_KINDS: dict[str, StructType] = {
 
 KINDS: dict[str, StructType] = {**{name: spec.schema for name, spec in TABLES.items()}, **INTERNAL_KINDS}
 WIDE_PREFIX = ("kind", "offset", "deleted", "error")
-WIDE_SCHEMA = StructType(
-    [
-        StructField("kind", _STR, False),
-        StructField("offset", _LONG, True),
-        StructField("deleted", BooleanType(), True),
-        StructField("error", _STR, True),
-        *(StructField(kind, schema, True) for kind, schema in KINDS.items()),
-    ]
-)
-_KIND_INDEX = {kind: len(WIDE_PREFIX) + i for i, kind in enumerate(KINDS)}
+KIND_INDEX = {kind: len(WIDE_PREFIX) + i for i, kind in enumerate(KINDS)}
 _WIDTH = len(WIDE_PREFIX) + len(KINDS)
 ERROR_KIND = "_error"
 
@@ -262,7 +252,7 @@ def wide(kind: str, row: Row, offset: int | None = None, deleted: bool = False) 
     """One wide row carrying `row` in the column of `kind`."""
     out: list[Any] = [None] * _WIDTH
     out[0], out[1], out[2] = kind, offset, deleted
-    out[_KIND_INDEX[kind]] = row
+    out[KIND_INDEX[kind]] = row
     return tuple(out)
 
 

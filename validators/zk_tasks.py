@@ -14,15 +14,15 @@ import binascii
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from pydantic import ValidationError
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from migrate.errors import (
     CorruptDataError,
@@ -42,10 +42,10 @@ from migrate.zk.znodes.controller import decode_migration
 from migrate.zk.znodes.singletons import decode_cluster_id, decode_features, decode_producer_id_block
 from migrate.zk.znodes.tokens import decode_delegation_token
 from migrate.zk.znodes.topics import decode_partition_state, decode_topic
+from validators.columnar import ColumnarSide, PartWriter, TaskOutput, fresh_directory, task_part
 from validators.tables import (
     ERROR_KIND,
     TABLES,
-    WIDE_SCHEMA,
     Row,
     sql_string,
     wide,
@@ -184,21 +184,39 @@ _HANDLERS: dict[str, _Handler] = {
 }
 
 
-def dump_line_rows(line: str, chroot: str, source: str) -> list[Row]:
+def _loads(line: str | bytes) -> Any:
+    """JSON with msgspec (integers of any size stay exact), falling back to the standard library for what
+    msgspec refuses but it reads (lone surrogates, NaN), so every line means what it meant before."""
+    try:
+        return _decode_json(line)
+    except msgspec.DecodeError:
+        return json.loads(line)
+
+
+_decode_json = msgspec.json.Decoder().decode
+
+
+def _shown(line: str | bytes) -> str:
+    """The start of a bad line, for the error message."""
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    return repr(text.rstrip("\r\n")[:120])
+
+
+def dump_line_rows(line: str | bytes, chroot: str, source: str) -> list[Row]:
     """Rows of one dump line (the header line and znodes outside `chroot` give none)."""
     if not line.strip():
         return []
     try:
-        obj = json.loads(line)
+        obj = _loads(line)
     except ValueError:
-        return [wide_error(f"{source}: a line is not JSON: {line[:120]!r}")]
+        return [wide_error(f"{source}: a line is not JSON: {_shown(line)}")]
     if not isinstance(obj, dict):
-        return [wide_error(f"{source}: a line is not a JSON object: {line[:120]!r}")]
+        return [wide_error(f"{source}: a line is not a JSON object: {_shown(line)}")]
     path = obj.get("path")
     if path is None and "format" in obj:
         return []  # the header
     if not isinstance(path, str) or not path.startswith("/"):
-        return [wide_error(f"{source}: a line has no znode path: {line[:120]!r}")]
+        return [wide_error(f"{source}: a line has no znode path: {_shown(line)}")]
     if chroot != "/":
         if not path.startswith(chroot + "/"):
             return []
@@ -206,7 +224,8 @@ def dump_line_rows(line: str, chroot: str, source: str) -> list[Row]:
     try:
         data = _data(obj, path, source)
         stat = obj.get("stat") or {}
-        return znode_rows(path, data, int(stat.get("version", 0)), int(stat.get("czxid", 0)))
+        version, czxid = stat.get("version", 0), stat.get("czxid", 0)
+        return znode_rows(path, data, int(version), int(czxid))
     except ZnodeFormatError as exc:
         return [wide_error(f"{source}: {exc}")]
     except Zk2KraftError as exc:
@@ -309,21 +328,17 @@ def _export_in_task(
     return "ok", got.origin, got.chroot, got.warnings, got.notes, got.older_state_accepted
 
 
-def _not_blank(line: str) -> bool:
-    return bool(line.strip())
-
-
-def read_migration_state(spark: SparkSession, zk: DataFrame) -> MigrationState | None:
+def read_migration_state(zk: ColumnarSide) -> MigrationState | None:
     """The `/migration` znode, when there is one and it holds a KRaft offset."""
-    rows = zk.filter(F.col("kind") == "zk_migration").select("zk_migration.*").collect()
-    if not rows or rows[0]["kraft_metadata_offset"] is None or rows[0]["kraft_metadata_offset"] < 0:
+    rows = zk.kept.get("zk_migration", [])
+    if not rows or rows[0][0] is None or rows[0][0] < 0:
         return None
-    row = rows[0]
+    offset, epoch, controller_id, controller_epoch = rows[0]
     return MigrationState(
-        kraft_controller_id=_int_or(row["kraft_controller_id"]),
-        kraft_controller_epoch=_int_or(row["kraft_controller_epoch"]),
-        kraft_metadata_offset=int(row["kraft_metadata_offset"]),
-        kraft_metadata_epoch=_int_or(row["kraft_metadata_epoch"]),
+        kraft_controller_id=_int_or(controller_id),
+        kraft_controller_epoch=_int_or(controller_epoch),
+        kraft_metadata_offset=int(offset),
+        kraft_metadata_epoch=_int_or(epoch),
     )
 
 
@@ -331,26 +346,66 @@ def _int_or(value: Any, default: int = -1) -> int:
     return default if value is None else int(value)
 
 
-def zk_wide(spark: SparkSession, zk: ZkInput, *, min_partitions: int) -> DataFrame:
-    """The ZooKeeper side as wide rows (cached); raises the first bad-input error a task found."""
-    uri = zk.dump.resolve().as_uri()
-    lines = spark.sparkContext.textFile(uri, minPartitions=min_partitions)
+DUMP_SPLIT_BYTES = 64 * 1024 * 1024
+"""Bytes of a dump one task parses: enough tasks to keep every core busy and each task's memory small."""
+
+
+def dump_splits(path: Path, min_splits: int) -> list[tuple[int, int]]:
+    """Byte ranges [start, end) covering the file; a task owns the lines that start inside its range."""
+    size = path.stat().st_size
+    count = max(1, min_splits, -(-size // DUMP_SPLIT_BYTES))
+    step = -(-size // count) if size else 1
+    return [(start, min(size, start + step)) for start in range(0, max(size, 1), step)]
+
+
+def split_lines(path: str, start: int, end: int) -> Iterator[bytes]:
+    """The lines that start in [start, end) of a file (a line cut by `start` belongs to the previous range)."""
+    with open(path, "rb") as f:
+        if start > 0:
+            f.seek(start - 1)
+            f.readline()  # the rest of the line that began before `start` (or just its newline)
+        position = f.tell()
+        while position < end:
+            line = f.readline()
+            if not line:
+                return
+            position += len(line)
+            yield line
+
+
+def _parse_split(index: int, span: tuple[int, int], *, dump: str, chroot: str, directory: str) -> TaskOutput:
+    """Inside a task: the rows of one byte range of a dump, written as Parquet files."""
+    writer = PartWriter(directory, task_part(index), with_offsets=False, keep=("zk_migration",))
+    lines = 0
+    for line in split_lines(dump, *span):
+        if line.strip():
+            lines += 1
+            writer.add_all(dump_line_rows(line, chroot, dump))
+    out = writer.close()
+    out.lines = lines
+    return out
+
+
+def zk_side(spark: SparkSession, zk: ZkInput, directory: Path, *, min_partitions: int) -> ColumnarSide:
+    """The ZooKeeper side as Parquet files per row kind; raises the first bad-input error a task found."""
+    dump = str(zk.dump.resolve())
+    splits = dump_splits(zk.dump, min_partitions)
+    task = partial(_parse_split, dump=dump, chroot=zk.chroot, directory=str(fresh_directory(directory)))
+    outputs = (
+        spark.sparkContext.parallelize(list(enumerate(splits)), len(splits)).map(lambda item: task(*item)).collect()
+    )
+    side = ColumnarSide(directory, with_offsets=False).merge(outputs)
     if zk.header is not None:
-        check_dump_count(zk.header, lines.filter(_not_blank).count() - 1, str(zk.dump))
-    rows = lines.flatMap(partial(dump_line_rows, chroot=zk.chroot, source=str(zk.dump)))
-    df = spark.createDataFrame(rows, WIDE_SCHEMA, verifySchema=False).cache()
-    first_error = df.filter(F.col("kind") == ERROR_KIND).select("error").limit(1).collect()
-    if first_error:
-        df.unpersist()
-        raise Zk2KraftError(first_error[0][0])
-    if not df.filter(F.col("kind").isin("brokers", "topics", "configs", "cluster")).limit(1).collect():
-        df.unpersist()
+        check_dump_count(zk.header, side.lines - 1, str(zk.dump))
+    if side.errors:
+        raise Zk2KraftError(side.errors[0])
+    if not any(side.counts.get(kind) for kind in ("brokers", "topics", "configs", "cluster")):
         where = "" if zk.chroot == "/" else f" under {zk.chroot}"
         raise Zk2KraftError(
             f"{zk.origin}: no Kafka znodes{where} (no brokers, topics, configs or cluster id)"
             + tree_chroot_hint(read_dump(zk.dump), zk.chroot)
         )
-    return df
+    return side
 
 
 PENDING_DELETION = "topic pending deletion in ZooKeeper (/admin/delete_topics): Kafka does not migrate it"
@@ -359,9 +414,16 @@ MISSING_STATE = "partition state znode missing in ZooKeeper: the KRaft values ar
 MISSING_TOPIC_ID = "topic znode without topic_id: KRaft holds the id generated at migration"
 
 
-def zk_ctes(view: str) -> list[tuple[str, str]]:
+ZK_KINDS = (
+    "zk_pending_deletions", "topics", "zk_assignments", "zk_states", "configs", "acls",
+    "brokers", "client_quotas", "scram", "delegation_tokens", "producer_ids", "features", "cluster",
+)  # fmt: skip
+"""The row kinds `zk_ctes` reads."""
+
+
+def zk_ctes(views: Mapping[str, str]) -> list[tuple[str, str]]:
     """SQL common table expressions `z_<table>` for every compared table of the ZooKeeper side, read from
-    the wide rows in temporary view `view`. Each has the table's columns and `_note`: a reason that makes a
+    the temporary views `views` (row kind -> view of its rows). Each has the table's columns and `_note`: a reason that makes a
     difference expected (e.g. a topic pending deletion), or null."""
     acl_keys = ", ".join(TABLES["acls"].key_names)
     partition_fields = ", ".join(
@@ -369,8 +431,8 @@ def zk_ctes(view: str) -> list[tuple[str, str]]:
         for f in TABLES["partitions"].field_names
     )
     ctes = [
-        ("z_pending", f"SELECT zk_pending_deletions.topic AS topic FROM {view} WHERE kind = 'zk_pending_deletions'"),
-        ("z_topics_raw", f"SELECT topics.* FROM {view} WHERE kind = 'topics'"),
+        ("z_pending", f"SELECT topic FROM {views['zk_pending_deletions']}"),
+        ("z_topics_raw", f"SELECT * FROM {views['topics']}"),
         (
             "z_topics",
             "SELECT /*+ BROADCAST(p) */ t.topic, t.topic_id, "
@@ -383,8 +445,8 @@ def zk_ctes(view: str) -> list[tuple[str, str]]:
             f"SELECT /*+ BROADCAST(p) */ a.topic, a.partition, {partition_fields}, "
             f"CASE WHEN p.topic IS NOT NULL THEN {sql_string(PENDING_DELETION)} "
             f"WHEN s.leader IS NULL THEN {sql_string(MISSING_STATE)} END AS _note "
-            f"FROM (SELECT zk_assignments.* FROM {view} WHERE kind = 'zk_assignments') a "
-            f"LEFT JOIN (SELECT zk_states.* FROM {view} WHERE kind = 'zk_states') s "
+            f"FROM {views['zk_assignments']} a "
+            f"LEFT JOIN {views['zk_states']} s "
             "ON a.topic = s.topic AND a.partition = s.partition "
             "LEFT JOIN z_pending p ON a.topic = p.topic",
         ),
@@ -393,18 +455,18 @@ def zk_ctes(view: str) -> list[tuple[str, str]]:
             "SELECT /*+ BROADCAST(t, p) */ c.resource_type, c.resource_name, c.name, c.value, "
             f"CASE WHEN c.resource_type = 'topic' AND p.topic IS NOT NULL THEN {sql_string(PENDING_DELETION)} "
             f"WHEN c.resource_type = 'topic' AND t.topic IS NULL THEN {sql_string(ORPHAN_CONFIG)} END AS _note "
-            f"FROM (SELECT configs.* FROM {view} WHERE kind = 'configs') c "
+            f"FROM {views['configs']} c "
             "LEFT JOIN z_topics_raw t ON c.resource_type = 'topic' AND c.resource_name = t.topic "
             "LEFT JOIN z_pending p ON c.resource_type = 'topic' AND c.resource_name = p.topic",
         ),
         (
             "z_acls",
             f"SELECT {acl_keys}, CAST(SUM(count) AS INT) AS count, CAST(NULL AS STRING) AS _note "
-            f"FROM (SELECT acls.* FROM {view} WHERE kind = 'acls') GROUP BY {acl_keys}",
+            f"FROM {views['acls']} GROUP BY {acl_keys}",
         ),
     ]
     for name in ("brokers", "client_quotas", "scram", "delegation_tokens", "producer_ids", "features", "cluster"):
-        ctes.append((f"z_{name}", f"SELECT {name}.*, CAST(NULL AS STRING) AS _note FROM {view} WHERE kind = '{name}'"))
+        ctes.append((f"z_{name}", f"SELECT *, CAST(NULL AS STRING) AS _note FROM {views[name]}"))
     return ctes
 
 

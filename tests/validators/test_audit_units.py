@@ -26,7 +26,7 @@ from tests.support.audit import PARTITION_DIR, append_segment, migrate, small_ge
 from validators.kraft_state import fold, merge_events, record_event, state_row
 from validators.kraft_tasks import excluded_intervals, parse_range, plan_kraft, scan_markers
 from validators.tables import KINDS, zk_model_rows
-from validators.zk_tasks import dump_line_rows
+from validators.zk_tasks import dump_line_rows, dump_splits, split_lines
 
 
 @st.composite
@@ -222,3 +222,24 @@ def test_a_snapshot_cannot_be_replayed_backwards(tmp_path: Path) -> None:
         plan_kraft(snapshot, stop_offset=3)
     with pytest.raises(Zk2KraftError, match="no such file"):
         plan_kraft(tmp_path / "missing")
+
+
+def test_dump_splits_hand_every_line_to_exactly_one_task(tmp_path: Path) -> None:
+    lines = [b"\n", b'{"path":"/a"}\n', b"x" * 70 + b"\n", b"\n", b"y\n", b"z" * 5 + b"\n", b"last-without-newline"]
+    dump_file = tmp_path / "d.jsonl"
+    dump_file.write_bytes(b"".join(lines))
+    for tasks in range(1, len(dump_file.read_bytes()) + 2):
+        splits = dump_splits(dump_file, tasks)
+        assert splits[0][0] == 0 and splits[-1][1] == dump_file.stat().st_size
+        got = [line for start, end in splits for line in split_lines(str(dump_file), start, end)]
+        assert got == lines, tasks
+
+
+def test_dump_lines_with_integers_past_64_bits_read_as_before() -> None:
+    version = (1 << 70) + 1
+    state = '{\\"controller_epoch\\":1,\\"leader\\":1,\\"version\\":1,\\"leader_epoch\\":0,\\"isr\\":[1]}'
+    line = '{"path":"/brokers/topics/t/partitions/0/state","data":"' + state + '","stat":{"version":' + str(version) + "}}"
+    for text in (line, line.encode()):
+        (row,) = dump_line_rows(text, "/", "d")
+        assert row[4 + list(KINDS).index("zk_states")][5] == version
+    assert dump_line_rows('{"path":"/brokers/ids/x","stat":{"czxid":' + str(version) + "}}", "/", "d") == []
