@@ -38,8 +38,12 @@ def test_tiny_benchmark_run_fences_the_broker_and_reports_every_figure() -> None
     )
     json.dumps(result)
 
+    assert 0 <= result["start_to_dual_write_without_broker_wait_s"] <= result["start_to_dual_write_s"]
+    assert "ZK_MIGRATION" in result["load_phases_s"]
+
     text = bench_elections.report(result)
-    assert len(text.splitlines()) == 3, text
+    assert len(text.splitlines()) == 4, text
+    assert text.startswith("initial load to DUAL_WRITE: ") and "without WAIT_FOR_BROKERS" in text, text
     assert f"{result['ratios']['zookeeper_over_floor']}x" in text, text
 
 
