@@ -51,13 +51,6 @@ def topic_znode(name: str, topic_id: uuid.UUID, partitions: Mapping[int, Partiti
 
 def state_znode(registration: PartitionRegistration, state: MigrationLeadershipState) -> bytes:
     # Kafka writes the KRaft controller epoch here, not the ZK one (migration-protocol.md §13 #10).
-    if not registration.leader_recovery_state:
-        # `encode_partition_state`'s bytes (its key order, Scala's), formatted at once: an election of
-        # 200,000 partitions writes 200,000 of these while ZooKeeper waits.
-        return (
-            f'{{"controller_epoch":{state.kraft_controller_epoch},"leader":{registration.leader},"version":1,'
-            f'"leader_epoch":{registration.leader_epoch},"isr":[{",".join(map(str, registration.isr))}]}}'
-        ).encode()
     return encode_partition_state(
         PartitionState(
             leader=registration.leader,

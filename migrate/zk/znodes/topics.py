@@ -209,20 +209,22 @@ def _checked_partition_state(path: str, data: bytes | None, zk_version: int) -> 
     )
 
 
+def _state_template(order: Sequence[str]) -> str:
+    """A state znode's text in Scala's key order, each value a `str.format` field named by its key."""
+    return "{{" + ",".join(f'"{key}":{{{key}}}' for key in order) + "}}"
+
+
+# Formatted in one call: an election of 200,000 partitions dual-writes 200,000 of these while ZooKeeper waits.
+_STATE_TEMPLATE = _state_template(_STATE_ORDER)
+_STATE_TEMPLATE_RECOVERY = _state_template(_STATE_ORDER_RECOVERY)
+
+
 def encode_partition_state(s: PartitionState) -> bytes:
-    values = {
-        "version": "1",
-        "leader": str(s.leader),
-        "leader_epoch": str(s.leader_epoch),
-        "controller_epoch": str(s.controller_epoch),
-        "isr": int_list(s.isr),
-    }
-    if s.leader_recovery_state:
-        values["leader_recovery_state"] = str(s.leader_recovery_state)
-        order = _STATE_ORDER_RECOVERY
-    else:
-        order = _STATE_ORDER
-    return ("{" + ",".join(f'"{k}":{values[k]}' for k in order) + "}").encode()
+    template = _STATE_TEMPLATE_RECOVERY if s.leader_recovery_state else _STATE_TEMPLATE
+    return template.format(
+        version=1, leader=s.leader, leader_epoch=s.leader_epoch, controller_epoch=s.controller_epoch,
+        isr=int_list(s.isr), leader_recovery_state=s.leader_recovery_state,
+    ).encode()  # fmt: skip
 
 
 # Decimal partition keys: cache the mutable-map hash of small ids (they repeat across topics).
