@@ -71,21 +71,9 @@ def _replica_map(path: str, obj: dict[str, Any], key: str) -> dict[int, list[int
         return dict(zip(map(int, raw), raw.values(), strict=True))
     out: dict[int, list[int]] = {}
     for p, replicas in raw.items():
-        # The usual key (up to 9 ASCII digits) is an int32 as it stands; others take Java's full rules.
-        if len(p) <= 9 and p.isdigit() and p.isascii():
-            partition = int(p)
-        else:
-            partition = java_int_text(path, f"partition key {p!r} in {key!r}", p)
-        if (
-            type(replicas) is list
-            and replicas
-            and {*map(type, replicas)} == _INT_ONLY
-            and min(replicas) >= INT32_MIN
-            and max(replicas) <= INT32_MAX
-        ):
-            out[partition] = replicas
-        else:
-            out[partition] = int_array(path, f"{key}.{p}", replicas)
+        out[java_int_text(path, f"partition key {p!r} in {key!r}", p)] = int_array(
+            path, f"{key}.{p}", replicas
+        )
     return out
 
 
