@@ -311,9 +311,9 @@ class MigrationDriver:
         self.zk_sync_failed: str | None = None
         """Why SYNC_KRAFT_TO_ZK's writes failed: ZooKeeper misses changes no later dual write may paper over."""
         self.migration_before: bytes | None = None
+        """`/migration` as it was before this driver read (or created) it; None: absent."""
         self.loaded_copy: MirroredTree | None = None
         """ZooKeeper as the initial load read it after the claim, for the reconciliation right after (then None)."""
-        """`/migration` as it was before this driver read (or created) it; None: absent."""
         # Awaited right before DUAL_WRITE (the controller arms its foreign-write watches there).
         self.before_dual_write = before_dual_write
         # Awaited in WAIT_FOR_BROKERS, before an initial migration only (None: that state is skipped).
@@ -615,7 +615,8 @@ class MigrationDriver:
         loaded, self.loaded_copy = self.loaded_copy, None
         if copy is None and loaded is not None:
             # Right after the initial load: ZooKeeper as it read it after the claim, its topics decoded.
-            # Since then only this controller wrote (/migration), unless someone edits ZooKeeper by hand.
+            # Since then only this controller wrote (/migration); a hand edit meanwhile is the foreign-write
+            # watcher's first scan's to find.
             copy, source = loaded, "load"
         if copy is None:
             options = self.zk_options
