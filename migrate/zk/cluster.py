@@ -143,8 +143,7 @@ def _read(
                 continue  # outside the chroot
         visit(path, node)
     if consume:
-        tree.nodes = {}
-        tree._children = None
+        tree.clear()
     model = reader.finish()
     # Its handlers are bound methods, a reference cycle: without them the reader and all it collected are
     # freed now rather than at a collection the caller may have paused.

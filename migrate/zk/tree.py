@@ -95,6 +95,11 @@ class ZTree:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def clear(self) -> None:
+        """Drop every znode and the child index (a consumer that has taken what it needs)."""
+        self.nodes = {}
+        self._children = None
+
     def with_chroot(self, chroot: str, *, consume: bool = False) -> ZTree:
         """The subtree under `chroot`, with paths made relative to it (`/chroot/a` → `/a`).
 
@@ -112,8 +117,7 @@ class ZTree:
             # The old table is dropped first and each old path as its node moves: two tables or two sets
             # of a million paths never coexist.
             old_paths, old_nodes = list(self.nodes), list(self.nodes.values())
-            self.nodes = {}
-            self._children = None
+            self.clear()
             for i, node in enumerate(old_nodes):
                 path = old_paths[i]
                 old_paths[i] = ""
