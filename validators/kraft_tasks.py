@@ -36,7 +36,7 @@ from migrate.kraft.logdir import (
     read_meta_properties,
 )
 from migrate.kraft.reader import METADATA_PARTITION_DIR, partition_dir_of
-from validators.columnar import ColumnarSide, PartWriter, TaskOutput, fresh_directory, task_part, write_rows
+from validators.columnar import ColumnarSide, TaskOutput, fresh_directory, task_part, write_rows
 from validators.kraft_state import SNAPSHOT_SEQ_BASE, Event, Key, fold, merge_events, record_event, state_row
 from validators.tables import (
     CLUSTER_SCOPE,
@@ -570,10 +570,10 @@ def _fold_range(
     directory: str,
 ) -> TaskOutput:
     """Inside a task: the folded rows of one range whose keys no other range touches, as Parquet files."""
-    writer = PartWriter(directory, task_part(index), with_offsets=True)
-    for item in parse_range(r, start_offset, stop_offset, excluded):
-        writer.add_all(fold_rows(item, snapshot_last_offset))
-    return writer.close()
+    rows = (
+        row for item in parse_range(r, start_offset, stop_offset, excluded) for row in fold_rows(item, snapshot_last_offset)
+    )
+    return next(write_rows(rows, directory, task_part(index), with_offsets=True))
 
 
 def kraft_side(spark: SparkSession, plan: KraftPlan, directory: Path, *, shuffle_partitions: int) -> ColumnarSide:
