@@ -44,7 +44,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Self
@@ -266,17 +266,22 @@ ZK_WRITE_MS = "zk2kraft_zk_write_delta_time_ms"
 REQUEST_SECONDS = "zk2kraft_request_latency_seconds"
 
 
-def scrape(metrics_port: int) -> dict[str, float]:
-    """Sums and counts of the controller's ZooKeeper-write and per-API request-latency histograms."""
+def metric_samples(metrics_port: int) -> Iterator[Any]:
+    """Every sample of the controller's `/metrics` (prometheus_client's parsed samples)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
         text = reply.read().decode()
-    values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name in (f"{ZK_WRITE_MS}_sum", f"{ZK_WRITE_MS}_count"):
-                values[sample.name] = sample.value
-            elif sample.name in (f"{REQUEST_SECONDS}_sum", f"{REQUEST_SECONDS}_count"):
-                values[f"{sample.name}:{sample.labels.get('api')}"] = sample.value
+        yield from family.samples
+
+
+def scrape(metrics_port: int) -> dict[str, float]:
+    """Sums and counts of the controller's ZooKeeper-write and per-API request-latency histograms."""
+    values: dict[str, float] = {}
+    for sample in metric_samples(metrics_port):
+        if sample.name in (f"{ZK_WRITE_MS}_sum", f"{ZK_WRITE_MS}_count"):
+            values[sample.name] = sample.value
+        elif sample.name in (f"{REQUEST_SECONDS}_sum", f"{REQUEST_SECONDS}_count"):
+            values[f"{sample.name}:{sample.labels.get('api')}"] = sample.value
     return values
 
 

@@ -37,7 +37,6 @@ import platform
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,16 +44,17 @@ from typing import Any
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench import broker_requests
 from bench.bench_bridge import (
     CHROOT,
     NODE_ID,
+    REQUEST_SECONDS,
     Subprocess,
     check_ok,
     latency_summary,
     load_average,
+    metric_samples,
     seed_cluster,
     set_topic_config,
     user_topics,
@@ -350,13 +350,10 @@ async def admin_load_elsewhere(port: int, topics: list[str], clients: int, secon
 
 def heartbeat_buckets(metrics_port: int) -> dict[float, float]:
     """The bridge's own BrokerHeartbeat latency histogram (cumulative count per upper bound, seconds)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
     buckets: dict[float, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name.endswith("_request_latency_seconds_bucket") and sample.labels.get("api") == "BrokerHeartbeat":
-                buckets[float(sample.labels["le"])] = sample.value
+    for sample in metric_samples(metrics_port):
+        if sample.name == f"{REQUEST_SECONDS}_bucket" and sample.labels.get("api") == "BrokerHeartbeat":
+            buckets[float(sample.labels["le"])] = sample.value
     return buckets
 
 
